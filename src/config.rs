@@ -1,0 +1,491 @@
+//! Command-line flags (HAMi's names and defaults, protocol.md §8.1, plus hami-rs's own), each also
+//! an env var, and `Config::validate`. The device config file lives in `config/device.rs`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub mod device;
+
+/// Parses Go duration strings (`5m`, `28s`, `1h30m`, `500ms`, `0`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let err = || format!("{s:?} is not a duration (e.g. 30s, 5m, 1h30m, 500ms)");
+    let mut total = 0f64;
+    let mut rest = t;
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let n_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if n_end == 0 {
+            return Err(err());
+        }
+        let n: f64 = rest[..n_end].parse().map_err(|_| err())?;
+        rest = &rest[n_end..];
+        let u_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit = match &rest[..u_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(err()),
+        };
+        rest = &rest[u_end..];
+        total += n * unit;
+    }
+    if !total.is_finite() || total > 1e9 {
+        return Err(err());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// Parses Go boolean literals, so `--leader-elect=true` and `--leader-elect=1` both work.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    crate::model::codec::parse_go_bool(s).map_err(|e| e.to_string())
+}
+
+/// Formats a duration the way Go prints it (`5m0s`, `28s`, `2m0s`), for messages HAMi words so.
+pub fn format_go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let ms = d.subsec_millis();
+    let frac = if ms > 0 { format!(".{:03}", ms).trim_end_matches('0').to_owned() } else { String::new() };
+    if h > 0 {
+        format!("{h}h{m}m{s}{frac}s")
+    } else if m > 0 {
+        format!("{m}m{s}{frac}s")
+    } else {
+        format!("{s}{frac}s")
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hami-rs",
+    version,
+    about = "A wire-compatible replacement for HAMi's scheduler: admission webhook and kube-scheduler extender for shared GPUs."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the extender (/filter, /bind), the webhook and the status endpoints.
+    Serve(Box<ServeArgs>),
+    /// Run pods through the real engine against a cluster file and print where each would go.
+    Simulate(Box<SimulateArgs>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+/// How Filter evaluates candidate nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FilterMode {
+    /// Fit over the immutable usage snapshots node actors publish (fast; the default).
+    Snapshot,
+    /// Send a Filter message to every candidate node actor and wait for the answers.
+    Messages,
+}
+
+/// The scheduler's flags, shared by `serve` and `simulate`.
+#[derive(Clone, Debug, Args)]
+pub struct SchedulerFlags {
+    /// Value written to spec.schedulerName by the webhook; also the Event source. HAMi's default is empty; the chart sets hami-scheduler.
+    #[arg(long = "scheduler-name", env = "HAMI_SCHEDULER_NAME", default_value = "")]
+    pub scheduler_name: String,
+
+    /// Default node policy: binpack or spread (pod annotation hami.io/node-scheduler-policy overrides).
+    #[arg(long = "node-scheduler-policy", env = "HAMI_NODE_SCHEDULER_POLICY", default_value = "binpack")]
+    pub node_scheduler_policy: String,
+
+    /// Default GPU policy: binpack, spread, topology-aware, mutex, numa or a comma list (pod annotation hami.io/gpu-scheduler-policy overrides).
+    #[arg(long = "gpu-scheduler-policy", env = "HAMI_GPU_SCHEDULER_POLICY", default_value = "spread")]
+    pub gpu_scheduler_policy: String,
+
+    /// Device config YAML (HAMi's format). Without one, the Helm chart's defaults apply.
+    #[arg(long = "device-config-file", env = "HAMI_DEVICE_CONFIG_FILE")]
+    pub device_config_file: Option<PathBuf>,
+
+    /// Register Ascend vNPU chips from the device config.
+    #[arg(long = "enable-ascend", env = "HAMI_ENABLE_ASCEND", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub enable_ascend: bool,
+
+    /// Register Iluvatar chips from the device config.
+    #[arg(long = "enable-iluvatar", env = "HAMI_ENABLE_ILUVATAR", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub enable_iluvatar: bool,
+
+    /// Treat pods with schedulerName default-scheduler as ours to take over.
+    #[arg(long = "force-overwrite-default-scheduler", env = "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER", default_value = "true", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub force_overwrite_default_scheduler: bool,
+
+    /// Node lock expiry: an older lock may be broken by anyone.
+    #[arg(long = "node-lock-timeout", env = "HAMI_NODE_LOCK_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    pub node_lock_timeout: Duration,
+
+    /// How long Bind retries lock contention for PodGroup members (0 disables).
+    #[arg(long = "node-lock-retry-timeout", env = "HAMI_NODE_LOCK_RETRY_TIMEOUT", default_value = "28s", value_parser = parse_duration)]
+    pub node_lock_retry_timeout: Duration,
+
+    /// How long a reservation made by Filter waits for its Bind before it is released.
+    #[arg(long = "reservation-ttl", env = "HAMI_RESERVATION_TTL", default_value = "30s", value_parser = parse_duration)]
+    pub reservation_ttl: Duration,
+
+    /// How Filter evaluates candidate nodes.
+    #[arg(long = "filter-mode", env = "HAMI_FILTER_MODE", value_enum, default_value = "snapshot")]
+    pub filter_mode: FilterMode,
+
+    /// Deadline for a node actor's answer in --filter-mode=messages; a node that misses it fails for that pod.
+    #[arg(long = "filter-deadline", env = "HAMI_FILTER_DEADLINE", default_value = "2s", value_parser = parse_duration)]
+    pub filter_deadline: Duration,
+
+    /// Number of arbiters (threads) node actors are spread over; 0 means one per core.
+    #[arg(long = "arbiters", env = "HAMI_ARBITERS", default_value = "0")]
+    pub arbiters: usize,
+
+    /// Log format.
+    #[arg(long = "log-format", env = "HAMI_LOG_FORMAT", value_enum, default_value = "human")]
+    pub log_format: LogFormat,
+
+    /// klog verbosity, accepted for HAMi compatibility: 0-2 info, 3-4 debug, 5+ trace (RUST_LOG overrides).
+    #[arg(short = 'v', long = "v", env = "HAMI_VERBOSITY", default_value = "0")]
+    pub verbosity: u8,
+
+    /// Accepted for HAMi compatibility; has no effect.
+    #[arg(long = "debug", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool, hide = true)]
+    pub debug: bool,
+
+    /// HAMi's per-vendor resource-name flags are overwritten by the device config there, and ignored here.
+    #[arg(long = "cambricon-mlu-name", hide = true)]
+    pub dead_cambricon_mlu_name: Option<String>,
+    #[arg(long = "cambricon-mlu-memory", hide = true)]
+    pub dead_cambricon_mlu_memory: Option<String>,
+    #[arg(long = "cambricon-mlu-cores", hide = true)]
+    pub dead_cambricon_mlu_cores: Option<String>,
+    #[arg(long = "dcu-name", hide = true)]
+    pub dead_dcu_name: Option<String>,
+    #[arg(long = "dcu-memory", hide = true)]
+    pub dead_dcu_memory: Option<String>,
+    #[arg(long = "dcu-cores", hide = true)]
+    pub dead_dcu_cores: Option<String>,
+    #[arg(long = "mthreads-name", hide = true)]
+    pub dead_mthreads_name: Option<String>,
+    #[arg(long = "mthreads-memory", hide = true)]
+    pub dead_mthreads_memory: Option<String>,
+    #[arg(long = "mthreads-cores", hide = true)]
+    pub dead_mthreads_cores: Option<String>,
+    #[arg(long = "metax-name", hide = true)]
+    pub dead_metax_name: Option<String>,
+    #[arg(long = "metax-vcount", hide = true)]
+    pub dead_metax_vcount: Option<String>,
+    #[arg(long = "metax-vcore", hide = true)]
+    pub dead_metax_vcore: Option<String>,
+    #[arg(long = "metax-vmemory", hide = true)]
+    pub dead_metax_vmemory: Option<String>,
+    #[arg(long = "sgpu-topology-aware", hide = true, num_args = 0..=1, default_missing_value = "true")]
+    pub dead_sgpu_topology_aware: Option<String>,
+    #[arg(long = "kunlun-name", hide = true)]
+    pub dead_kunlun_name: Option<String>,
+    #[arg(long = "kunlun-vcount", hide = true)]
+    pub dead_kunlun_vcount: Option<String>,
+    #[arg(long = "kunlun-vmemory", hide = true)]
+    pub dead_kunlun_vmemory: Option<String>,
+}
+
+/// `hami-rs serve`.
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub sched: SchedulerFlags,
+
+    /// Serve over an in-memory cluster loaded from this file (kubectl get nodes,pods -o json, or YAML) instead of the API server.
+    #[arg(long = "cluster-file", env = "HAMI_CLUSTER_FILE")]
+    pub cluster_file: Option<PathBuf>,
+
+    /// Main listener: /filter, /bind, /webhook, /healthz, /readyz, / (status page).
+    #[arg(long = "http_bind", env = "HAMI_HTTP_BIND", default_value = "127.0.0.1:8080")]
+    pub http_bind: SocketAddr,
+
+    /// TLS certificate (PEM); TLS is on when both --cert_file and --key_file are set. Reloaded when it changes.
+    #[arg(long = "cert_file", env = "HAMI_CERT_FILE")]
+    pub cert_file: Option<PathBuf>,
+
+    /// TLS private key (PEM).
+    #[arg(long = "key_file", env = "HAMI_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+
+    /// Metrics listener (GET /metrics). ":9395" means all interfaces, as in Go.
+    #[arg(long = "metrics-bind-address", env = "HAMI_METRICS_BIND_ADDRESS", default_value = ":9395")]
+    pub metrics_bind_address: String,
+
+    /// Also emit HAMi's legacy metric names.
+    #[arg(long = "legacy-metrics", env = "HAMI_LEGACY_METRICS", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub legacy_metrics: bool,
+
+    /// Only nodes with these labels (k=v,k2=v2) are registered.
+    #[arg(long = "node-label-selector", env = "HAMI_NODE_LABEL_SELECTOR")]
+    pub node_label_selector: Option<String>,
+
+    /// API client requests per second (HAMi's default of 5 throttles scheduling).
+    #[arg(long = "kube-qps", env = "HAMI_KUBE_QPS", default_value = "200")]
+    pub kube_qps: f32,
+
+    /// API client burst.
+    #[arg(long = "kube-burst", env = "HAMI_KUBE_BURST", default_value = "400")]
+    pub kube_burst: u32,
+
+    /// API request timeout in seconds (0: none).
+    #[arg(long = "kube-timeout", env = "HAMI_KUBE_TIMEOUT", default_value = "0")]
+    pub kube_timeout: u64,
+
+    /// Follow the kube-scheduler sidecar's Lease: serve as leader only while it holds it.
+    #[arg(long = "leader-elect", env = "HAMI_LEADER_ELECT", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub leader_elect: bool,
+
+    /// Name of the Lease to follow.
+    #[arg(long = "leader-elect-resource-name", env = "HAMI_LEADER_ELECT_RESOURCE_NAME", default_value = "")]
+    pub leader_elect_resource_name: String,
+
+    /// Namespace of the Lease to follow.
+    #[arg(long = "leader-elect-resource-namespace", env = "HAMI_LEADER_ELECT_RESOURCE_NAMESPACE", default_value = "")]
+    pub leader_elect_resource_namespace: String,
+
+    /// Accepted for HAMi compatibility (pprof routes); has no effect.
+    #[arg(long = "profiling", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool, hide = true)]
+    pub profiling: bool,
+
+    /// Largest request body accepted on /filter, /bind and /webhook.
+    #[arg(long = "max-body-bytes", env = "HAMI_MAX_BODY_BYTES", default_value = "4194304")]
+    pub max_body_bytes: usize,
+
+    /// Allow serving plain HTTP on a non-loopback address (the extender and webhook carry scheduling decisions).
+    #[arg(long = "allow-insecure-http", env = "HAMI_ALLOW_INSECURE_HTTP", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub allow_insecure_http: bool,
+
+    /// How long shutdown waits for in-flight binds.
+    #[arg(long = "shutdown-grace", env = "HAMI_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+/// `hami-rs simulate`.
+#[derive(Clone, Debug, Args)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    pub sched: SchedulerFlags,
+
+    /// Cluster: a v1 List (kubectl get nodes,pods,resourcequotas -A -o json) or multi-document YAML.
+    #[arg(long = "cluster-file")]
+    pub cluster_file: PathBuf,
+
+    /// Pods to place, in order: a v1 List or multi-document YAML of Pods.
+    #[arg(long = "pods")]
+    pub pods: PathBuf,
+
+    /// Output format.
+    #[arg(long = "output", short = 'o', value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration:\n  {}", .0.join("\n  "))]
+pub struct Invalid(pub Vec<String>);
+
+impl SchedulerFlags {
+    pub fn validate(&self, problems: &mut Vec<String>) {
+        if self.reservation_ttl.is_zero() {
+            problems.push("--reservation-ttl must be positive".into());
+        }
+        if self.node_lock_timeout.is_zero() {
+            problems.push("--node-lock-timeout must be positive".into());
+        }
+        if let Some(p) = &self.device_config_file
+            && !p.is_file()
+        {
+            problems.push(format!("--device-config-file {}: no such file", p.display()));
+        }
+    }
+
+    pub fn policy_defaults(&self) -> crate::model::request::PolicyDefaults {
+        crate::model::request::PolicyDefaults {
+            gpu: self.gpu_scheduler_policy.clone(),
+            node: self.node_scheduler_policy.clone(),
+        }
+    }
+
+    pub fn arbiters(&self) -> usize {
+        if self.arbiters > 0 { self.arbiters } else { std::thread::available_parallelism().map_or(2, |n| n.get()) }
+    }
+
+    /// Loads the device config file, or the chart's defaults when none is given.
+    pub fn device_config(&self) -> Result<device::DeviceConfig, String> {
+        match &self.device_config_file {
+            None => Ok(device::DeviceConfig::chart()),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                device::DeviceConfig::from_yaml(&text).map_err(|e| format!("{}: {e}", p.display()))
+            }
+        }
+    }
+}
+
+/// Go's `":9395"` means every interface.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let t = if s.starts_with(':') { format!("0.0.0.0{s}") } else { s.to_owned() };
+    t.parse().map_err(|_| format!("{s:?} is not an address like :9395 or 127.0.0.1:9395"))
+}
+
+impl ServeArgs {
+    /// Every problem at once, before any socket is bound.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut p = Vec::new();
+        self.sched.validate(&mut p);
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            p.push("--cert_file and --key_file must be given together".into());
+        }
+        for f in [&self.cert_file, &self.key_file].into_iter().flatten() {
+            if !f.is_file() {
+                p.push(format!("{}: no such file", f.display()));
+            }
+        }
+        if let Err(e) = parse_listen(&self.metrics_bind_address) {
+            p.push(format!("--metrics-bind-address: {e}"));
+        }
+        if self.cert_file.is_none() && !self.http_bind.ip().is_loopback() && !self.allow_insecure_http {
+            p.push(format!(
+                "--http_bind {} is not a loopback address and no --cert_file/--key_file is set; give a certificate or pass --allow-insecure-http",
+                self.http_bind
+            ));
+        }
+        if self.leader_elect
+            && (self.leader_elect_resource_name.is_empty() || self.leader_elect_resource_namespace.is_empty())
+        {
+            p.push("--leader-elect needs --leader-elect-resource-name and --leader-elect-resource-namespace".into());
+        }
+        if self.max_body_bytes < 1024 {
+            p.push("--max-body-bytes must be at least 1024".into());
+        }
+        if let Some(f) = &self.cluster_file
+            && !f.is_file()
+        {
+            p.push(format!("--cluster-file {}: no such file", f.display()));
+        }
+        if p.is_empty() { Ok(()) } else { Err(Invalid(p)) }
+    }
+}
+
+impl SimulateArgs {
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut p = Vec::new();
+        self.sched.validate(&mut p);
+        for (flag, f) in [("--cluster-file", &self.cluster_file), ("--pods", &self.pods)] {
+            if !f.is_file() {
+                p.push(format!("{flag} {}: no such file", f.display()));
+            }
+        }
+        if p.is_empty() { Ok(()) } else { Err(Invalid(p)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> ServeArgs {
+        let mut v = vec!["hami-rs", "serve"];
+        v.extend_from_slice(args);
+        match Cli::try_parse_from(v).unwrap().command {
+            Command::Serve(s) => *s,
+            Command::Simulate(_) => panic!("expected serve"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_hamis() {
+        let s = serve(&[]);
+        assert_eq!(s.http_bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.metrics_bind_address, ":9395");
+        assert_eq!(s.sched.node_scheduler_policy, "binpack");
+        assert_eq!(s.sched.gpu_scheduler_policy, "spread");
+        assert_eq!(s.sched.node_lock_timeout, Duration::from_secs(300));
+        assert_eq!(s.sched.node_lock_retry_timeout, Duration::from_secs(28));
+        assert!(s.sched.force_overwrite_default_scheduler);
+        assert!(!s.leader_elect);
+        assert_eq!(s.sched.scheduler_name, "");
+    }
+
+    #[test]
+    fn the_charts_invocation_parses() {
+        // protocol.md §8.1, chart invocation (TLS files need not exist to parse).
+        let s = serve(&[
+            "--http_bind=0.0.0.0:443",
+            "--scheduler-name=hami-scheduler",
+            "--metrics-bind-address=:9395",
+            "--node-scheduler-policy=binpack",
+            "--gpu-scheduler-policy=spread",
+            "--force-overwrite-default-scheduler=true",
+            "--leader-elect=true",
+            "--leader-elect-resource-name=hami-scheduler",
+            "--leader-elect-resource-namespace=kube-system",
+            "--debug",
+            "-v=4",
+            "--enable-ascend=true",
+            "--cambricon-mlu-name=cambricon.com/vmlu",
+        ]);
+        assert_eq!(s.sched.scheduler_name, "hami-scheduler");
+        assert!(s.leader_elect);
+        assert!(s.sched.enable_ascend);
+        assert_eq!(s.sched.verbosity, 4);
+    }
+
+    #[test]
+    fn go_booleans_and_durations_parse() {
+        assert!(!serve(&["--force-overwrite-default-scheduler=F"]).sched.force_overwrite_default_scheduler);
+        assert!(serve(&["--leader-elect"]).leader_elect);
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("5 minutes").is_err());
+        assert!(parse_duration("").is_err());
+        assert_eq!(format_go_duration(Duration::from_secs(300)), "5m0s");
+        assert_eq!(format_go_duration(Duration::from_secs(28)), "28s");
+    }
+
+    #[test]
+    fn validate_reports_every_problem_at_once() {
+        let s =
+            serve(&["--http_bind=0.0.0.0:8080", "--cert_file=/nonexistent", "--leader-elect", "--reservation-ttl=0"]);
+        let e = s.validate().unwrap_err();
+        assert!(e.0.len() >= 4, "{e}");
+    }
+
+    #[test]
+    fn plain_http_on_a_public_address_needs_an_explicit_flag() {
+        assert!(serve(&["--http_bind=0.0.0.0:8080"]).validate().is_err());
+        assert!(serve(&["--http_bind=0.0.0.0:8080", "--allow-insecure-http"]).validate().is_ok());
+        assert!(serve(&[]).validate().is_ok());
+    }
+
+    #[test]
+    fn metrics_address_accepts_go_form() {
+        assert_eq!(parse_listen(":9395").unwrap().to_string(), "0.0.0.0:9395");
+        assert!(parse_listen("nonsense").is_err());
+    }
+}

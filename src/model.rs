@@ -1,0 +1,18 @@
+//! Pure domain types shared by every layer: ids and units, devices and their usage, pods' device
+//! requests and allocations, HAMi's annotation keys, and the byte-compatible codecs between them.
+//! Nothing here performs I/O, reads a clock or imports actix, kube, tokio or http.
+
+pub mod annotations;
+pub mod codec;
+pub mod device;
+pub mod edit;
+pub mod pod;
+pub mod quantity;
+pub mod request;
+
+pub use device::{
+    ContainerDevice, ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, MigPlacement, MigProfile, NodeName,
+    PodDevices, PodUid, VendorId,
+};
+pub use pod::{ContainerView, PodView};
+pub use request::{ContainerRequest, PodRequest};

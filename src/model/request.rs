@@ -1,0 +1,294 @@
+//! A pod's device request, parsed once per Filter call: per container (init containers first) the
+//! request of every vendor, plus the pod-level scheduling annotations (policies, weights, NUMA).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::annotations as keys;
+use super::codec::{self, Weights};
+use super::device::{MemMiB, PodUid, VendorId};
+use super::pod::{Annotations, PodView};
+
+/// The memory-percentage sentinel meaning "not given" (NVIDIA).
+pub const MEMPCT_UNSET: u32 = 101;
+
+/// One container's request of one vendor (HAMi's `ContainerDeviceRequest`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContainerRequest {
+    pub vendor: VendorId,
+    /// Number of devices.
+    pub nums: u32,
+    /// Memory per device in MiB; 0 means "use `mempct`".
+    pub memreq: MemMiB,
+    /// Percent of each device's memory; [`MEMPCT_UNSET`] when not given.
+    pub mempct: u32,
+    /// Cores per device (percent of one device for NVIDIA-like vendors).
+    pub cores: u32,
+    /// Vendor-specific request mode (Enflame DRS: 0 direct slices, -1 memory/core spec).
+    pub mode: i32,
+}
+
+impl ContainerRequest {
+    pub fn new(vendor: VendorId, nums: u32, memreq: u64, mempct: u32, cores: u32) -> Self {
+        ContainerRequest { vendor, nums, memreq: MemMiB(memreq), mempct, cores, mode: 0 }
+    }
+}
+
+/// The requests of one container, at most one per vendor.
+pub type ContainerRequests = SmallVec<[ContainerRequest; 1]>;
+
+/// Node policy (`--node-scheduler-policy`, pod `hami.io/node-scheduler-policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodePolicy {
+    Binpack,
+    Spread,
+    /// Any other text: sorts like binpack, but vendors that score by policy name give 0.
+    Other,
+}
+
+impl NodePolicy {
+    pub fn parse(s: &str) -> NodePolicy {
+        match s {
+            "binpack" => NodePolicy::Binpack,
+            "spread" => NodePolicy::Spread,
+            _ => NodePolicy::Other,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodePolicy::Binpack => "binpack",
+            NodePolicy::Spread => "spread",
+            NodePolicy::Other => "other",
+        }
+    }
+}
+
+/// Single-value GPU policies and how they order devices (scheduling.md §5.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SingleSort {
+    Binpack,
+    /// `spread`, `topology-aware` and unknown values.
+    Spread,
+    Mutex,
+}
+
+/// One key of a comma-list GPU policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainKey {
+    Binpack,
+    Spread,
+    Numa,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuSort {
+    Single(SingleSort),
+    Chain(SmallVec<[ChainKey; 3]>),
+}
+
+/// A parsed GPU policy: its device order and the fit rules it switches on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuPolicy {
+    pub sort: GpuSort,
+    /// `mutex` anywhere: only idle devices may be chosen.
+    pub mutex: bool,
+    /// `topology-aware` anywhere: NVIDIA chooses among all fitting devices by pair scores.
+    pub topology_aware: bool,
+    /// NUMA flag (`nvidia.com/numa-bind`).
+    pub numa: bool,
+    pub text: Arc<str>,
+}
+
+impl GpuPolicy {
+    /// Parses a policy text with the pod's NUMA flag (scheduling.md §5.6).
+    pub fn parse(text: &str, numa: bool) -> GpuPolicy {
+        let items: Vec<&str> = text.split(',').map(str::trim).collect();
+        let has = |w: &str| items.contains(&w);
+        let mutex = has("mutex");
+        let topology_aware = has("topology-aware");
+        let sort = if !text.contains(',') && text != "numa" {
+            GpuSort::Single(match text {
+                "binpack" => SingleSort::Binpack,
+                "mutex" => SingleSort::Mutex,
+                _ => SingleSort::Spread,
+            })
+        } else {
+            let mut chain: SmallVec<[ChainKey; 3]> = SmallVec::new();
+            for i in &items {
+                let k = match *i {
+                    "binpack" => ChainKey::Binpack,
+                    "spread" => ChainKey::Spread,
+                    "numa" => ChainKey::Numa,
+                    _ => continue,
+                };
+                if !chain.contains(&k) {
+                    chain.push(k);
+                }
+            }
+            if chain.is_empty() {
+                chain.push(ChainKey::Spread);
+            }
+            if numa && chain[0] != ChainKey::Numa {
+                chain.retain(|k| *k != ChainKey::Numa);
+                chain.insert(0, ChainKey::Numa);
+            }
+            GpuSort::Chain(chain)
+        };
+        GpuPolicy { sort, mutex, topology_aware, numa, text: Arc::from(text) }
+    }
+}
+
+/// Per-vendor data a vendor parsed from the pod's annotations once (selection lists, modes).
+pub type VendorParams = Arc<dyn Any + Send + Sync>;
+
+/// Everything Filter and Reserve need to know about a pod, parsed once.
+pub struct PodRequest {
+    pub uid: PodUid,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    /// One entry per container, init containers first; empty where the container requests nothing.
+    pub containers: Vec<ContainerRequests>,
+    /// Number of init containers at the front of `containers`.
+    pub n_init: usize,
+    /// Which init containers are native sidecars (`restartPolicy: Always`); same length as `n_init`.
+    pub sidecars: Vec<bool>,
+    pub gpu_policy: GpuPolicy,
+    pub node_policy: NodePolicy,
+    pub weights: Weights,
+    pub annotations: Annotations,
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Indexed by `VendorId`: what each vendor pre-parsed from the pod (None when it has nothing).
+    pub vendor_params: Vec<Option<VendorParams>>,
+    pub pod_group: bool,
+}
+
+impl std::fmt::Debug for PodRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodRequest")
+            .field("pod", &format_args!("{}/{}", self.namespace, self.name))
+            .field("uid", &self.uid)
+            .field("containers", &self.containers)
+            .field("n_init", &self.n_init)
+            .field("gpu_policy", &self.gpu_policy.text)
+            .field("node_policy", &self.node_policy)
+            .finish()
+    }
+}
+
+/// Why a pod's scheduling annotations or quantities cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Weights(#[from] codec::Error),
+    #[error("container {container}: {resource} = {value:?}: {why}")]
+    Quantity { container: String, resource: String, value: String, why: String },
+}
+
+/// Defaults the pod annotations fall back to (`--gpu-scheduler-policy`, `--node-scheduler-policy`).
+#[derive(Clone, Debug)]
+pub struct PolicyDefaults {
+    pub gpu: String,
+    pub node: String,
+}
+
+impl PodRequest {
+    /// Builds the pod-level part; containers are filled in by the vendor registry.
+    pub fn skeleton(pod: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, Error> {
+        let annos = &pod.metadata.annotations;
+        let numa = annos.get(keys::NVIDIA_NUMA_BIND).is_some_and(|v| codec::parse_go_bool(v).unwrap_or(false));
+        let gpu_text = annos.get(keys::GPU_SCHEDULER_POLICY).map_or(defaults.gpu.as_str(), String::as_str);
+        let node_text = annos.get(keys::NODE_SCHEDULER_POLICY).map_or(defaults.node.as_str(), String::as_str);
+        let weights = match annos.get(keys::DEVICE_SCORING_WEIGHTS) {
+            Some(v) => codec::parse_weights(v)?,
+            None => Weights::default(),
+        };
+        Ok(PodRequest {
+            uid: PodUid::new(&pod.metadata.uid),
+            namespace: Arc::from(pod.metadata.namespace.as_str()),
+            name: Arc::from(pod.metadata.name.as_str()),
+            containers: Vec::with_capacity(pod.spec.init_containers.len() + pod.spec.containers.len()),
+            n_init: pod.spec.init_containers.len(),
+            sidecars: pod.spec.init_containers.iter().map(|c| c.is_sidecar()).collect(),
+            gpu_policy: GpuPolicy::parse(gpu_text, numa),
+            node_policy: NodePolicy::parse(node_text),
+            weights,
+            annotations: annos.clone(),
+            labels: pod.metadata.labels.clone(),
+            vendor_params: Vec::new(),
+            pod_group: pod.is_pod_group_member(),
+        })
+    }
+
+    /// Whether any container requests any device.
+    pub fn requests_devices(&self) -> bool {
+        self.containers.iter().any(|c| !c.is_empty())
+    }
+
+    pub fn params(&self, v: VendorId) -> Option<&VendorParams> {
+        self.vendor_params.get(usize::from(v.0)).and_then(Option::as_ref)
+    }
+
+    /// Whether container `i` (in the combined list) is a regular init container (runs alone).
+    pub fn is_plain_init(&self, i: usize) -> bool {
+        i < self.n_init && !self.sidecars.get(i).copied().unwrap_or(false)
+    }
+
+    /// Vendors requested by any container, in registry order, deduplicated.
+    pub fn vendors(&self) -> SmallVec<[VendorId; 2]> {
+        let mut v: SmallVec<[VendorId; 2]> = SmallVec::new();
+        for c in &self.containers {
+            for r in c {
+                if !v.contains(&r.vendor) {
+                    v.push(r.vendor);
+                }
+            }
+        }
+        v.sort();
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_value_policies_sort_as_hami_does() {
+        // HAMi policy/gpu_policy.go: binpack, mutex, anything else sorts like spread.
+        assert_eq!(GpuPolicy::parse("binpack", false).sort, GpuSort::Single(SingleSort::Binpack));
+        assert_eq!(GpuPolicy::parse("spread", false).sort, GpuSort::Single(SingleSort::Spread));
+        assert_eq!(GpuPolicy::parse("topology-aware", false).sort, GpuSort::Single(SingleSort::Spread));
+        assert!(GpuPolicy::parse("topology-aware", false).topology_aware);
+        assert_eq!(GpuPolicy::parse("bogus", false).sort, GpuSort::Single(SingleSort::Spread));
+        let m = GpuPolicy::parse("mutex", false);
+        assert_eq!(m.sort, GpuSort::Single(SingleSort::Mutex));
+        assert!(m.mutex);
+    }
+
+    #[test]
+    fn comma_lists_become_key_chains() {
+        use ChainKey::*;
+        let chain = |t: &str, numa: bool| match GpuPolicy::parse(t, numa).sort {
+            GpuSort::Chain(c) => c.to_vec(),
+            s => panic!("{t}: expected a chain, got {s:?}"),
+        };
+        assert_eq!(chain("binpack,numa", false), vec![Binpack, Numa]);
+        assert_eq!(chain("numa", false), vec![Numa]);
+        assert_eq!(chain("spread,spread,binpack", false), vec![Spread, Binpack]);
+        // mutex and topology-aware are fit rules, not sort keys; an empty chain means spread.
+        assert_eq!(chain("mutex,topology-aware", false), vec![Spread]);
+        assert!(GpuPolicy::parse("spread,mutex", false).mutex);
+        // With the NUMA flag, numa moves to the front.
+        assert_eq!(chain("binpack,numa", true), vec![Numa, Binpack]);
+        assert_eq!(chain("binpack,spread", true), vec![Numa, Binpack, Spread]);
+    }
+
+    #[test]
+    fn node_policy_unknown_values_are_other() {
+        assert_eq!(NodePolicy::parse("spread"), NodePolicy::Spread);
+        assert_eq!(NodePolicy::parse("binpack"), NodePolicy::Binpack);
+        assert_eq!(NodePolicy::parse("Spread"), NodePolicy::Other);
+    }
+}

@@ -1,0 +1,187 @@
+//! From a pod's per-container allocation to what it holds on each device (scheduling.md §8.2,
+//! §8.3), and from those holdings to device usage. Init containers count as a peak, regular
+//! containers and native sidecars as a sum (HAMi treats sidecars as init containers; see compat).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::model::device::{MigSlot, TaskClass};
+use crate::model::{ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, PodDevices, VendorId};
+use crate::vendor::Vendors;
+
+/// What one pod holds on one device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Charge {
+    pub uuid: DeviceUuid,
+    pub vendor: VendorId,
+    pub slots: u32,
+    pub mem: MemMiB,
+    pub cores: u32,
+    pub mig: Vec<MigSlot>,
+    pub class: TaskClass,
+    pub qos: Option<Arc<str>>,
+}
+
+/// How a pod's containers are laid out: which leading entries are init containers and which of
+/// those are sidecars, and whether the init containers have all finished.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    pub n_init: usize,
+    pub sidecars: Vec<bool>,
+    /// Once every init container has succeeded, only regular containers (and sidecars) hold devices.
+    pub init_released: bool,
+}
+
+impl Layout {
+    fn is_plain_init(&self, i: usize) -> bool {
+        i < self.n_init && !self.sidecars.get(i).copied().unwrap_or(false)
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    slots: u32,
+    mem: u64,
+    cores: u32,
+}
+
+/// Collapses a pod's devices into one charge per device (sorted by vendor, then UUID).
+/// `effective = max(peak over init containers, sum over regular containers and sidecars)`; a plain
+/// init container's peak includes the sidecars started before it. Slots are at least 1.
+pub fn collapse(
+    devices: &PodDevices,
+    layout: &Layout,
+    vendors: &Vendors,
+    info: &dyn Fn(&DeviceUuid) -> Option<Arc<DeviceInfo>>,
+) -> Vec<Charge> {
+    let mut out = Vec::new();
+    for (v, containers) in &devices.0 {
+        let vendor = vendors.get(*v);
+        let mut app: BTreeMap<&DeviceUuid, Acc> = BTreeMap::new();
+        let mut peak: BTreeMap<&DeviceUuid, Acc> = BTreeMap::new();
+        let mut side: BTreeMap<&DeviceUuid, Acc> = BTreeMap::new();
+        let mut mig: BTreeMap<&DeviceUuid, Vec<MigSlot>> = BTreeMap::new();
+        for (i, c) in containers.iter().enumerate() {
+            let plain_init = layout.is_plain_init(i);
+            if plain_init && layout.init_released {
+                continue;
+            }
+            let mut this: BTreeMap<&DeviceUuid, Acc> = BTreeMap::new();
+            for d in c {
+                let slots = vendor.entry_slots(d, info(&d.uuid).as_deref());
+                let a = this.entry(&d.uuid).or_default();
+                a.slots = a.slots.saturating_add(slots);
+                a.mem = a.mem.saturating_add(d.usedmem.get());
+                a.cores = a.cores.saturating_add(d.usedcores);
+                if let Some(s) = &d.mig {
+                    mig.entry(&d.uuid).or_default().push(s.clone());
+                }
+            }
+            if plain_init {
+                for (u, a) in this {
+                    let s = side.get(u).copied().unwrap_or_default();
+                    let p = peak.entry(u).or_default();
+                    p.slots = p.slots.max(a.slots.saturating_add(s.slots));
+                    p.mem = p.mem.max(a.mem.saturating_add(s.mem));
+                    p.cores = p.cores.max(a.cores.saturating_add(s.cores));
+                }
+            } else {
+                let is_sidecar = i < layout.n_init;
+                for (u, a) in this {
+                    let t = app.entry(u).or_default();
+                    t.slots = t.slots.saturating_add(a.slots);
+                    t.mem = t.mem.saturating_add(a.mem);
+                    t.cores = t.cores.saturating_add(a.cores);
+                    if is_sidecar {
+                        let s = side.entry(u).or_default();
+                        s.slots = s.slots.saturating_add(a.slots);
+                        s.mem = s.mem.saturating_add(a.mem);
+                        s.cores = s.cores.saturating_add(a.cores);
+                    }
+                }
+            }
+        }
+        let mut uuids: Vec<&DeviceUuid> = app.keys().chain(peak.keys()).copied().collect();
+        uuids.sort();
+        uuids.dedup();
+        for u in uuids {
+            let a = app.get(u).copied().unwrap_or_default();
+            let p = peak.get(u).copied().unwrap_or_default();
+            out.push(Charge {
+                uuid: u.clone(),
+                vendor: *v,
+                slots: a.slots.max(p.slots).max(1),
+                mem: MemMiB(a.mem.max(p.mem)),
+                cores: a.cores.max(p.cores),
+                mig: mig.remove(u).unwrap_or_default(),
+                class: TaskClass::Plain,
+                qos: None,
+            });
+        }
+    }
+    out
+}
+
+/// Devices whose usage a charge could not be applied to (unknown UUID), for logging.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Unmatched(pub Vec<DeviceUuid>);
+
+/// Adds charges to device usage. Every device whose id equals the charge's UUID is charged (ids
+/// are unique per node in practice). A MIG instance on a non-MIG device, or a charge without an
+/// instance on a MIG device, marks that device unhealthy in this view, as HAMi does.
+pub fn apply(devs: &mut [DeviceUsage], charges: &[Charge]) -> Unmatched {
+    let mut unmatched = Unmatched::default();
+    for c in charges {
+        let mut hit = false;
+        for d in devs.iter_mut().filter(|d| d.info.id == c.uuid && d.vendor == c.vendor) {
+            hit = true;
+            d.used = d.used.saturating_add(c.slots.max(1));
+            d.used_mem += c.mem;
+            d.used_cores = d.used_cores.saturating_add(c.cores);
+            if d.info.is_mig() {
+                if c.mig.is_empty() {
+                    d.health = false;
+                }
+                d.mig_used.extend(c.mig.iter().cloned());
+            } else if !c.mig.is_empty() {
+                d.health = false;
+            }
+            let k = &mut d.classes[c.class as usize];
+            *k = k.saturating_add(1);
+            if c.qos.is_some() {
+                d.qos.clone_from(&c.qos);
+            }
+        }
+        if !hit {
+            unmatched.0.push(c.uuid.clone());
+        }
+    }
+    unmatched
+}
+
+/// Maps a vendor's decoded entries onto the pod's containers. HAMi writes NVIDIA and AMD lists
+/// without the empty entries of device-less containers; when the list is shorter than the
+/// container list but its non-empty entries match the containers that request the vendor
+/// one-to-one, they are placed on those containers. Otherwise the list is taken positionally.
+pub fn align(mut list: Vec<ContainerDevices>, requesting: &[bool]) -> Vec<ContainerDevices> {
+    while list.last().is_some_and(|c| c.is_empty()) {
+        list.pop();
+    }
+    let n = requesting.len();
+    if list.len() >= n {
+        return list;
+    }
+    let non_empty: Vec<ContainerDevices> = list.iter().filter(|c| !c.is_empty()).cloned().collect();
+    let wanted = requesting.iter().filter(|r| **r).count();
+    if non_empty.len() == wanted && wanted > 0 {
+        let mut it = non_empty.into_iter();
+        return requesting
+            .iter()
+            .map(|r| if *r { it.next().unwrap_or_default() } else { ContainerDevices::new() })
+            .collect();
+    }
+    list
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,242 @@
+//! Why a node cannot take a pod. "Does not fit" is a value: `Rejection` is `Copy` and allocates
+//! nothing; text is built only when it is rendered into `FailedNodes` or an Event.
+
+use std::fmt::Write;
+
+use crate::model::DeviceUsage;
+
+/// HAMi's device-fit reason words (scheduling.md §12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    CardNotHealth,
+    CardCordoned,
+    CardTypeMismatch,
+    CardUuidMismatch,
+    NumaNotFit,
+    CardTimeSlicingExhausted,
+    ExclusiveDeviceAllocateConflict,
+    ResourceQuotaNotFit,
+    CardInsufficientMemory,
+    CardInsufficientCore,
+    CardComputeUnitsExhausted,
+    CardMigTopologyInfeasible,
+    CardNotFoundCustomFilterRule,
+    AllocatedCardsInsufficientRequest,
+    ModeNotFit,
+    CardUnhealthy,
+    CardQosPolicyMismatch,
+    CardAppClassMismatch,
+}
+
+pub const REASONS: usize = 18;
+
+impl Reason {
+    pub const ALL: [Reason; REASONS] = [
+        Reason::CardNotHealth,
+        Reason::CardCordoned,
+        Reason::CardTypeMismatch,
+        Reason::CardUuidMismatch,
+        Reason::NumaNotFit,
+        Reason::CardTimeSlicingExhausted,
+        Reason::ExclusiveDeviceAllocateConflict,
+        Reason::ResourceQuotaNotFit,
+        Reason::CardInsufficientMemory,
+        Reason::CardInsufficientCore,
+        Reason::CardComputeUnitsExhausted,
+        Reason::CardMigTopologyInfeasible,
+        Reason::CardNotFoundCustomFilterRule,
+        Reason::AllocatedCardsInsufficientRequest,
+        Reason::ModeNotFit,
+        Reason::CardUnhealthy,
+        Reason::CardQosPolicyMismatch,
+        Reason::CardAppClassMismatch,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::CardNotHealth => "CardNotHealth",
+            Reason::CardCordoned => "CardCordoned",
+            Reason::CardTypeMismatch => "CardTypeMismatch",
+            Reason::CardUuidMismatch => "CardUuidMismatch",
+            Reason::NumaNotFit => "NumaNotFit",
+            Reason::CardTimeSlicingExhausted => "CardTimeSlicingExhausted",
+            Reason::ExclusiveDeviceAllocateConflict => "ExclusiveDeviceAllocateConflict",
+            Reason::ResourceQuotaNotFit => "ResourceQuotaNotFit",
+            Reason::CardInsufficientMemory => "CardInsufficientMemory",
+            Reason::CardInsufficientCore => "CardInsufficientCore",
+            Reason::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
+            Reason::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
+            Reason::CardNotFoundCustomFilterRule => "CardNotFoundCustomFilterRule",
+            Reason::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
+            Reason::ModeNotFit => "ModeNotFit",
+            Reason::CardUnhealthy => "CardUnhealthy",
+            Reason::CardQosPolicyMismatch => "CardQosPolicyMismatch",
+            Reason::CardAppClassMismatch => "CardAppClassMismatch",
+        }
+    }
+}
+
+/// The numbers behind a human-readable detail, e.g. `requested 8000 MiB, free 4096 MiB`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    Memory { requested: u64, free: u64 },
+    Cores { requested: u32, free: u32 },
+    Slots { used: u32, count: u32 },
+    Busy { used: u32 },
+    None,
+}
+
+/// One device's rejection kept for the person reading `FailedNodes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Detail {
+    pub reason: Reason,
+    /// Position of the device in the node's device list.
+    pub pos: u16,
+    pub need: Need,
+}
+
+/// Per-reason device counts of one failed vendor fit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    counts: [u16; REASONS],
+    /// Number of candidate devices of the requested vendor (the `m` of `n/m`).
+    pub total: u16,
+    pub detail: Option<Detail>,
+}
+
+impl Tally {
+    pub fn new(total: usize) -> Tally {
+        Tally { counts: [0; REASONS], total: total.min(u16::MAX as usize) as u16, detail: None }
+    }
+    /// Counts one device rejected for `reason`, keeping the detail of the device that got
+    /// furthest through the checks (the most useful one to show).
+    pub fn reject(&mut self, reason: Reason, pos: usize, need: Need) {
+        self.add(reason, 1);
+        let d = Detail { reason, pos: pos.min(u16::MAX as usize) as u16, need };
+        match self.detail {
+            Some(old) if old.reason >= reason => {}
+            _ => self.detail = Some(d),
+        }
+    }
+    pub fn add(&mut self, reason: Reason, n: usize) {
+        let c = &mut self.counts[reason as usize];
+        *c = c.saturating_add(n.min(u16::MAX as usize) as u16);
+    }
+    pub fn count(&self, reason: Reason) -> u16 {
+        self.counts[reason as usize]
+    }
+    pub fn is_empty(&self) -> bool {
+        self.counts.iter().all(|&c| c == 0)
+    }
+    /// `(reason, count)` for every non-zero reason.
+    pub fn items(&self) -> impl Iterator<Item = (Reason, u16)> + '_ {
+        Reason::ALL.iter().copied().zip(self.counts.iter().copied()).filter(|(_, c)| *c > 0)
+    }
+    /// HAMi's reason list: `<n>/<m> <Reason>` items sorted as text, joined with `, `.
+    pub fn hami_text(&self) -> String {
+        let mut items: Vec<String> = self.items().map(|(r, c)| format!("{c}/{} {}", self.total, r.as_str())).collect();
+        items.sort();
+        items.join(", ")
+    }
+}
+
+/// Why one node cannot take the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// A vendor's device walk failed: HAMi's `n/m Reason` list.
+    Devices(Tally),
+    /// Fewer devices of the vendor than requested (bare word in HAMi).
+    NodeInsufficientDevice { requested: u32, available: u16 },
+    /// The node is unknown to the registry.
+    NodeUnregistered,
+    /// The node's registration is malformed; the snapshot holds the reason text.
+    NodeUnusable,
+    /// The node missed the fan-out deadline.
+    Timeout,
+    /// The node is locked by another pod's bind.
+    NodeLocked,
+}
+
+impl Rejection {
+    /// HAMi's reason string (scheduling.md §5.14), unchanged, for tools that match on it.
+    pub fn hami_text(&self) -> String {
+        match self {
+            Rejection::Devices(t) => t.hami_text(),
+            Rejection::NodeInsufficientDevice { .. } => "NodeInsufficientDevice".into(),
+            Rejection::NodeUnregistered | Rejection::NodeUnusable => "node unregistered".into(),
+            Rejection::Timeout => "node usage unavailable".into(),
+            Rejection::NodeLocked => "node lock contention".into(),
+        }
+    }
+
+    /// HAMi's text followed by the detail a person needs, e.g.
+    /// `1/2 CardInsufficientMemory (GPU-…2222: requested 8000 MiB, free 4096 MiB)`.
+    pub fn render(&self, devices: &[DeviceUsage], unusable: Option<&str>) -> String {
+        let mut s = self.hami_text();
+        match self {
+            Rejection::Devices(t) => {
+                if let Some(d) = t.detail {
+                    let id = devices.get(usize::from(d.pos)).map_or("?", |u| u.info.id.as_str());
+                    let _ = write!(s, " ({id}: ");
+                    match d.need {
+                        Need::Memory { requested, free } => {
+                            let _ = write!(s, "requested {requested} MiB, free {free} MiB");
+                        }
+                        Need::Cores { requested, free } => {
+                            let _ = write!(s, "requested {requested} cores, free {free}");
+                        }
+                        Need::Slots { used, count } => {
+                            let _ = write!(s, "{used} of {count} slots in use");
+                        }
+                        Need::Busy { used } => {
+                            let _ = write!(s, "{} with {used} tasks", d.reason.as_str());
+                        }
+                        Need::None => s.push_str(d.reason.as_str()),
+                    }
+                    s.push(')');
+                }
+            }
+            Rejection::NodeInsufficientDevice { requested, available } => {
+                let _ = write!(s, " (requested {requested} devices, node has {available})");
+            }
+            Rejection::NodeUnregistered => s.push_str(" (no devices registered)"),
+            Rejection::NodeUnusable => {
+                let _ = write!(s, " ({})", unusable.unwrap_or("registration is malformed"));
+            }
+            Rejection::Timeout => s.push_str(" (node did not answer within the filter deadline)"),
+            Rejection::NodeLocked => s.push_str(" (another pod's bind holds the node lock)"),
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_list_is_sorted_as_text_like_hami() {
+        // HAMi sorts the "<n>/<m> <Reason>" items as strings: "10/10 …" sorts before "2/10 …".
+        let mut t = Tally::new(10);
+        t.add(Reason::CardUuidMismatch, 2);
+        t.add(Reason::CardInsufficientMemory, 10);
+        t.add(Reason::CardNotHealth, 2);
+        assert_eq!(t.hami_text(), "10/10 CardInsufficientMemory, 2/10 CardNotHealth, 2/10 CardUuidMismatch");
+    }
+
+    #[test]
+    fn render_appends_the_detail_of_the_device_closest_to_fitting() {
+        let dev = crate::model::DeviceUsage::idle(
+            std::sync::Arc::new(crate::model::DeviceInfo::new("GPU-2222", 1, 10, 4096, 100, "NVIDIA-T4")),
+            crate::model::VendorId(0),
+        );
+        let mut t = Tally::new(2);
+        t.reject(Reason::CardUuidMismatch, 0, Need::None);
+        t.reject(Reason::CardInsufficientMemory, 0, Need::Memory { requested: 8000, free: 4096 });
+        let r = Rejection::Devices(t);
+        assert_eq!(
+            r.render(&[dev], None),
+            "1/2 CardInsufficientMemory, 1/2 CardUuidMismatch (GPU-2222: requested 8000 MiB, free 4096 MiB)"
+        );
+    }
+}

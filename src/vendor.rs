@@ -1,0 +1,392 @@
+//! The `Vendor` trait (one accelerator family) and the registry of configured vendors. Everything
+//! vendor-specific lives behind the trait; the engine, the webhook and the backends never branch
+//! on a vendor. Vendors are pure: no client, no clock, no logging on the success path.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::config::device::DeviceConfig;
+use crate::model::codec;
+use crate::model::edit::{ContainerEdit, PodContext};
+use crate::model::pod::NodeView;
+use crate::model::request::{self, ContainerRequest, ContainerRequests, PolicyDefaults};
+use crate::model::{
+    ContainerDevice, ContainerDevices, DeviceInfo, DeviceUsage, MemMiB, NodeName, PodDevices, PodRequest, PodView,
+    VendorId,
+};
+use crate::sched::reason::Rejection;
+
+pub mod nvidia;
+
+/// Opaque per-node data a vendor read from the node (cordon list, pair scores, topology maps).
+pub type NodeExtra = Arc<dyn Any + Send + Sync>;
+
+/// What a vendor found on a node.
+pub enum Discovery {
+    /// The node has no devices of this vendor.
+    Absent,
+    Devices {
+        devices: Vec<DeviceInfo>,
+        extra: Option<NodeExtra>,
+    },
+    /// The vendor's annotation is present but cannot be decoded.
+    Malformed {
+        key: String,
+        error: codec::Error,
+    },
+}
+
+/// Which node lock a vendor's bind takes (protocol.md §3.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LockKind {
+    /// `hami.io/mutex.lock`, owner-checked, shared by most vendors.
+    Shared,
+    /// `cambricon.com/dsmlu.lock`, a bare time, 2-minute expiry.
+    Cambricon,
+    None,
+}
+
+/// How a vendor decides whether its devices on a node are alive (protocol.md §3.7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HealthRule {
+    /// The `Requesting_…` handshake on `key`, with the allocatable fallback on `count_resource`.
+    Handshake {
+        key: String,
+        count_resource: String,
+    },
+    AlwaysHealthy,
+    /// Healthy iff `status.capacity[resource] > 0`.
+    CapacityPositive {
+        resource: String,
+    },
+    /// Healthy iff discovery found at least one device.
+    DevicesListed,
+}
+
+/// What a vendor removes from the node when its devices there are found dead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cleanup {
+    Nothing,
+    RemoveAnnotation(String),
+}
+
+/// Memory and core resource names for quota, with the memory factor (scheduling.md §9).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuotaNames {
+    pub memory: Option<String>,
+    pub cores: Option<String>,
+    /// Quota limits are in request units; scheduler usage is MiB, so limits scale by this.
+    pub memory_factor: u64,
+}
+
+/// Namespace quota as fit sees it.
+pub trait QuotaCheck: Sync {
+    /// Whether `namespace` may take `mem` more memory and `cores` more cores of `vendor`.
+    fn fits(&self, namespace: &str, vendor: VendorId, mem: MemMiB, cores: u32) -> bool;
+}
+
+/// No quota at all.
+pub struct NoQuota;
+impl QuotaCheck for NoQuota {
+    fn fits(&self, _: &str, _: VendorId, _: MemMiB, _: u32) -> bool {
+        true
+    }
+}
+
+/// A device chosen by a vendor's fit: its position in the node's list and the annotation entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pick {
+    pub pos: u16,
+    pub dev: ContainerDevice,
+}
+
+/// What a vendor's fit sees for one container's request.
+pub struct FitCx<'a> {
+    pub node: &'a NodeName,
+    /// Every device of the node with the usage so far (this pod's earlier containers included).
+    pub devs: &'a [DeviceUsage],
+    /// Positions of this vendor's devices in policy order; the walk tries them from the end.
+    pub order: &'a [u16],
+    pub req: ContainerRequest,
+    pub pod: &'a PodRequest,
+    pub params: Option<&'a (dyn Any + Send + Sync)>,
+    pub extra: Option<&'a (dyn Any + Send + Sync)>,
+    /// Position of the container in the combined list (init containers first).
+    pub container: usize,
+    /// This vendor's entries for the pod's earlier containers.
+    pub earlier: &'a [ContainerDevices],
+    pub quota: &'a dyn QuotaCheck,
+    /// Memory and cores of this vendor the pod already holds in this evaluation (for quota).
+    pub pod_mem: MemMiB,
+    pub pod_cores: u32,
+}
+
+/// What a vendor's node score sees (scheduling.md §5.12).
+pub struct ScoreCx<'a> {
+    pub node: &'a NodeName,
+    pub extra: Option<&'a (dyn Any + Send + Sync)>,
+    /// The node's devices before this pod.
+    pub before: &'a [DeviceUsage],
+    /// This vendor's per-container entries for the pod.
+    pub devices: &'a [ContainerDevices],
+    pub pod: &'a PodRequest,
+    pub policy: request::NodePolicy,
+}
+
+/// What a vendor's annotation writer sees.
+pub struct WriteCx<'a> {
+    pub node: &'a NodeName,
+    /// The node's devices (to look up indexes and custom info of chosen devices).
+    pub devs: &'a [DeviceUsage],
+    pub devices: &'a [ContainerDevices],
+    pub pod: &'a PodRequest,
+    /// Decision time, unix seconds and nanoseconds.
+    pub unix_s: i64,
+    pub unix_ns: i128,
+}
+
+/// One accelerator family.
+pub trait Vendor: Send + Sync + 'static {
+    /// The common word, as written in annotations (`NVIDIA`, `MLU`, `Ascend910B3`).
+    fn name(&self) -> &str;
+
+    /// Every resource name the vendor owns (count first), for `managedResources`.
+    fn resource_names(&self) -> Vec<String>;
+
+    fn quota_names(&self) -> QuotaNames {
+        QuotaNames::default()
+    }
+
+    /// The container's request, `Ok(None)` when it requests nothing of this vendor, `Err` with a
+    /// reason when a quantity is unusable (hami-rs refuses such pods instead of dropping them).
+    fn request(
+        &self,
+        id: VendorId,
+        c: &crate::model::ContainerView,
+        pod: &PodView,
+    ) -> Result<Option<ContainerRequest>, String>;
+
+    /// Parses the pod annotations this vendor reads, once per pod.
+    fn pod_params(&self, _pod: &PodView) -> Option<request::VendorParams> {
+        None
+    }
+
+    /// The webhook's mutation of one container; `Ok(true)` when it recognised a request.
+    fn mutate(&self, _c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+        Ok(false)
+    }
+
+    /// Devices and node extras from the node's annotations or capacity.
+    fn discover(&self, node: &NodeView) -> Discovery;
+
+    fn health_rule(&self) -> HealthRule {
+        HealthRule::AlwaysHealthy
+    }
+
+    fn cleanup(&self) -> Cleanup {
+        Cleanup::Nothing
+    }
+
+    /// Whether the device-count pre-check (`NodeInsufficientDevice`) is skipped (NVIDIA MIG).
+    fn count_check_exempt(&self, _cx: &FitCx<'_>) -> bool {
+        false
+    }
+
+    /// Chooses devices for one container's request, appending them to `out`.
+    fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection>;
+
+    /// Applies one chosen entry to a device in the evaluation's working usage. May rewrite the
+    /// entry (NVIDIA MIG takes the profile's memory and cores).
+    fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice) {
+        dev.used = dev.used.saturating_add(1);
+        dev.used_mem += entry.usedmem;
+        dev.used_cores = dev.used_cores.saturating_add(entry.usedcores);
+    }
+
+    /// Slots one stored entry occupies when usage is rebuilt from pods (Enflame DRS: slices).
+    fn entry_slots(&self, _entry: &ContainerDevice, _dev: Option<&DeviceInfo>) -> u32 {
+        1
+    }
+
+    /// The vendor's addition to the node score (0 for most vendors).
+    fn node_score(&self, _cx: &ScoreCx<'_>) -> f32 {
+        0.0
+    }
+
+    /// The key usage is rebuilt from, if the vendor writes one.
+    fn allocated_key(&self) -> Option<&str>;
+
+    /// Every pod key this vendor may write (cleared when a later decision does not use it).
+    fn pod_keys(&self) -> Vec<String>;
+
+    /// The annotations Filter writes for this vendor's part of the decision.
+    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>);
+
+    /// Reads back what this vendor allocated to a pod (restart rebuild, pods seen by the watcher).
+    fn decode_allocation(&self, pod: &PodView) -> Result<Option<Vec<ContainerDevices>>, codec::Error> {
+        match self.allocated_key().and_then(|k| pod.annotation(k)) {
+            None => Ok(None),
+            Some(v) => codec::decode_pod_devices(v).map(Some),
+        }
+    }
+
+    fn lock(&self) -> LockKind {
+        LockKind::Shared
+    }
+}
+
+/// The configured vendors, in HAMi's registration order (scheduling.md §2). `VendorId` is the
+/// position in this list.
+pub struct Vendors {
+    list: Vec<Box<dyn Vendor>>,
+}
+
+/// A node's devices from every vendor, as one list (vendors in registry order).
+pub struct NodeDevices {
+    pub devices: Vec<DeviceUsage>,
+    /// Indexed by `VendorId`.
+    pub extras: Vec<Option<NodeExtra>>,
+    /// Vendors whose annotation could not be decoded.
+    pub malformed: Vec<(VendorId, String, codec::Error)>,
+}
+
+/// Flags that switch vendors on (HAMi's `--enable-ascend`, `--enable-iluvatar`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Enable {
+    pub ascend: bool,
+    pub iluvatar: bool,
+}
+
+impl Vendors {
+    pub fn new(list: Vec<Box<dyn Vendor>>) -> Vendors {
+        assert!(list.len() < usize::from(u8::MAX), "too many vendors");
+        Vendors { list }
+    }
+
+    /// Builds every vendor the device config enables, in HAMi's order.
+    pub fn from_config(cfg: &DeviceConfig, _enable: Enable) -> Vendors {
+        let list: Vec<Box<dyn Vendor>> = vec![Box::new(nvidia::Nvidia::new(&cfg.nvidia))];
+        Vendors::new(list)
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+    pub fn get(&self, id: VendorId) -> &dyn Vendor {
+        &*self.list[usize::from(id.0)]
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (VendorId, &dyn Vendor)> {
+        self.list.iter().enumerate().map(|(i, v)| (VendorId(i as u8), &**v))
+    }
+    pub fn by_name(&self, name: &str) -> Option<VendorId> {
+        self.iter().find(|(_, v)| v.name() == name).map(|(id, _)| id)
+    }
+
+    /// Every managed resource name of every vendor.
+    pub fn resource_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.list.iter().flat_map(|x| x.resource_names()).filter(|n| !n.is_empty()).collect();
+        v.dedup();
+        v
+    }
+
+    /// Derives the pod's request (scheduling.md §4): per container, init containers first, the
+    /// request of every vendor whose count is positive.
+    pub fn pod_request(&self, pod: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, request::Error> {
+        let mut pr = PodRequest::skeleton(pod, defaults)?;
+        for c in pod.all_containers() {
+            let mut reqs = ContainerRequests::new();
+            for (id, v) in self.iter() {
+                match v.request(id, c, pod) {
+                    Ok(Some(r)) if r.nums > 0 => reqs.push(r),
+                    Ok(_) => {}
+                    Err(why) => {
+                        return Err(request::Error::Quantity {
+                            container: c.name.clone(),
+                            resource: v.name().to_owned(),
+                            value: String::new(),
+                            why,
+                        });
+                    }
+                }
+            }
+            pr.containers.push(reqs);
+        }
+        if pr.requests_devices() {
+            pr.vendor_params = self.list.iter().map(|v| v.pod_params(pod)).collect();
+        }
+        Ok(pr)
+    }
+
+    /// Reads every vendor's devices from the node. A malformed annotation is reported and that
+    /// vendor contributes no devices; the caller decides what that means for the node.
+    pub fn discover(&self, node: &NodeView) -> NodeDevices {
+        let mut out =
+            NodeDevices { devices: Vec::new(), extras: Vec::with_capacity(self.len()), malformed: Vec::new() };
+        for (id, v) in self.iter() {
+            match v.discover(node) {
+                Discovery::Absent => out.extras.push(None),
+                Discovery::Devices { devices, extra } => {
+                    out.devices.extend(devices.into_iter().map(|d| DeviceUsage::idle(Arc::new(d), id)));
+                    out.extras.push(extra);
+                }
+                Discovery::Malformed { key, error } => {
+                    out.malformed.push((id, key, error));
+                    out.extras.push(None);
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads back every vendor's allocation of a pod. Any malformed value rejects the pod's
+    /// device annotations as a whole, as HAMi does.
+    pub fn decode_allocation(&self, pod: &PodView) -> Result<PodDevices, codec::Error> {
+        let mut pd = PodDevices::default();
+        for (id, v) in self.iter() {
+            if let Some(c) = v.decode_allocation(pod)? {
+                pd.0.push((id, c));
+            }
+        }
+        Ok(pd)
+    }
+}
+
+/// Shared request helpers for vendors.
+pub mod quantities {
+    use crate::model::ContainerView;
+    use crate::model::pod::QuantityText;
+
+    /// An exact integer quantity (Go's `AsInt64`), `None` when absent; `Err` when present but
+    /// not an integer.
+    pub fn int(q: Option<&QuantityText>) -> Result<Option<i64>, String> {
+        match q {
+            None => Ok(None),
+            Some(t) => {
+                let p = t.parse().map_err(|e| e.to_string())?;
+                p.as_i64_exact().map(Some).ok_or_else(|| format!("{:?} is not an integer", t.0))
+            }
+        }
+    }
+
+    /// Limit-else-request integer of `name`; an empty name reads as absent.
+    pub fn get(c: &ContainerView, name: &str) -> Result<Option<i64>, String> {
+        if name.is_empty() {
+            return Ok(None);
+        }
+        int(c.quantity(name)).map_err(|e| format!("{name}: {e}"))
+    }
+
+    /// Limit-only integer of `name`.
+    pub fn get_limit(c: &ContainerView, name: &str) -> Result<Option<i64>, String> {
+        if name.is_empty() {
+            return Ok(None);
+        }
+        int(c.limit(name)).map_err(|e| format!("{name}: {e}"))
+    }
+}
+
+/// The generic device walk most vendors share (scheduling.md §5.7).
+pub mod walk;

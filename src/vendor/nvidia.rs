@@ -1,0 +1,476 @@
+//! NVIDIA (vendors.md §2): JSON registration with optional pair scores and cordon list, the full
+//! §5.7 walk (type/mode, NUMA, UUID, quota, MIG placements), topology-aware choice and the
+//! webhook's defaults (count, exclusive cores, env).
+
+use std::sync::Arc;
+
+use crate::config::device::NvidiaConfig;
+use crate::model::annotations as keys;
+use crate::model::codec::{self, MigAllocation, PairScores, Selection, TypeList, UuidList};
+use crate::model::device::MigSlot;
+use crate::model::edit::{ContainerEdit, PodContext};
+use crate::model::pod::NodeView;
+use crate::model::request::{ContainerRequest, MEMPCT_UNSET, VendorParams};
+use crate::model::{
+    ContainerDevice, ContainerDevices, ContainerView, DeviceUsage, MemMiB, MigPlacement, MigProfile, PodView, VendorId,
+};
+use crate::sched::reason::Rejection;
+
+use super::walk::{self, Rules};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx, quantities};
+
+pub const WORD: &str = "NVIDIA";
+
+pub struct Nvidia {
+    cfg: NvidiaConfig,
+    factor: u64,
+    word: Arc<str>,
+}
+
+/// What the pod's annotations select (parsed once per pod).
+#[derive(Debug, Default)]
+pub struct Params {
+    pub types: Selection<TypeList>,
+    pub uuids: Selection<UuidList>,
+    /// `nvidia.com/vgpu-mode`: a device's mode must be a substring of it.
+    pub vgpu_mode: Option<String>,
+    pub numa_bind: bool,
+}
+
+/// What the node's annotations say beyond the device list.
+#[derive(Debug, Default)]
+pub struct Extra {
+    pub cordon: Vec<String>,
+    pub scores: PairScores,
+}
+
+impl Nvidia {
+    pub fn new(cfg: &NvidiaConfig) -> Nvidia {
+        Nvidia { cfg: cfg.clone(), factor: cfg.memory_factor.max(1), word: Arc::from(WORD) }
+    }
+}
+
+fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
+    cx.params.and_then(|p| p.downcast_ref::<Params>())
+}
+
+/// MIG profile choice (scheduling.md §5.9).
+pub mod mig {
+    use super::*;
+
+    /// Profiles by `memoryMB`, then `sliceCount` (stable).
+    fn sorted(profiles: &[MigProfile]) -> Vec<&MigProfile> {
+        let mut v: Vec<&MigProfile> = profiles.iter().collect();
+        v.sort_by_key(|p| (p.memory_mb, p.slice_count));
+        v
+    }
+
+    /// The first profile with enough memory that still has a free placement. Small `1g.*` and
+    /// `3g.*` instances are placed from the top so large ones stay placeable.
+    pub fn choose<'p>(
+        profiles: &'p [MigProfile],
+        occupied: &[MigPlacement],
+        m: MemMiB,
+    ) -> Option<(&'p MigProfile, MigPlacement)> {
+        for p in sorted(profiles) {
+            if u64::from(p.memory_mb) < m.get() {
+                continue;
+            }
+            let mut pls = p.placements.clone();
+            if p.name.starts_with("1g.") || p.name.starts_with("3g.") {
+                pls.sort_by_key(|a| std::cmp::Reverse(a.start));
+            } else {
+                pls.sort_by_key(|a| a.start);
+            }
+            if let Some(pl) = pls.into_iter().find(|pl| pl.size > 0 && !occupied.iter().any(|o| o.overlaps(*pl))) {
+                return Some((p, pl));
+            }
+        }
+        None
+    }
+
+    /// Check 15: replays the choices of this walk's earlier picks on the device, then needs one more.
+    pub fn feasible(d: &DeviceUsage, m: MemMiB, mine: &[&Pick]) -> bool {
+        let mut occ: Vec<MigPlacement> = d.mig_used.iter().map(|s| s.placement).collect();
+        for p in mine {
+            match choose(&d.info.mig_profiles, &occ, p.dev.usedmem) {
+                Some((_, pl)) => occ.push(pl),
+                None => return false,
+            }
+        }
+        choose(&d.info.mig_profiles, &occ, m).is_some()
+    }
+}
+
+/// Topology-aware choice among all fitting devices (scheduling.md §5.10).
+fn topology_choice(picks: &mut Vec<Pick>, n: usize, scores: &PairScores) {
+    if picks.len() <= n {
+        return;
+    }
+    let id = |p: &Pick| p.dev.uuid.as_str().to_owned();
+    if n == 1 {
+        let mut best = 0;
+        let mut best_score = i64::MAX;
+        for (i, a) in picks.iter().enumerate() {
+            let s: i64 =
+                picks.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, b)| scores.score(&id(a), &id(b))).sum();
+            if s < best_score {
+                best_score = s;
+                best = i;
+            }
+        }
+        let chosen = picks[best].clone();
+        picks.clear();
+        picks.push(chosen);
+        return;
+    }
+    // Lexicographic n-subsets of collection positions; the first maximum wins. Pair scores are
+    // precomputed so each subset costs only additions.
+    let c = picks.len();
+    let pair: Vec<Vec<i64>> =
+        (0..c).map(|i| (0..c).map(|j| scores.score(&id(&picks[i]), &id(&picks[j]))).collect()).collect();
+    let mut idx: Vec<usize> = (0..n).collect();
+    let mut best = idx.clone();
+    let mut best_score = i64::MIN;
+    // Guard the enumeration for implausibly large nodes: beyond it, the first subset stands.
+    let mut budget: u32 = 200_000;
+    loop {
+        let mut s = 0i64;
+        for a in 0..n {
+            for b in a + 1..n {
+                s += pair[idx[a]][idx[b]];
+            }
+        }
+        if s > best_score {
+            best_score = s;
+            best.clone_from(&idx);
+        }
+        budget -= 1;
+        // next combination
+        let mut k = n;
+        while k > 0 && idx[k - 1] == c - n + k - 1 {
+            k -= 1;
+        }
+        if k == 0 || budget == 0 {
+            break;
+        }
+        idx[k - 1] += 1;
+        for j in k..n {
+            idx[j] = idx[j - 1] + 1;
+        }
+    }
+    let chosen: Vec<Pick> = best.iter().map(|&i| picks[i].clone()).collect();
+    *picks = chosen;
+}
+
+fn is_mig_request(cx: &FitCx<'_>) -> bool {
+    let mode_allows = params(cx).and_then(|p| p.vgpu_mode.as_deref()).is_none_or(|m| m.contains("mig"));
+    mode_allows && cx.order.iter().any(|&p| cx.devs[usize::from(p)].info.is_mig())
+}
+
+impl Vendor for Nvidia {
+    fn name(&self) -> &str {
+        WORD
+    }
+
+    fn resource_names(&self) -> Vec<String> {
+        let c = &self.cfg;
+        [
+            &c.resource_count_name,
+            &c.resource_memory_name,
+            &c.resource_memory_percentage_name,
+            &c.resource_core_name,
+            &c.resource_priority_name,
+        ]
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .cloned()
+        .collect()
+    }
+
+    fn quota_names(&self) -> QuotaNames {
+        QuotaNames {
+            memory: Some(self.cfg.resource_memory_name.clone()).filter(|n| !n.is_empty()),
+            cores: Some(self.cfg.resource_core_name.clone()).filter(|n| !n.is_empty()),
+            memory_factor: self.factor,
+        }
+    }
+
+    /// scheduling.md §4.1.
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+        let cfg = &self.cfg;
+        if cfg.resource_count_name.is_empty() {
+            return Ok(None);
+        }
+        // A count that is absent or not an integer means "no NVIDIA request" (HAMi's AsInt64).
+        let nums =
+            match c.quantity(&cfg.resource_count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
+                Some(n) if n > 0 => {
+                    u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", cfg.resource_count_name))?
+                }
+                _ => return Ok(None),
+            };
+        // HAMi drops the whole request when memory is not an int32 after the factor; hami-rs
+        // refuses it instead, so the pod is never placed without a reservation.
+        let mut memreq = match quantities::get(c, &cfg.resource_memory_name)? {
+            None => 0,
+            Some(m) => {
+                let limit = i64::from(i32::MAX) / self.factor as i64;
+                if !(0..=limit).contains(&m) {
+                    return Err(format!("{}: {m} is out of range 0..={limit}", cfg.resource_memory_name));
+                }
+                m as u64 * self.factor
+            }
+        };
+        let mut mempct = match c
+            .quantity(&cfg.resource_memory_percentage_name)
+            .filter(|_| !cfg.resource_memory_percentage_name.is_empty())
+            .and_then(|q| q.parse().ok())
+            .and_then(|q| q.as_i64_exact())
+        {
+            None => MEMPCT_UNSET,
+            Some(p) if p > 100 => 100,
+            Some(p) if p <= 0 => MEMPCT_UNSET,
+            Some(p) => p as u32,
+        };
+        if mempct == MEMPCT_UNSET && memreq == 0 {
+            if cfg.default_memory != 0 {
+                memreq = cfg.default_memory;
+            } else {
+                mempct = 100;
+            }
+        }
+        let cores = match c.quantity(&cfg.resource_core_name).filter(|_| !cfg.resource_core_name.is_empty()) {
+            None => cfg.default_cores,
+            Some(q) => match q.parse().ok().and_then(|q| q.as_i64_exact()) {
+                // HAMi falls back to the default for a non-integer value; negative values would
+                // subtract usage, so hami-rs refuses them.
+                None => cfg.default_cores,
+                Some(v) if v < 0 => return Err(format!("{}: {v} is negative", cfg.resource_core_name)),
+                Some(v) => u32::try_from(v).map_err(|_| format!("{}: {v} is out of range", cfg.resource_core_name))?,
+            },
+        };
+        Ok(Some(ContainerRequest { vendor: id, nums, memreq: MemMiB(memreq), mempct, cores, mode: 0 }))
+    }
+
+    fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
+        let a = |k: &str| pod.annotation(k);
+        Some(Arc::new(Params {
+            types: Selection::types(a(keys::NVIDIA_USE_TYPE), a(keys::NVIDIA_NOUSE_TYPE)),
+            uuids: Selection::uuids(a(keys::NVIDIA_USE_UUID), a(keys::NVIDIA_NOUSE_UUID)),
+            vgpu_mode: a(keys::NVIDIA_VGPU_MODE).map(str::to_owned),
+            numa_bind: a(keys::NVIDIA_NUMA_BIND).is_some_and(|v| codec::parse_go_bool(v).unwrap_or(false)),
+        }))
+    }
+
+    /// protocol.md §6, NVIDIA.
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, String> {
+        let cfg = &self.cfg;
+        let pct_name = &cfg.resource_memory_percentage_name;
+        if !pct_name.is_empty()
+            && let Some(v) = c.quantity(pct_name)
+        {
+            let ok = codec_int(&v).is_some_and(|p| (0..=100).contains(&p));
+            if !ok {
+                return Err(format!(
+                    "invalid {pct_name} value {v} in container {}: must be an integer between 0 and 100",
+                    c.name()
+                ));
+            }
+        }
+        if !cfg.resource_priority_name.is_empty()
+            && let Some(p) = c.limit(&cfg.resource_priority_name)
+        {
+            c.push_env("CUDA_TASK_PRIORITY", &p);
+        }
+        if !cfg.gpu_core_policy.is_empty() && cfg.gpu_core_policy != "default" {
+            c.push_env("GPU_CORE_UTILIZATION_POLICY", &cfg.gpu_core_policy);
+        }
+        let named = |n: &String| !n.is_empty();
+        let mut recognised = named(&cfg.resource_count_name) && c.has_limit(&cfg.resource_count_name);
+        if !recognised
+            && cfg.default_gpu_num > 0
+            && named(&cfg.resource_count_name)
+            && [&cfg.resource_core_name, &cfg.resource_memory_name, pct_name]
+                .into_iter()
+                .any(|n| named(n) && c.has_limit(n))
+        {
+            c.set_limit(&cfg.resource_count_name, &cfg.default_gpu_num.to_string());
+            recognised = true;
+        }
+        if named(&cfg.resource_count_name)
+            && c.has_any(&cfg.resource_count_name)
+            && named(&cfg.resource_core_name)
+            && !c.has_any(&cfg.resource_core_name)
+        {
+            let whole = if named(pct_name) && c.has_any(pct_name) {
+                c.quantity(pct_name).as_deref().and_then(codec_int) == Some(100)
+            } else {
+                !named(&cfg.resource_memory_name) || !c.has_any(&cfg.resource_memory_name)
+            };
+            if whole {
+                c.set_limit(&cfg.resource_core_name, "100");
+                recognised = true;
+            }
+        }
+        if recognised {
+            pod.default_runtime_class(&cfg.runtime_class_name);
+        } else if cfg.overwrite_env {
+            c.push_env("NVIDIA_VISIBLE_DEVICES", "none");
+        }
+        Ok(recognised)
+    }
+
+    fn discover(&self, node: &NodeView) -> Discovery {
+        let Some(reg) = node.annotation(keys::NVIDIA_REGISTER) else {
+            return Discovery::Absent;
+        };
+        let devices = match codec::decode_node_devices(reg) {
+            Ok(d) => d,
+            Err(codec::Error::NoDevices) => return Discovery::Absent,
+            Err(error) => return Discovery::Malformed { key: keys::NVIDIA_REGISTER.into(), error },
+        };
+        let scores = match node.annotation(keys::NVIDIA_SCORE) {
+            None => PairScores::default(),
+            Some(s) => match codec::decode_pair_scores(s) {
+                Ok(p) => p,
+                Err(error) => return Discovery::Malformed { key: keys::NVIDIA_SCORE.into(), error },
+            },
+        };
+        let cordon = node.annotation(keys::NVIDIA_CORDON).map(codec::parse_list).unwrap_or_default();
+        Discovery::Devices { devices, extra: Some(Arc::new(Extra { cordon, scores })) }
+    }
+
+    fn health_rule(&self) -> HealthRule {
+        HealthRule::Handshake {
+            key: keys::NVIDIA_HANDSHAKE.into(),
+            count_resource: self.cfg.resource_count_name.clone(),
+        }
+    }
+
+    fn cleanup(&self) -> Cleanup {
+        Cleanup::RemoveAnnotation(keys::NVIDIA_HANDSHAKE.into())
+    }
+
+    fn count_check_exempt(&self, cx: &FitCx<'_>) -> bool {
+        is_mig_request(cx)
+    }
+
+    fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
+        let p = params(cx);
+        let extra = cx.extra.and_then(|e| e.downcast_ref::<Extra>());
+        let type_ok = |d: &DeviceUsage| {
+            p.is_none_or(|p| {
+                p.types.allows(&d.info.ty) && p.vgpu_mode.as_deref().is_none_or(|m| m.contains(&*d.info.mode))
+            })
+        };
+        let uuid_ok = |d: &DeviceUsage| p.is_none_or(|p| p.uuids.allows(d.info.id.as_str()));
+        let mig_check = |d: &DeviceUsage, m: MemMiB, mine: &[&Pick]| mig::feasible(d, m, mine);
+        let topology = cx.pod.gpu_policy.topology_aware;
+        let rules = Rules {
+            cordon: extra.map_or(&[][..], |e| &e.cordon[..]),
+            type_ok: &type_ok,
+            numa_bind: p.is_some_and(|p| p.numa_bind),
+            uuid_ok: &uuid_ok,
+            quota: true,
+            mig: Some(&mig_check),
+            collect_all: topology,
+            ..Rules::basic(&self.word)
+        };
+        let start = out.len();
+        walk::walk(cx, &rules, out).map_err(Rejection::Devices)?;
+        if topology {
+            let mut chosen = out.split_off(start);
+            let empty = PairScores::default();
+            topology_choice(&mut chosen, cx.req.nums as usize, extra.map_or(&empty, |e| &e.scores));
+            out.extend(chosen);
+        }
+        Ok(())
+    }
+
+    fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice) {
+        if dev.info.is_mig() {
+            let occ: Vec<MigPlacement> = dev.mig_used.iter().map(|s| s.placement).collect();
+            if let Some((p, pl)) = mig::choose(&dev.info.mig_profiles, &occ, entry.usedmem) {
+                entry.usedmem = MemMiB(u64::from(p.memory_mb));
+                entry.usedcores = p.core;
+                let slot = MigSlot { profile: p.name.clone(), placement: pl };
+                dev.mig_used.push(slot.clone());
+                entry.mig = Some(slot);
+            }
+        }
+        dev.used = dev.used.saturating_add(1);
+        dev.used_mem += entry.usedmem;
+        dev.used_cores = dev.used_cores.saturating_add(entry.usedcores);
+    }
+
+    fn allocated_key(&self) -> Option<&str> {
+        Some(keys::NVIDIA_ALLOCATED)
+    }
+
+    fn pod_keys(&self) -> Vec<String> {
+        [keys::NVIDIA_TO_ALLOCATE, keys::NVIDIA_ALLOCATED, keys::NVIDIA_MIG_ALLOCATIONS].map(String::from).to_vec()
+    }
+
+    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
+        let v = codec::encode_pod_devices(cx.devices);
+        out.push((keys::NVIDIA_TO_ALLOCATE.into(), v.clone()));
+        out.push((keys::NVIDIA_ALLOCATED.into(), v));
+        let mig: Vec<MigAllocation> = cx
+            .devices
+            .iter()
+            .enumerate()
+            .flat_map(|(ci, c)| {
+                c.iter().enumerate().filter_map(move |(di, d)| {
+                    d.mig.as_ref().map(|s| MigAllocation {
+                        container_index: ci as u32,
+                        device_index: di as u32,
+                        gpu_uuid: d.uuid.to_string(),
+                        profile: s.profile.to_string(),
+                        placement: s.placement,
+                        mig_uuid: None,
+                        gpu_instance_id: None,
+                        compute_instance_id: None,
+                    })
+                })
+            })
+            .collect();
+        if !mig.is_empty() {
+            out.push((keys::NVIDIA_MIG_ALLOCATIONS.into(), codec::encode_mig_allocations(&mig)));
+        }
+    }
+
+    /// Reads the allocated key and attaches MIG instances from `hami.io/vgpu-mig-allocations`
+    /// (an invalid value is ignored, as HAMi does; an entry whose position is gone attaches to the
+    /// first entry on its GPU, and one whose GPU is not in the pod is dropped).
+    fn decode_allocation(&self, pod: &PodView) -> Result<Option<Vec<ContainerDevices>>, codec::Error> {
+        let Some(v) = pod.annotation(keys::NVIDIA_ALLOCATED) else { return Ok(None) };
+        let mut cs = codec::decode_pod_devices(v)?;
+        if let Some(m) = pod.annotation(keys::NVIDIA_MIG_ALLOCATIONS)
+            && let Ok(allocs) = codec::decode_mig_allocations(m)
+        {
+            for a in allocs {
+                let slot = MigSlot { profile: Arc::from(a.profile.as_str()), placement: a.placement };
+                let exact = cs
+                    .get_mut(a.container_index as usize)
+                    .and_then(|c| c.get_mut(a.device_index as usize))
+                    .filter(|d| d.uuid.as_str() == a.gpu_uuid && d.mig.is_none());
+                if let Some(d) = exact {
+                    d.mig = Some(slot);
+                } else if let Some(d) =
+                    cs.iter_mut().flatten().find(|d| d.uuid.as_str() == a.gpu_uuid && d.mig.is_none())
+                {
+                    d.mig = Some(slot);
+                }
+            }
+        }
+        Ok(Some(cs))
+    }
+}
+
+fn codec_int(s: &str) -> Option<i64> {
+    crate::model::quantity::Quantity::parse(s).ok()?.as_i64_exact()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! The device walk most vendors share (scheduling.md §5.7): candidates are tried from the end of
+//! the policy-sorted list, each check in HAMi's order; the first failing check counts one device
+//! for its reason. Vendors switch checks on and off through [`Rules`].
+
+use std::sync::Arc;
+
+use crate::model::request::MEMPCT_UNSET;
+use crate::model::{ContainerDevice, DeviceUsage, MemMiB};
+use crate::sched::reason::{Need, Reason, Tally};
+
+use super::{FitCx, Pick};
+
+/// A check that may reject a device with a reason.
+pub type Check<'a> = &'a dyn Fn(&DeviceUsage) -> bool;
+
+/// A vendor rule that may reject a device with its own reason.
+pub type CustomRule<'a> = &'a dyn Fn(&DeviceUsage) -> Option<Reason>;
+
+/// Whether a MIG device can host one more instance of `mem`, given this walk's earlier picks on it.
+pub type MigCheck<'a> = &'a dyn Fn(&DeviceUsage, MemMiB, &[&Pick]) -> bool;
+
+fn always(_: &DeviceUsage) -> bool {
+    true
+}
+
+/// Which checks a vendor's walk runs, and with what.
+pub struct Rules<'a> {
+    /// The vendor word written into each entry's type field (shared, so picks do not allocate).
+    pub word: &'a Arc<str>,
+    /// Write the device's own type string instead (AMD's product names).
+    pub entry_uses_device_type: bool,
+    /// Check 2: devices that take no new allocations (`CardCordoned`).
+    pub cordon: &'a [String],
+    /// Check 3: type and mode selection (`CardTypeMismatch`).
+    pub type_ok: Check<'a>,
+    /// Check 4: all devices of one request on one NUMA node.
+    pub numa_bind: bool,
+    /// Check 5: UUID selection (`CardUuidMismatch`).
+    pub uuid_ok: Check<'a>,
+    /// A vendor rule run after the UUID check (same-device rules: `CardNotFoundCustomFilterRule`).
+    pub custom: Option<CustomRule<'a>>,
+    /// Check 10: namespace quota.
+    pub quota: bool,
+    /// Checks 11–14: memory, cores, exclusive 100 cores, no core-less task on a full device.
+    pub capacity: bool,
+    /// Cores are clamped to 100 (percent of one device) before the capacity checks.
+    pub clamp_cores: bool,
+    /// The device's core total for checks 12–14, when it differs from the registered one.
+    pub core_total: Option<u32>,
+    /// Check 15 for `mig`-mode devices; a MIG device is visited again after a pick.
+    pub mig: Option<MigCheck<'a>>,
+    /// Collect every fitting device instead of stopping at `nums` (topology-aware choice).
+    pub collect_all: bool,
+}
+
+impl<'a> Rules<'a> {
+    /// Health, UUID, count, mutex and the capacity checks; no type, NUMA, quota or MIG rules.
+    pub fn basic(word: &'a Arc<str>) -> Rules<'a> {
+        Rules {
+            word,
+            entry_uses_device_type: false,
+            cordon: &[],
+            type_ok: &always,
+            numa_bind: false,
+            uuid_ok: &always,
+            custom: None,
+            quota: false,
+            capacity: true,
+            clamp_cores: true,
+            core_total: None,
+            mig: None,
+            collect_all: false,
+        }
+    }
+}
+
+/// Memory a request reserves on device `d` (check 9).
+pub fn memory_for(memreq: MemMiB, mempct: u32, d: &DeviceUsage) -> MemMiB {
+    if memreq.get() > 0 {
+        memreq
+    } else if mempct != MEMPCT_UNSET {
+        MemMiB(d.info.devmem.get() * u64::from(mempct) / 100)
+    } else {
+        MemMiB::ZERO
+    }
+}
+
+/// Runs the walk. On success `out` holds the picks (all fitting devices with `collect_all`).
+/// On failure `out` is left as it was and the tally says why, `AllocatedCardsInsufficientRequest`
+/// counting the devices that were found.
+pub fn walk(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>) -> Result<(), Tally> {
+    let start = out.len();
+    let mut tally = Tally::new(cx.order.len());
+    let original = cx.req.nums;
+    let mut nums = cx.req.nums;
+    let mut cores = cx.req.cores;
+    let mut group: Option<i32> = None;
+    let mutex = cx.pod.gpu_policy.mutex;
+    let mut i = cx.order.len();
+    // Each MIG revisit adds a placement, so revisits are bounded; the guard is belt and braces.
+    let mut budget = cx.order.len() * 64 + 64;
+    while i > 0 && budget > 0 {
+        budget -= 1;
+        let pos = usize::from(cx.order[i - 1]);
+        let d = &cx.devs[pos];
+        let revisit = r.mig.is_some() && d.info.is_mig();
+        // Picks this walk already made on the same device (only MIG devices are revisited).
+        let (mut mine_used, mut mine_mem, mut mine_cores) = (0u32, MemMiB::ZERO, 0u32);
+        if revisit {
+            for p in out[start..].iter().filter(|p| usize::from(p.pos) == pos) {
+                mine_used += 1;
+                mine_mem += p.dev.usedmem;
+                mine_cores = mine_cores.saturating_add(p.dev.usedcores);
+            }
+        }
+        macro_rules! reject {
+            ($reason:expr, $need:expr) => {{
+                tally.reject($reason, pos, $need);
+                i -= 1;
+                continue;
+            }};
+        }
+        if !d.health {
+            reject!(Reason::CardNotHealth, Need::None);
+        }
+        if r.cordon.iter().any(|c| c == d.info.id.as_str()) {
+            reject!(Reason::CardCordoned, Need::None);
+        }
+        if !(r.type_ok)(d) {
+            reject!(Reason::CardTypeMismatch, Need::None);
+        }
+        if r.numa_bind && group != Some(d.info.numa) {
+            let picked = out.len() - start;
+            if picked > 0 {
+                tally.add(Reason::NumaNotFit, picked);
+            }
+            out.truncate(start);
+            nums = original;
+            group = Some(d.info.numa);
+        }
+        if !(r.uuid_ok)(d) {
+            reject!(Reason::CardUuidMismatch, Need::None);
+        }
+        if let Some(custom) = r.custom
+            && let Some(reason) = custom(d)
+        {
+            reject!(reason, Need::None);
+        }
+        let used = d.used.saturating_add(mine_used);
+        if used >= d.info.count {
+            reject!(Reason::CardTimeSlicingExhausted, Need::Slots { used, count: d.info.count });
+        }
+        if mutex && used > 0 {
+            reject!(Reason::ExclusiveDeviceAllocateConflict, Need::Busy { used });
+        }
+        if r.clamp_cores && cores > 100 {
+            cores = 100;
+        }
+        let m = memory_for(cx.req.memreq, cx.req.mempct, d);
+        if r.quota {
+            let so_far_mem = out[start..].iter().fold(cx.pod_mem, |a, p| a + p.dev.usedmem);
+            let so_far_cores: u32 = cx.pod_cores + out[start..].iter().map(|p| p.dev.usedcores).sum::<u32>();
+            if !cx.quota.fits(&cx.pod.namespace, cx.req.vendor, so_far_mem + m, so_far_cores.saturating_add(cores)) {
+                reject!(Reason::ResourceQuotaNotFit, Need::None);
+            }
+        }
+        if r.capacity {
+            let free_mem = d.info.devmem.saturating_sub(d.used_mem + mine_mem);
+            if free_mem < m {
+                reject!(Reason::CardInsufficientMemory, Need::Memory { requested: m.get(), free: free_mem.get() });
+            }
+            let total = r.core_total.unwrap_or(d.info.devcore);
+            let used_cores = d.used_cores.saturating_add(mine_cores);
+            let free_cores = total.saturating_sub(used_cores);
+            if free_cores < cores {
+                reject!(Reason::CardInsufficientCore, Need::Cores { requested: cores, free: free_cores });
+            }
+            if total == 100 && cores == 100 && used > 0 {
+                reject!(Reason::ExclusiveDeviceAllocateConflict, Need::Busy { used });
+            }
+            if total != 0 && used_cores >= total && cores == 0 {
+                reject!(Reason::CardComputeUnitsExhausted, Need::None);
+            }
+        }
+        if let Some(mig) = r.mig
+            && d.info.is_mig()
+        {
+            let mine: Vec<&Pick> = out[start..].iter().filter(|p| usize::from(p.pos) == pos).collect();
+            if !mig(d, m, &mine) {
+                reject!(Reason::CardMigTopologyInfeasible, Need::None);
+            }
+        }
+        out.push(Pick {
+            pos: pos as u16,
+            dev: ContainerDevice {
+                uuid: d.info.id.clone(),
+                ty: if r.entry_uses_device_type { d.info.ty.clone() } else { r.word.clone() },
+                usedmem: m,
+                usedcores: cores,
+                idx: d.info.index,
+                mig: None,
+            },
+        });
+        if !r.collect_all {
+            nums = nums.saturating_sub(1);
+            if nums == 0 {
+                return Ok(());
+            }
+        }
+        if !revisit {
+            i -= 1;
+        }
+    }
+    if r.collect_all && out.len() - start >= original as usize && original > 0 {
+        return Ok(());
+    }
+    let picked = out.len() - start;
+    if picked > 0 {
+        tally.add(Reason::AllocatedCardsInsufficientRequest, picked);
+    }
+    out.truncate(start);
+    Err(tally)
+}
