@@ -11,3 +11,6 @@ pub mod config;
 pub mod model;
 pub mod sched;
 pub mod vendor;
+
+#[doc(hidden)]
+pub mod testing;
