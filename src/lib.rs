@@ -5,11 +5,21 @@
 //! - [`vendor`]: one accelerator family per file behind the `Vendor` trait, and the registry.
 //! - [`sched`]: pure per-node fit, scoring, policies, accounting and quota.
 //! - [`config`]: command-line flags and the device config file.
+//! - [`actor`]: node actors, the coordinator and the `Engine` handle.
+//! - [`backend`]: the `Backend` trait and its in-memory and Kubernetes implementations.
+//! - [`metrics`]: metric names and recording helpers.
 #![forbid(unsafe_code)]
 
+pub mod actor;
+pub mod app;
+pub mod backend;
 pub mod config;
+pub mod http;
+pub mod metrics;
 pub mod model;
+pub mod report;
 pub mod sched;
+pub mod simulate;
 pub mod vendor;
 
 #[doc(hidden)]

@@ -22,6 +22,8 @@ pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 // --- node keys (protocol.md §3)
 /// The shared node lock.
 pub const NODE_LOCK: &str = "hami.io/mutex.lock";
+/// Cambricon's own node lock (a bare RFC3339 time).
+pub const CAMBRICON_LOCK: &str = "cambricon.com/dsmlu.lock";
 
 // --- NVIDIA (vendors.md §2)
 pub const NVIDIA_REGISTER: &str = "hami.io/node-nvidia-register";

@@ -670,15 +670,16 @@ pub fn decode_pair_scores(s: &str) -> Result<PairScores> {
     ))
 }
 
+/// Encodes `[{"uuid":…,"score":{…}},…]`: `uuid` first as in protocol.md §3.5, score keys sorted.
 pub fn encode_pair_scores(p: &PairScores) -> String {
-    let v: Vec<Value> =
-        p.0.iter()
-            .map(|(u, s)| {
-                let m: serde_json::Map<String, Value> = s.iter().map(|(o, v)| (o.clone(), Value::from(*v))).collect();
-                serde_json::json!({"uuid": u, "score": m})
-            })
-            .collect();
-    Value::Array(v).to_string()
+    #[derive(Serialize)]
+    struct Wire<'a> {
+        uuid: &'a str,
+        score: std::collections::BTreeMap<&'a str, i64>,
+    }
+    let v: Vec<Wire<'_>> =
+        p.0.iter().map(|(u, s)| Wire { uuid: u, score: s.iter().map(|(o, v)| (o.as_str(), *v)).collect() }).collect();
+    serde_json::to_string(&v).unwrap_or_else(|_| "[]".to_owned())
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ impl Rejection {
         let mut s = self.hami_text();
         match self {
             Rejection::Devices(t) => {
-                if let Some(d) = t.detail {
+                if let Some(d) = t.detail.filter(|d| d.need != Need::None) {
                     let id = devices.get(usize::from(d.pos)).map_or("?", |u| u.info.id.as_str());
                     let _ = write!(s, " ({id}: ");
                     match d.need {
@@ -191,7 +191,7 @@ impl Rejection {
                         Need::Busy { used } => {
                             let _ = write!(s, "{} with {used} tasks", d.reason.as_str());
                         }
-                        Need::None => s.push_str(d.reason.as_str()),
+                        Need::None => {}
                     }
                     s.push(')');
                 }

@@ -1,0 +1,146 @@
+//! Messages to node actors and the coordinator, one documented struct each, with the reply type.
+//! Commands: `Filter`, `Reserve`, `Commit`, `Release`, `Lock`, `Unlock`; observations:
+//! `NodeRegistered`, `NodeRemoved`, `PodObserved`, `PodDeleted`; queries: `Report`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Message;
+
+use crate::model::pod::NodeView;
+use crate::model::{NodeName, PodDevices, PodRequest, PodUid};
+use crate::sched::Rejection;
+use crate::sched::accounting::Layout;
+
+/// Read-only fit and score of a pod on the node's current usage.
+#[derive(Message)]
+#[rtype(result = "Result<f32, Rejection>")]
+pub struct Filter {
+    pub pod: Arc<PodRequest>,
+}
+
+/// Reserve the pod on this node. The actor re-runs the fit against its current usage (the
+/// Filter answer is only advisory) and checks the invariant before accepting. With `exact`, the
+/// given devices are validated instead (a bind whose reservation expired, after the pod's
+/// annotations were written). A reservation not committed within `ttl` is released.
+#[derive(Message)]
+#[rtype(result = "Result<Reserved, Rejection>")]
+pub struct Reserve {
+    pub pod: Arc<PodRequest>,
+    pub exact: Option<PodDevices>,
+    pub ttl: Duration,
+}
+
+/// What a reservation holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reserved {
+    pub devices: PodDevices,
+    pub score: f32,
+}
+
+/// The pod is bound: its reservation no longer expires. Errors when there is no reservation.
+#[derive(Message)]
+#[rtype(result = "Result<(), NotReserved>")]
+pub struct Commit {
+    pub uid: PodUid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no reservation for this pod on this node (it expired or was released)")]
+pub struct NotReserved;
+
+/// Drop the pod's reservation. With `only_reserved`, a committed (bound) pod is left alone.
+/// Replies whether something was released.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Release {
+    pub uid: PodUid,
+    pub only_reserved: bool,
+}
+
+/// Take the node's in-process bind lock for a pod (HAMi's per-node mutex). Replies `false` when
+/// another pod's bind holds it.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Lock {
+    pub uid: PodUid,
+}
+
+/// Release the in-process bind lock if this pod holds it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unlock {
+    pub uid: PodUid,
+}
+
+/// The node object changed (labels or annotations): re-read its devices.
+#[derive(Message)]
+#[rtype(result = "Registration")]
+pub struct NodeRegistered {
+    pub node: Arc<NodeView>,
+}
+
+/// Outcome of reading a node's devices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Registration {
+    /// Devices read; `changed` when they differ from before.
+    Ok { devices: usize, changed: bool },
+    /// An annotation could not be decoded: the node's devices are unusable until it is fixed.
+    Malformed { reason: String },
+}
+
+/// The node is gone: the actor stops.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeRemoved;
+
+/// A pod with HAMi annotations for this node, as the cluster shows it.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct PodObserved {
+    pub uid: PodUid,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub devices: PodDevices,
+    pub layout: Layout,
+    /// `spec.nodeName` is set: the pod is bound and its devices are committed.
+    pub bound: bool,
+    pub ttl: Duration,
+}
+
+/// The pod finished or was deleted: it holds nothing any more.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct PodDeleted {
+    pub uid: PodUid,
+}
+
+/// The node's allocations, for `/usage` and the status page.
+#[derive(Message)]
+#[rtype(result = "NodeReport")]
+pub struct Report;
+
+/// A pod's state on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllocState {
+    Reserved,
+    Committed,
+}
+
+#[derive(Clone, Debug)]
+pub struct AllocReport {
+    pub uid: PodUid,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub state: AllocState,
+    pub devices: PodDevices,
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeReport {
+    pub name: NodeName,
+    pub snapshot: Arc<crate::sched::NodeSnapshot>,
+    pub allocs: Vec<AllocReport>,
+    pub locked_by: Option<PodUid>,
+}

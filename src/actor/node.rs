@@ -1,0 +1,461 @@
+//! `NodeActor`: one per node, the only writer of that node's device usage, reservations and
+//! in-process bind lock. Handlers are synchronous and short; they call `sched` and never await the
+//! cluster. After every change the actor publishes an immutable snapshot for Filter to read.
+//!
+//! ```text
+//! Free ──Reserve──▶ Reserved ──Commit──▶ Committed ──PodDeleted──▶ Free
+//!                      └──Release / TTL──▶ Free     (restart: PodObserved rebuilds both)
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::{Actor, AsyncContext, Context, Handler, MessageResult};
+use dashmap::DashMap;
+
+use crate::model::{DeviceUsage, NodeName, PodDevices, PodRequest, PodUid};
+use crate::sched::accounting::{self, Charge, Layout};
+use crate::sched::reason::{Need, Reason, Tally};
+use crate::sched::{NodeSnapshot, Rejection, Scratch, fit};
+use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
+
+use super::messages::*;
+
+/// The shared address book entry of a node: its actor and its latest snapshot.
+pub struct NodeEntry {
+    pub addr: actix::Addr<NodeActor>,
+    pub snap: Arc<NodeSnapshot>,
+}
+
+pub type Book = DashMap<NodeName, NodeEntry>;
+
+#[derive(Clone, Debug)]
+enum State {
+    /// Expires unless committed; `seq` tells a stale timer from the current reservation.
+    Reserved {
+        seq: u64,
+    },
+    Committed,
+}
+
+#[derive(Clone, Debug)]
+struct Alloc {
+    namespace: Arc<str>,
+    name: Arc<str>,
+    state: State,
+    devices: PodDevices,
+    layout: Layout,
+    charges: Vec<Charge>,
+}
+
+/// Quota as seen by one node's fit; shared across nodes by the engine.
+pub type SharedQuota = Arc<dyn QuotaCheck + Send + Sync>;
+
+pub struct NodeActor {
+    name: NodeName,
+    vendors: Arc<Vendors>,
+    book: Arc<Book>,
+    placements: Arc<DashMap<PodUid, NodeName>>,
+    quota: Option<SharedQuota>,
+    base: Vec<DeviceUsage>,
+    extras: Vec<Option<NodeExtra>>,
+    unusable: Option<Arc<str>>,
+    allocs: HashMap<PodUid, Alloc>,
+    /// Reservations released recently: an echo of the pod's old annotations must not revive them.
+    released: HashMap<PodUid, Instant>,
+    lock: Option<PodUid>,
+    seq: u64,
+    scratch: Scratch,
+    registered: bool,
+}
+
+impl Actor for NodeActor {
+    type Context = Context<Self>;
+}
+
+impl NodeActor {
+    pub fn new(
+        name: NodeName,
+        vendors: Arc<Vendors>,
+        book: Arc<Book>,
+        placements: Arc<DashMap<PodUid, NodeName>>,
+        quota: Option<SharedQuota>,
+    ) -> NodeActor {
+        let extras = vec![None; vendors.len()];
+        NodeActor {
+            name,
+            vendors,
+            book,
+            placements,
+            quota,
+            base: Vec::new(),
+            extras,
+            unusable: None,
+            allocs: HashMap::new(),
+            released: HashMap::new(),
+            lock: None,
+            seq: 0,
+            scratch: Scratch::default(),
+            registered: false,
+        }
+    }
+
+    /// The empty snapshot a node starts with, before its actor has read any device.
+    pub fn initial_snapshot(name: &NodeName, vendors: &Vendors) -> Arc<NodeSnapshot> {
+        Arc::new(NodeSnapshot::new(name.clone(), Vec::new(), vec![None; vendors.len()]))
+    }
+
+    /// Usage = registered devices + every allocation, built from scratch so it can never drift.
+    fn usage(&self, skip: Option<&PodUid>) -> Vec<DeviceUsage> {
+        let mut devs = self.base.clone();
+        for (uid, a) in &self.allocs {
+            if Some(uid) != skip {
+                accounting::apply(&mut devs, &a.charges);
+            }
+        }
+        devs
+    }
+
+    fn snapshot_of(&self, devices: Vec<DeviceUsage>) -> NodeSnapshot {
+        NodeSnapshot {
+            name: self.name.clone(),
+            devices,
+            extras: self.extras.clone(),
+            unusable: self.unusable.clone(),
+            generation: self.seq,
+        }
+    }
+
+    fn publish(&mut self) {
+        self.seq += 1;
+        let snap = Arc::new(self.snapshot_of(self.usage(None)));
+        if let Some(mut e) = self.book.get_mut(&self.name) {
+            e.snap = snap;
+        }
+    }
+
+    fn current(&self) -> Arc<NodeSnapshot> {
+        match self.book.get(&self.name) {
+            Some(e) => e.snap.clone(),
+            None => Arc::new(self.snapshot_of(self.usage(None))),
+        }
+    }
+
+    fn collapse(&self, devices: &PodDevices, layout: &Layout) -> Vec<Charge> {
+        let base = &self.base;
+        let info = |u: &crate::model::DeviceUuid| base.iter().find(|d| d.info.id == *u).map(|d| d.info.clone());
+        accounting::collapse(devices, layout, &self.vendors, &info)
+    }
+
+    /// Applies `charges` on top of the current usage and checks every touched device stays
+    /// within its count, memory and cores: the invariant, checked on every reservation accepted.
+    fn validate(&self, charges: &[Charge], skip: Option<&PodUid>) -> Result<(), Rejection> {
+        let mut devs = self.usage(skip);
+        let um = accounting::apply(&mut devs, charges);
+        if !um.0.is_empty() {
+            let mut t = Tally::new(self.base.len());
+            t.add(Reason::CardUuidMismatch, um.0.len());
+            return Err(Rejection::Devices(t));
+        }
+        for (pos, d) in devs.iter().enumerate() {
+            let touched = charges.iter().any(|c| c.uuid == d.info.id && c.vendor == d.vendor);
+            if touched && !d.within_capacity() {
+                let mut t = Tally::new(self.base.len());
+                if d.used_mem > d.info.devmem {
+                    let need = Need::Memory { requested: d.used_mem.get(), free: d.info.devmem.get() };
+                    t.reject(Reason::CardInsufficientMemory, pos, need);
+                } else if d.used_cores > d.info.devcore {
+                    t.reject(
+                        Reason::CardInsufficientCore,
+                        pos,
+                        Need::Cores { requested: d.used_cores, free: d.info.devcore },
+                    );
+                } else {
+                    t.reject(Reason::CardTimeSlicingExhausted, pos, Need::Slots { used: d.used, count: d.info.count });
+                }
+                return Err(Rejection::Devices(t));
+            }
+        }
+        Ok(())
+    }
+
+    fn layout_of(pod: &PodRequest) -> Layout {
+        Layout { n_init: pod.n_init, sidecars: pod.sidecars.clone(), init_released: false }
+    }
+
+    fn arm_ttl(&mut self, uid: PodUid, seq: u64, ttl: Duration, ctx: &mut Context<Self>) {
+        ctx.run_later(ttl, move |act, _| {
+            let expired =
+                matches!(act.allocs.get(&uid), Some(Alloc { state: State::Reserved { seq: g }, .. }) if *g == seq);
+            if expired {
+                tracing::debug!(node = %act.name, pod = %uid, "reservation expired without a bind");
+                crate::metrics::reservation_expired();
+                act.drop_alloc(&uid);
+                act.publish();
+            }
+        });
+    }
+
+    fn drop_alloc(&mut self, uid: &PodUid) -> bool {
+        let removed = self.allocs.remove(uid).is_some();
+        if removed {
+            self.placements.remove_if(uid, |_, n| *n == self.name);
+            self.released.insert(uid.clone(), Instant::now());
+            if self.lock.as_ref() == Some(uid) {
+                self.lock = None;
+            }
+        }
+        removed
+    }
+
+    fn forget_old_tombstones(&mut self, keep: Duration) {
+        let now = Instant::now();
+        self.released.retain(|_, t| now.duration_since(*t) < keep);
+    }
+}
+
+impl Handler<Filter> for NodeActor {
+    type Result = MessageResult<Filter>;
+    fn handle(&mut self, msg: Filter, _: &mut Context<Self>) -> Self::Result {
+        // The published snapshot already counts live reservations, so Filter sees what Reserve will.
+        let snap = self.current();
+        let quota: &dyn QuotaCheck = match &self.quota {
+            Some(q) => &**q,
+            None => &NoQuota,
+        };
+        MessageResult(fit::fit_pod(&snap, &msg.pod, &self.vendors, quota, &mut self.scratch))
+    }
+}
+
+impl Handler<Reserve> for NodeActor {
+    type Result = MessageResult<Reserve>;
+    fn handle(&mut self, msg: Reserve, ctx: &mut Context<Self>) -> Self::Result {
+        let uid = msg.pod.uid.clone();
+        if let Some(Alloc { state: State::Committed, devices, .. }) = self.allocs.get(&uid) {
+            // Already bound here: reserving again changes nothing.
+            return MessageResult(Ok(Reserved { devices: devices.clone(), score: 0.0 }));
+        }
+        let layout = Self::layout_of(&msg.pod);
+        // Re-run the fit against usage without this pod's own earlier reservation.
+        let (devices, score) = match msg.exact {
+            Some(d) => (d, 0.0),
+            None => {
+                let snap = Arc::new(self.snapshot_of(self.usage(Some(&uid))));
+                let quota: &dyn QuotaCheck = match &self.quota {
+                    Some(q) => &**q,
+                    None => &NoQuota,
+                };
+                match fit::fit_pod(&snap, &msg.pod, &self.vendors, quota, &mut self.scratch) {
+                    Ok(score) => (self.scratch.result.clone(), score),
+                    Err(r) => return MessageResult(Err(r)),
+                }
+            }
+        };
+        let charges = self.collapse(&devices, &layout);
+        if let Err(r) = self.validate(&charges, Some(&uid)) {
+            return MessageResult(Err(r));
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        self.allocs.insert(
+            uid.clone(),
+            Alloc {
+                namespace: msg.pod.namespace.clone(),
+                name: msg.pod.name.clone(),
+                state: State::Reserved { seq },
+                devices: devices.clone(),
+                layout,
+                charges,
+            },
+        );
+        self.released.remove(&uid);
+        self.placements.insert(uid.clone(), self.name.clone());
+        self.arm_ttl(uid, seq, msg.ttl, ctx);
+        self.publish();
+        MessageResult(Ok(Reserved { devices, score }))
+    }
+}
+
+impl Handler<Commit> for NodeActor {
+    type Result = Result<(), NotReserved>;
+    fn handle(&mut self, msg: Commit, _: &mut Context<Self>) -> Self::Result {
+        match self.allocs.get_mut(&msg.uid) {
+            Some(a) => {
+                a.state = State::Committed;
+                Ok(())
+            }
+            None => Err(NotReserved),
+        }
+    }
+}
+
+impl Handler<Release> for NodeActor {
+    type Result = bool;
+    fn handle(&mut self, msg: Release, _: &mut Context<Self>) -> bool {
+        let committed = matches!(self.allocs.get(&msg.uid), Some(Alloc { state: State::Committed, .. }));
+        if msg.only_reserved && committed {
+            return false;
+        }
+        let removed = self.drop_alloc(&msg.uid);
+        if removed {
+            self.publish();
+        }
+        removed
+    }
+}
+
+impl Handler<Lock> for NodeActor {
+    type Result = bool;
+    fn handle(&mut self, msg: Lock, _: &mut Context<Self>) -> bool {
+        match &self.lock {
+            Some(holder) if *holder != msg.uid => false,
+            _ => {
+                self.lock = Some(msg.uid);
+                true
+            }
+        }
+    }
+}
+
+impl Handler<Unlock> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, msg: Unlock, _: &mut Context<Self>) {
+        if self.lock.as_ref() == Some(&msg.uid) {
+            self.lock = None;
+        }
+    }
+}
+
+impl Handler<NodeRegistered> for NodeActor {
+    type Result = MessageResult<NodeRegistered>;
+    fn handle(&mut self, msg: NodeRegistered, _: &mut Context<Self>) -> Self::Result {
+        let nd = self.vendors.discover(&msg.node);
+        if let Some((id, key, err)) = nd.malformed.first() {
+            let reason = format!("{} annotation {key} is malformed: {err}", self.vendors.get(*id).name());
+            let changed = self.unusable.as_deref() != Some(reason.as_str());
+            self.unusable = Some(Arc::from(reason.as_str()));
+            if changed {
+                self.publish();
+            }
+            return MessageResult(Registration::Malformed { reason });
+        }
+        let same = self.registered
+            && self.unusable.is_none()
+            && nd.devices.len() == self.base.len()
+            && nd.devices.iter().zip(self.base.iter()).all(|(a, b)| a.info == b.info && a.vendor == b.vendor);
+        let extras_changed = nd.extras.len() != self.extras.len() || !self.registered;
+        self.registered = true;
+        self.unusable = None;
+        let n = nd.devices.len();
+        if !same {
+            self.base = nd.devices;
+            // Charges may depend on the devices (slices per entry), so recompute them.
+            let recomputed: Vec<(PodUid, Vec<Charge>)> =
+                self.allocs.iter().map(|(u, a)| (u.clone(), self.collapse(&a.devices, &a.layout))).collect();
+            for (u, c) in recomputed {
+                if let Some(a) = self.allocs.get_mut(&u) {
+                    a.charges = c;
+                }
+            }
+        }
+        // Node extras (cordon list, pair scores) are re-read on every change of the node, so
+        // Filter always sees the current annotations.
+        self.extras = nd.extras;
+        self.forget_old_tombstones(Duration::from_secs(600));
+        self.publish();
+        MessageResult(Registration::Ok { devices: n, changed: !same || extras_changed })
+    }
+}
+
+impl Handler<NodeRemoved> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, _: NodeRemoved, ctx: &mut Context<Self>) {
+        for uid in self.allocs.keys() {
+            self.placements.remove_if(uid, |_, n| *n == self.name);
+        }
+        self.allocs.clear();
+        actix::ActorContext::stop(ctx);
+    }
+}
+
+impl Handler<PodObserved> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, msg: PodObserved, ctx: &mut Context<Self>) {
+        let charges = self.collapse(&msg.devices, &msg.layout);
+        let state = match self.allocs.get(&msg.uid).map(|a| a.state.clone()) {
+            Some(State::Committed) => State::Committed,
+            _ if msg.bound => State::Committed,
+            Some(s @ State::Reserved { .. }) => s,
+            None => {
+                // An unbound pod we released (or that expired) must not come back from an echo of
+                // its annotations; one we never saw (a restart) is held provisionally.
+                if self.released.contains_key(&msg.uid) {
+                    return;
+                }
+                self.seq += 1;
+                let seq = self.seq;
+                self.arm_ttl(msg.uid.clone(), seq, msg.ttl, ctx);
+                State::Reserved { seq }
+            }
+        };
+        if charges.is_empty() && msg.devices.is_empty() {
+            return;
+        }
+        self.allocs.insert(
+            msg.uid.clone(),
+            Alloc {
+                namespace: msg.namespace,
+                name: msg.name,
+                state,
+                devices: msg.devices,
+                layout: msg.layout,
+                charges,
+            },
+        );
+        self.released.remove(&msg.uid);
+        self.placements.insert(msg.uid, self.name.clone());
+        self.publish();
+    }
+}
+
+impl Handler<PodDeleted> for NodeActor {
+    type Result = bool;
+    fn handle(&mut self, msg: PodDeleted, _: &mut Context<Self>) -> bool {
+        let removed = self.drop_alloc(&msg.uid);
+        if removed {
+            self.publish();
+        }
+        removed
+    }
+}
+
+impl Handler<Report> for NodeActor {
+    type Result = MessageResult<Report>;
+    fn handle(&mut self, _: Report, _: &mut Context<Self>) -> Self::Result {
+        let mut allocs: Vec<AllocReport> = self
+            .allocs
+            .iter()
+            .map(|(uid, a)| AllocReport {
+                uid: uid.clone(),
+                namespace: a.namespace.clone(),
+                name: a.name.clone(),
+                state: match a.state {
+                    State::Reserved { .. } => AllocState::Reserved,
+                    State::Committed => AllocState::Committed,
+                },
+                devices: a.devices.clone(),
+            })
+            .collect();
+        allocs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        MessageResult(NodeReport {
+            name: self.name.clone(),
+            snapshot: self.current(),
+            allocs,
+            locked_by: self.lock.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,397 @@
+//! The in-memory backend: a cluster loaded from a file (`kubectl get nodes,pods,resourcequotas -A
+//! -o json`, or multi-document YAML), kept in concurrent maps. It stands in for the API server in
+//! the simulator, `serve --cluster-file` and unit tests, and plays the device plugin's part after
+//! a bind (bind-phase `success`, node lock released) because no plugin runs behind it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use dashmap::DashMap;
+use serde_json::Value;
+
+use crate::model::PodView;
+use crate::model::annotations as keys;
+use crate::model::codec;
+use crate::model::pod::NodeView;
+use crate::vendor::LockKind;
+
+use super::{Backend, Error, Event, PodPatch, PodRef, Result};
+
+const EVENTS_KEPT: usize = 2000;
+/// Cambricon's own lock expires after two minutes (protocol.md §3.8).
+const CAMBRICON_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("not valid YAML: {0}")]
+    Yaml(#[source] serde_yaml::Error),
+    #[error("object {index} ({kind}): {source}")]
+    Object {
+        index: usize,
+        kind: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Parses Kubernetes objects from JSON (one object, a List, or an array) or multi-document YAML,
+/// flattening `List` objects.
+pub fn parse_objects(text: &str) -> std::result::Result<Vec<Value>, LoadError> {
+    let t = text.trim_start();
+    let docs: Vec<Value> = if t.starts_with('{') || t.starts_with('[') {
+        let v: Value = serde_json::from_str(text).map_err(LoadError::Json)?;
+        vec![v]
+    } else {
+        let mut out = Vec::new();
+        for d in serde_yaml::Deserializer::from_str(text) {
+            let y = serde_yaml::Value::deserialize(d).map_err(LoadError::Yaml)?;
+            if y.is_null() {
+                continue;
+            }
+            out.push(serde_json::to_value(y).map_err(LoadError::Json)?);
+        }
+        out
+    };
+    let mut flat = Vec::new();
+    fn push(v: Value, flat: &mut Vec<Value>) {
+        match v {
+            Value::Array(a) => a.into_iter().for_each(|x| push(x, flat)),
+            Value::Object(ref m)
+                if m.get("items").is_some_and(Value::is_array)
+                    && m.get("kind").and_then(Value::as_str).is_none_or(|k| k.ends_with("List")) =>
+            {
+                if let Value::Object(mut m) = v
+                    && let Some(Value::Array(items)) = m.remove("items")
+                {
+                    items.into_iter().for_each(|x| push(x, flat));
+                }
+            }
+            Value::Null => {}
+            other => flat.push(other),
+        }
+    }
+    docs.into_iter().for_each(|d| push(d, &mut flat));
+    Ok(flat)
+}
+
+use serde::Deserialize;
+
+/// A ResourceQuota as the quota ledger needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaObject {
+    pub namespace: String,
+    pub name: String,
+    pub hard: Vec<(String, i64)>,
+}
+
+/// The objects of a cluster file, split by kind.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterObjects {
+    pub nodes: Vec<NodeView>,
+    pub pods: Vec<PodView>,
+    pub quotas: Vec<QuotaObject>,
+}
+
+impl ClusterObjects {
+    pub fn parse(text: &str) -> std::result::Result<ClusterObjects, LoadError> {
+        let mut c = ClusterObjects::default();
+        for (index, v) in parse_objects(text)?.into_iter().enumerate() {
+            let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
+            let err = |source| LoadError::Object { index, kind: kind.clone(), source };
+            match kind.as_str() {
+                "Node" => c.nodes.push(serde_json::from_value(v).map_err(err)?),
+                "Pod" => c.pods.push(serde_json::from_value(v).map_err(err)?),
+                "ResourceQuota" => {
+                    let meta = v.get("metadata");
+                    let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_owned();
+                    let hard = v
+                        .pointer("/spec/hard")
+                        .and_then(Value::as_object)
+                        .map(|h| {
+                            h.iter()
+                                .filter_map(|(k, q)| {
+                                    let t = match q {
+                                        Value::String(s) => s.clone(),
+                                        Value::Number(n) => n.to_string(),
+                                        _ => return None,
+                                    };
+                                    let n = crate::model::quantity::Quantity::parse(&t).ok()?.as_i64_exact()?;
+                                    Some((k.clone(), n))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    c.quotas.push(QuotaObject { namespace: s("namespace"), name: s("name"), hard });
+                }
+                _ => {}
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn load(path: &std::path::Path) -> std::result::Result<ClusterObjects, LoadError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| LoadError::Read { path: path.display().to_string(), source })?;
+        ClusterObjects::parse(&text)
+    }
+}
+
+struct PodEntry {
+    view: Arc<PodView>,
+    /// What the scheduler wrote on the pod, key by key, before the emulated plugin changed anything.
+    written: BTreeMap<String, String>,
+}
+
+struct Inner {
+    nodes: DashMap<String, Arc<NodeView>>,
+    pods: DashMap<(String, String), PodEntry>,
+    events: Mutex<VecDeque<Event>>,
+    lock_timeout: Duration,
+    /// Make writes fail, for tests of failure paths.
+    fail_patch: std::sync::atomic::AtomicBool,
+    fail_bind: std::sync::atomic::AtomicBool,
+}
+
+/// The in-memory cluster. Clones share the same cluster.
+#[derive(Clone)]
+pub struct MemoryBackend {
+    inner: Arc<Inner>,
+}
+
+impl MemoryBackend {
+    pub fn new(lock_timeout: Duration) -> MemoryBackend {
+        MemoryBackend {
+            inner: Arc::new(Inner {
+                nodes: DashMap::new(),
+                pods: DashMap::new(),
+                events: Mutex::new(VecDeque::new()),
+                lock_timeout,
+                fail_patch: false.into(),
+                fail_bind: false.into(),
+            }),
+        }
+    }
+
+    pub fn insert_node(&self, node: NodeView) {
+        self.inner.nodes.insert(node.metadata.name.clone(), Arc::new(node));
+    }
+
+    pub fn remove_node(&self, name: &str) {
+        self.inner.nodes.remove(name);
+    }
+
+    /// Adds or replaces a pod; the scheduler's record of its writes is kept.
+    pub fn insert_pod(&self, pod: PodView) {
+        let key = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
+        let view = Arc::new(pod);
+        self.inner
+            .pods
+            .entry(key)
+            .and_modify(|e| e.view = view.clone())
+            .or_insert_with(|| PodEntry { view: view.clone(), written: BTreeMap::new() });
+    }
+
+    pub fn remove_pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
+        self.inner.pods.remove(&(namespace.to_owned(), name.to_owned())).map(|(_, e)| e.view)
+    }
+
+    pub fn nodes(&self) -> Vec<Arc<NodeView>> {
+        let mut v: Vec<Arc<NodeView>> = self.inner.nodes.iter().map(|e| e.value().clone()).collect();
+        v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        v
+    }
+
+    pub fn pods(&self) -> Vec<Arc<PodView>> {
+        let mut v: Vec<Arc<PodView>> = self.inner.pods.iter().map(|e| e.view.clone()).collect();
+        v.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+        v
+    }
+
+    /// The annotations the scheduler wrote on a pod, as it wrote them.
+    pub fn written(&self, namespace: &str, name: &str) -> BTreeMap<String, String> {
+        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).map(|e| e.written.clone()).unwrap_or_default()
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.inner.events.lock().map(|e| e.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    pub fn events_for(&self, pod: &PodRef) -> Vec<Event> {
+        self.events().into_iter().filter(|e| e.pod.namespace == pod.namespace && e.pod.name == pod.name).collect()
+    }
+
+    /// Makes every later pod patch (or bind) fail, to exercise failure paths.
+    pub fn fail_patches(&self, on: bool) {
+        self.inner.fail_patch.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn fail_binds(&self, on: bool) {
+        self.inner.fail_bind.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn edit_pod(&self, pod: &PodRef, f: impl FnOnce(&mut PodView, &mut BTreeMap<String, String>)) -> Result<()> {
+        let mut e = self
+            .inner
+            .pods
+            .get_mut(&(pod.namespace.clone(), pod.name.clone()))
+            .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
+        if !pod.uid.is_empty() && e.view.metadata.uid != pod.uid {
+            return Err(Error::Api(format!("pod {pod}: uid precondition failed")));
+        }
+        let mut v = (*e.view).clone();
+        f(&mut v, &mut e.written);
+        e.view = Arc::new(v);
+        Ok(())
+    }
+
+    fn edit_node(&self, node: &str, f: impl FnOnce(&mut NodeView) -> Result<()>) -> Result<()> {
+        let mut e = self.inner.nodes.get_mut(node).ok_or_else(|| Error::NodeNotFound(node.to_owned()))?;
+        let mut v = (**e).clone();
+        f(&mut v)?;
+        *e = Arc::new(v);
+        Ok(())
+    }
+
+    /// The device plugin's part after Allocate: every to-allocate list emptied, bind-phase
+    /// `success`, the node lock released by its owner.
+    fn play_plugin(&self, pod: &PodRef, node: &str) {
+        let _ = self.edit_pod(pod, |v, _| {
+            for (k, val) in v.metadata.annotations.iter_mut() {
+                if k.ends_with("-devices-to-allocate") {
+                    let n = val.matches(';').count();
+                    *val = ";".repeat(n + 1);
+                }
+            }
+            v.metadata.annotations.insert(keys::BIND_PHASE.into(), keys::BIND_PHASE_SUCCESS.into());
+        });
+        let _ = self.release(node, pod, LockKind::Shared);
+    }
+
+    fn release(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
+        let key = match kind {
+            LockKind::Shared => keys::NODE_LOCK,
+            LockKind::Cambricon => keys::CAMBRICON_LOCK,
+            LockKind::None => return Ok(()),
+        };
+        self.edit_node(node, |n| {
+            if let Some(v) = n.metadata.annotations.get(key) {
+                let ours = match codec::decode_node_lock(v) {
+                    Ok(l) => l.owner.is_none() || l.is_held_by(&pod.namespace, &pod.name),
+                    Err(_) => false,
+                };
+                if ours {
+                    n.metadata.annotations.remove(key);
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
+        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).map(|e| e.view.clone())
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<NodeView>> {
+        self.inner.nodes.get(name).map(|e| e.value().clone())
+    }
+
+    async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
+        if self.inner.fail_patch.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Api(format!("pod {pod}: patch refused")));
+        }
+        self.edit_pod(pod, |v, written| {
+            for (k, val) in &patch.annotations {
+                match val {
+                    Some(s) => {
+                        v.metadata.annotations.insert(k.clone(), s.clone());
+                        written.insert(k.clone(), s.clone());
+                    }
+                    None => {
+                        v.metadata.annotations.remove(k);
+                        written.remove(k);
+                    }
+                }
+            }
+            for (k, val) in &patch.labels {
+                v.metadata.labels.insert(k.clone(), val.clone());
+            }
+        })
+    }
+
+    async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
+        let (key, timeout) = match kind {
+            LockKind::Shared => (keys::NODE_LOCK, self.inner.lock_timeout),
+            LockKind::Cambricon => (keys::CAMBRICON_LOCK, CAMBRICON_LOCK_TIMEOUT),
+            LockKind::None => return Ok(()),
+        };
+        let now = Utc::now();
+        let pods = &self.inner.pods;
+        self.edit_node(node, |n| {
+            if let Some(v) = n.metadata.annotations.get(key) {
+                let l = codec::decode_node_lock(v)
+                    .map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
+                let holder_gone =
+                    l.owner.as_ref().is_some_and(|(ns, name)| !pods.contains_key(&(ns.clone(), name.clone())));
+                if l.is_held_by(&pod.namespace, &pod.name) {
+                    return Ok(());
+                }
+                if !l.is_expired(now, timeout) && !holder_gone {
+                    return Err(Error::LockContention {
+                        node: node.to_owned(),
+                        within: crate::config::format_go_duration(timeout),
+                    });
+                }
+            }
+            let value = match kind {
+                LockKind::Cambricon => codec::encode_rfc3339(now),
+                _ => codec::encode_node_lock(now, &pod.namespace, &pod.name),
+            };
+            n.metadata.annotations.insert(key.into(), value);
+            Ok(())
+        })
+    }
+
+    async fn unlock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
+        self.release(node, pod, kind)
+    }
+
+    async fn bind(&self, pod: &PodRef, node: &str, bind_time: i64) -> Result<()> {
+        if self.inner.fail_bind.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Api(format!("pods \"{}\" binding refused", pod.name)));
+        }
+        if !self.inner.nodes.contains_key(node) {
+            return Err(Error::NodeNotFound(node.to_owned()));
+        }
+        self.edit_pod(pod, |v, written| {
+            for (k, val) in
+                [(keys::BIND_PHASE, keys::BIND_PHASE_ALLOCATING.to_owned()), (keys::BIND_TIME, bind_time.to_string())]
+            {
+                v.metadata.annotations.insert(k.into(), val.clone());
+                written.insert(k.into(), val);
+            }
+            v.spec.node_name = Some(node.to_owned());
+        })?;
+        self.play_plugin(pod, node);
+        Ok(())
+    }
+
+    fn record_event(&self, event: Event) {
+        if let Ok(mut q) = self.inner.events.lock() {
+            if q.len() >= EVENTS_KEPT {
+                q.pop_front();
+            }
+            q.push_back(event);
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The HTTP surface (actix-web): `/filter`, `/bind`, `/healthz`, `/readyz`, `/usage`. Only this
+//! module and `app.rs` import actix-web. Handlers decode once and hand the engine plain types.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use actix_web::{HttpResponse, web};
+
+use crate::actor::Engine;
+use crate::backend::Backend;
+
+pub mod error;
+pub mod extender;
+pub mod wire;
+
+/// Counts requests that must finish before shutdown (binds in flight).
+#[derive(Clone, Default)]
+pub struct Inflight(Arc<AtomicUsize>);
+
+pub struct InflightGuard(Arc<AtomicUsize>);
+
+impl Inflight {
+    pub fn enter(&self) -> InflightGuard {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        InflightGuard(self.0.clone())
+    }
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether this replica may schedule: leader (or no election) and caches synced.
+#[derive(Clone)]
+pub struct Readiness {
+    pub leader: Arc<AtomicBool>,
+    pub synced: Arc<AtomicBool>,
+}
+
+impl Readiness {
+    /// Always leader, already synced (in-memory backend, no election).
+    pub fn ready() -> Readiness {
+        Readiness { leader: Arc::new(AtomicBool::new(true)), synced: Arc::new(AtomicBool::new(true)) }
+    }
+    pub fn is_ready(&self) -> bool {
+        self.leader.load(Ordering::SeqCst) && self.synced.load(Ordering::SeqCst)
+    }
+}
+
+pub struct AppState<B: Backend> {
+    pub engine: Engine<B>,
+    pub max_body: usize,
+    pub readiness: Readiness,
+    pub inflight: Inflight,
+}
+
+impl<B: Backend> AppState<B> {
+    pub fn new(engine: Engine<B>, max_body: usize, readiness: Readiness) -> AppState<B> {
+        AppState { engine, max_body, readiness, inflight: Inflight::default() }
+    }
+    pub fn is_leader(&self) -> bool {
+        self.readiness.is_ready()
+    }
+    /// HAMi's followers hang until the caller's timeout; hami-rs answers at once.
+    pub fn not_leader_message(&self) -> String {
+        if self.readiness.leader.load(Ordering::SeqCst) {
+            "scheduler caches are not synced yet; retry shortly".into()
+        } else {
+            "this hami-rs replica is not the leader; kube-scheduler should call its own local extender".into()
+        }
+    }
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+async fn readyz<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
+    if st.readiness.is_ready() {
+        HttpResponse::Ok().body("ok")
+    } else {
+        HttpResponse::ServiceUnavailable().body(st.not_leader_message())
+    }
+}
+
+async fn usage<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
+    let reports = st.engine.reports().await;
+    let u = crate::report::usage(&reports, st.engine.vendors(), st.engine.backend());
+    HttpResponse::Ok().json(u)
+}
+
+/// Routes of the main listener.
+pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
+    cfg.route("/filter", web::post().to(extender::filter::<B>))
+        .route("/bind", web::post().to(extender::bind::<B>))
+        .route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz::<B>))
+        .route("/usage", web::get().to(usage::<B>));
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,40 @@
+//! Errors are classified once, here: malformed or oversized bodies are HTTP 400 with
+//! `{"error": "..."}`; evaluation failures go into the extender's `Error` field instead.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use futures::StreamExt;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("request body exceeds {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("reading request body: {0}")]
+    Read(String),
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+impl ResponseError for Error {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::BAD_REQUEST
+    }
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).json(serde_json::json!({ "error": self.to_string() }))
+    }
+}
+
+/// Reads the whole body, refusing more than `limit` bytes without buffering them.
+pub async fn read_body(mut payload: actix_web::web::Payload, limit: usize) -> Result<actix_web::web::Bytes, Error> {
+    let mut buf = actix_web::web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| Error::Read(e.to_string()))?;
+        if buf.len() + chunk.len() > limit {
+            return Err(Error::TooLarge { limit });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}

@@ -1,0 +1,153 @@
+//! `POST /filter` and `POST /bind` (protocol.md §7.3, §7.4). The body is parsed once, node names
+//! borrowed from it; every answer carries every field with Go's names.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use actix_web::{HttpResponse, web};
+use serde_json::value::RawValue;
+
+use crate::actor::FilterOutcome;
+use crate::backend::{Backend, PodRef};
+use crate::model::pod::NodeView;
+use crate::sched::{NodeSnapshot, Scratch, fit, score};
+use crate::vendor::NoQuota;
+
+use super::AppState;
+use super::error::{Error, read_body};
+use super::wire::{ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult};
+
+fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
+    match serde_json::to_vec(v) {
+        Ok(b) => HttpResponse::Ok().content_type("application/json").body(b),
+        Err(e) => HttpResponse::InternalServerError().body(e.to_string()),
+    }
+}
+
+pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
+    let started = Instant::now();
+    let body = read_body(payload, st.max_body).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest("empty request body".into()));
+    }
+    let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
+    let Some(pod) = args.pod else {
+        return Ok(json(&ExtenderFilterResult::error("extender args missing pod")));
+    };
+    let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
+    if let Some(nodes) = &args.nodes {
+        return Ok(json(&simulate_nodes(&st, &pod, nodes.items.as_slice())));
+    }
+    let Some(names) = args.node_names else {
+        // HAMi panics here (scheduling.md §14 row 17); answer instead.
+        return Ok(json(&ExtenderFilterResult::error("extender args have neither Nodes nor NodeNames")));
+    };
+    let names: Vec<Cow<'_, str>> = names.into_iter().map(|n| n.0).collect();
+    if !st.is_leader() {
+        return Ok(json(&ExtenderFilterResult::error(st.not_leader_message())));
+    }
+    let outcome = st.engine.filter(&pod, &names).await;
+    let (res, node, verdict) = match outcome {
+        FilterOutcome::PassThrough => {
+            let res = ExtenderFilterResult {
+                nodes: None,
+                node_names: Some(names),
+                failed_nodes: None,
+                failed_and_unresolvable_nodes: None,
+                error: String::new(),
+            };
+            crate::metrics::filter_done(crate::metrics::Outcome::PassThrough, started);
+            (res, None, "pass-through")
+        }
+        FilterOutcome::Chosen { node, failed } => {
+            tracing::debug!(pod = %pod_name, ?failed, "nodes that did not fit");
+            let res = ExtenderFilterResult {
+                nodes: None,
+                node_names: Some(vec![Cow::Owned(node.to_string())]),
+                failed_nodes: None,
+                failed_and_unresolvable_nodes: None,
+                error: String::new(),
+            };
+            (res, Some(node.to_string()), "scheduled")
+        }
+        FilterOutcome::NoFit { failed } => {
+            let res = ExtenderFilterResult {
+                nodes: None,
+                node_names: None,
+                failed_nodes: Some(failed),
+                failed_and_unresolvable_nodes: None,
+                error: String::new(),
+            };
+            (res, None, "no-fit")
+        }
+        FilterOutcome::Error(e) => (ExtenderFilterResult::error(e), None, "error"),
+    };
+    tracing::info!(pod = %pod_name, node = node.as_deref().unwrap_or("-"), outcome = verdict, latency_ms = started.elapsed().as_secs_f64() * 1e3, error = %res.error, "filter");
+    Ok(json(&res))
+}
+
+/// Simulation mode (scheduling.md §5.16): each Node is read directly, usage starts at zero, and
+/// the single best Node object is answered. Nothing is reserved or written.
+fn simulate_nodes<B: Backend>(
+    st: &AppState<B>,
+    pod: &crate::model::PodView,
+    items: &[&RawValue],
+) -> ExtenderFilterResult<'static> {
+    let vendors = st.engine.vendors();
+    let req = match vendors.pod_request(pod, &st.engine.config().defaults) {
+        Ok(r) => r,
+        Err(e) => return ExtenderFilterResult::error(e.to_string()),
+    };
+    let mut failed = BTreeMap::new();
+    let mut fits: Vec<(crate::model::NodeName, f32, &RawValue)> = Vec::new();
+    let mut s = Scratch::default();
+    for raw in items {
+        let view: NodeView = match serde_json::from_str(raw.get()) {
+            Ok(v) => v,
+            Err(e) => return ExtenderFilterResult::error(format!("invalid node in Nodes: {e}")),
+        };
+        let nd = vendors.discover(&view);
+        let name = crate::model::NodeName::new(view.name());
+        let mut snap = NodeSnapshot::new(name.clone(), nd.devices, nd.extras);
+        if let Some((_, key, err)) = nd.malformed.first() {
+            snap.unusable = Some(format!("annotation {key} is malformed: {err}").into());
+        }
+        match fit::fit_pod(&snap, &req, vendors, &NoQuota, &mut s) {
+            Ok(score) => fits.push((name, score, raw)),
+            Err(r) => {
+                failed.insert(view.name().to_owned(), r.render(&snap.devices, snap.unusable.as_deref()));
+            }
+        }
+    }
+    score::rank_nodes(&mut fits, req.node_policy);
+    let nodes = fits
+        .first()
+        .and_then(|(_, _, raw)| RawValue::from_string(format!(r#"{{"metadata":{{}},"items":[{}]}}"#, raw.get())).ok());
+    ExtenderFilterResult {
+        nodes,
+        node_names: None,
+        failed_nodes: Some(failed),
+        failed_and_unresolvable_nodes: None,
+        error: String::new(),
+    }
+}
+
+pub async fn bind<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
+    let started = Instant::now();
+    let body = read_body(payload, st.max_body).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest("empty request body".into()));
+    }
+    let args: ExtenderBindingArgs = serde_json::from_slice(&body)?;
+    if args.pod_name.is_empty() || args.node.is_empty() {
+        return Err(Error::BadRequest("PodName and Node are required".into()));
+    }
+    let pod = PodRef { namespace: args.pod_namespace, name: args.pod_name, uid: args.pod_uid };
+    let guard = st.inflight.enter();
+    let r = st.engine.bind(&pod, &args.node).await;
+    drop(guard);
+    let error = r.err().unwrap_or_default();
+    tracing::info!(pod = %pod, node = %args.node, outcome = if error.is_empty() { "bound" } else { "failed" }, latency_ms = started.elapsed().as_secs_f64() * 1e3, error = %error, "bind");
+    Ok(json(&ExtenderBindingResult { error }))
+}

@@ -1,0 +1,61 @@
+//! Metric names and recording helpers. One histogram per request, label values from enums; device
+//! gauges are set on commit, release and registration, never on the filter path.
+
+use std::time::Instant;
+
+use metrics::{counter, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+pub type Handle = PrometheusHandle;
+
+/// Installs the process-wide Prometheus recorder and its upkeep task. `None` when a recorder is
+/// already installed (a second engine in the same process, as in tests).
+pub fn install() -> Option<Handle> {
+    let handle = PrometheusBuilder::new().install_recorder().ok()?;
+    let h = handle.clone();
+    // Without the exporter's own listener nothing else runs upkeep (histogram buckets roll here).
+    tokio::spawn(async move {
+        let mut t = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            t.tick().await;
+            h.run_upkeep();
+        }
+    });
+    Some(handle)
+}
+
+pub const FILTER_SECONDS: &str = "hami_scheduler_filter_duration_seconds";
+pub const BIND_SECONDS: &str = "hami_scheduler_bind_duration_seconds";
+pub const RESERVATIONS_EXPIRED: &str = "hami_scheduler_reservations_expired_total";
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Scheduled,
+    NoFit,
+    PassThrough,
+    Error,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Scheduled => "scheduled",
+            Outcome::NoFit => "no_fit",
+            Outcome::PassThrough => "pass_through",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+pub fn filter_done(outcome: Outcome, started: Instant) {
+    histogram!(FILTER_SECONDS, "outcome" => outcome.as_str()).record(started.elapsed().as_secs_f64());
+}
+
+pub fn bind_done(outcome: Outcome, started: Instant) {
+    histogram!(BIND_SECONDS, "outcome" => outcome.as_str()).record(started.elapsed().as_secs_f64());
+}
+
+pub fn reservation_expired() {
+    counter!(RESERVATIONS_EXPIRED).increment(1);
+}

@@ -1,0 +1,134 @@
+//! The JSON shapes of the engine's view shared by `/usage`, the simulator and the status page:
+//! nodes with per-device usage, and pods with their state. These shapes are a contract.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::actor::messages::{AllocState, NodeReport};
+use crate::backend::Backend;
+use crate::model::annotations as keys;
+use crate::vendor::Vendors;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceJson {
+    pub vendor: String,
+    pub uuid: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub index: u32,
+    pub numa: i32,
+    pub healthy: bool,
+    pub count: u32,
+    pub used: u32,
+    pub mem_total: u64,
+    pub mem_used: u64,
+    pub cores_total: u32,
+    pub cores_used: u32,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NodeJson {
+    pub name: String,
+    pub devices: Vec<DeviceJson>,
+    /// The HAMi annotations on the node (register, handshake, locks); `/usage` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// Why the node's devices are unusable, when its registration is malformed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStateJson {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+    pub node_name: Option<String>,
+    pub state: AllocState,
+    pub annotations: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct UsageJson {
+    pub nodes: Vec<NodeJson>,
+    pub pods: Vec<PodStateJson>,
+}
+
+/// Whether a node annotation key is one of HAMi's (registration, handshake, scores, locks).
+pub fn is_hami_node_key(k: &str) -> bool {
+    k.starts_with("hami.io/")
+        || k == keys::CAMBRICON_LOCK
+        || k.starts_with("metax-tech.com/")
+        || k.starts_with("enflame.com/")
+        || k == "hami-vnpu-core"
+}
+
+pub fn node_json(r: &NodeReport, vendors: &Vendors) -> NodeJson {
+    NodeJson {
+        name: r.name.to_string(),
+        devices: r
+            .snapshot
+            .devices
+            .iter()
+            .map(|d| DeviceJson {
+                vendor: vendors.get(d.vendor).name().to_owned(),
+                uuid: d.info.id.to_string(),
+                ty: d.info.ty.to_string(),
+                index: d.info.index,
+                numa: d.info.numa,
+                healthy: d.health,
+                count: d.info.count,
+                used: d.used,
+                mem_total: d.info.devmem.get(),
+                mem_used: d.used_mem.get(),
+                cores_total: d.info.devcore,
+                cores_used: d.used_cores,
+            })
+            .collect(),
+        annotations: None,
+        unusable: r.snapshot.unusable.as_deref().map(str::to_owned),
+    }
+}
+
+/// `/usage`: every node with its HAMi annotations, and every pod holding or reserving devices.
+pub fn usage<B: Backend>(reports: &[NodeReport], vendors: &Vendors, backend: &B) -> UsageJson {
+    let nodes = reports
+        .iter()
+        .map(|r| {
+            let mut n = node_json(r, vendors);
+            let annos = backend.node(r.name.as_str()).map(|v| {
+                v.metadata
+                    .annotations
+                    .iter()
+                    .filter(|(k, _)| is_hami_node_key(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            });
+            n.annotations = Some(annos.unwrap_or_default());
+            n
+        })
+        .collect();
+    let mut pods = Vec::new();
+    for r in reports {
+        for a in &r.allocs {
+            let view = backend.pod(&a.namespace, &a.name);
+            pods.push(PodStateJson {
+                namespace: a.namespace.to_string(),
+                name: a.name.to_string(),
+                uid: a.uid.to_string(),
+                node: r.name.to_string(),
+                node_name: view.as_ref().and_then(|v| v.spec.node_name.clone()).filter(|n| !n.is_empty()),
+                state: a.state,
+                annotations: view.as_ref().map(|v| v.metadata.annotations.clone()).unwrap_or_default(),
+                labels: view.as_ref().map(|v| v.metadata.labels.clone()).unwrap_or_default(),
+            });
+        }
+    }
+    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    UsageJson { nodes, pods }
+}

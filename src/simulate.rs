@@ -1,0 +1,179 @@
+//! `hami-rs simulate`: runs each pod of a file through the real engine, in order (filter, then
+//! bind, so each placement counts for the next), over an in-memory cluster, and reports where
+//! each pod went, why others did not fit, and what every device holds afterwards.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::actor::{Engine, FilterOutcome};
+use crate::backend::PodRef;
+use crate::backend::memory::{ClusterObjects, MemoryBackend};
+use crate::config::SimulateArgs;
+use crate::report::{NodeJson, node_json};
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodResult {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: Option<String>,
+    pub error: Option<String>,
+    pub failed_nodes: BTreeMap<String, String>,
+    /// Every annotation hami-rs wrote on the pod.
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Simulation {
+    pub pods: Vec<PodResult>,
+    pub nodes: Vec<NodeJson>,
+}
+
+/// Runs the simulation.
+pub async fn run(args: &SimulateArgs) -> Result<Simulation, crate::app::Error> {
+    args.validate()?;
+    let cluster = ClusterObjects::load(&args.cluster_file)?;
+    let pods = ClusterObjects::load(&args.pods)?.pods;
+    let engine = crate::app::memory_engine(&args.sched, cluster).await?;
+    simulate_pods(&engine, pods).await
+}
+
+/// Places `pods` one after another on the engine's cluster.
+pub async fn simulate_pods(
+    engine: &Engine<MemoryBackend>,
+    pods: Vec<crate::model::PodView>,
+) -> Result<Simulation, crate::app::Error> {
+    let backend = engine.backend().clone();
+    let names: Vec<String> = backend.nodes().iter().map(|n| n.metadata.name.clone()).collect();
+    let names: Vec<std::borrow::Cow<'_, str>> = names.iter().map(|n| std::borrow::Cow::Borrowed(n.as_str())).collect();
+    let mut results = Vec::with_capacity(pods.len());
+    for mut pod in pods {
+        if pod.metadata.namespace.is_empty() {
+            pod.metadata.namespace = "default".into();
+        }
+        if pod.metadata.uid.is_empty() {
+            pod.metadata.uid = format!("sim-{}-{}", pod.metadata.namespace, pod.metadata.name);
+        }
+        let pref = PodRef {
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+        };
+        backend.insert_pod(pod.clone());
+        let (node, error, failed) = match engine.filter(&pod, &names).await {
+            FilterOutcome::PassThrough => (None, Some("pod requests no devices".to_owned()), BTreeMap::new()),
+            FilterOutcome::NoFit { failed } => (None, Some("no node fits".to_owned()), failed),
+            FilterOutcome::Error(e) => (None, Some(e), BTreeMap::new()),
+            FilterOutcome::Chosen { node, failed } => match engine.bind(&pref, node.as_str()).await {
+                Ok(()) => {
+                    if let Some(v) = crate::backend::Backend::pod(&backend, &pref.namespace, &pref.name) {
+                        engine.observe_pod(&v);
+                    }
+                    (Some(node.to_string()), None, failed)
+                }
+                Err(e) => (None, Some(format!("bind to {node} failed: {e}")), failed),
+            },
+        };
+        results.push(PodResult {
+            annotations: backend.written(&pref.namespace, &pref.name),
+            namespace: pref.namespace,
+            name: pref.name,
+            uid: pref.uid,
+            node,
+            error,
+            failed_nodes: failed,
+        });
+    }
+    let reports = engine.reports().await;
+    let nodes = reports.iter().map(|r| node_json(r, engine.vendors())).collect();
+    Ok(Simulation { pods: results, nodes })
+}
+
+fn short(uuid: &str) -> String {
+    if uuid.chars().count() <= 18 {
+        uuid.to_owned()
+    } else {
+        let tail: String = uuid.chars().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect();
+        let head: String = uuid.chars().take(8).collect();
+        format!("{head}…{tail}")
+    }
+}
+
+fn bar(used: u64, total: u64, width: usize) -> String {
+    let filled = if total == 0 { 0 } else { ((used.min(total) * width as u64 + total - 1) / total) as usize };
+    format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
+}
+
+/// The human-readable report: placements with reasons, then per-node, per-device utilisation.
+pub fn render_table(sim: &Simulation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "PODS");
+    let w = sim.pods.iter().map(|p| p.namespace.len() + p.name.len() + 1).max().unwrap_or(3).max(3);
+    for p in &sim.pods {
+        let id = format!("{}/{}", p.namespace, p.name);
+        match &p.node {
+            Some(n) => {
+                let devs: Vec<String> = p
+                    .annotations
+                    .iter()
+                    .filter(|(k, _)| k.ends_with("-devices-allocated") || k.as_str() == "hami.io/kunlun-allocated")
+                    .flat_map(|(_, v)| {
+                        v.split([';', ':']).filter(|e| e.contains(',')).map(|e| e.to_owned()).collect::<Vec<_>>()
+                    })
+                    .map(|e| {
+                        let f: Vec<&str> = e.split(',').collect();
+                        format!("{} {}MiB {}c", short(f[0]), f.get(2).unwrap_or(&"?"), f.get(3).unwrap_or(&"?"))
+                    })
+                    .collect();
+                let _ = writeln!(s, "  {id:<w$}  -> {n:<12} {}", devs.join(", "));
+            }
+            None => {
+                let _ = writeln!(s, "  {id:<w$}  -- {}", p.error.as_deref().unwrap_or("not placed"));
+                for (node, why) in &p.failed_nodes {
+                    let _ = writeln!(s, "  {:w$}       {node}: {why}", "");
+                }
+            }
+        }
+    }
+    let placed = sim.pods.iter().filter(|p| p.node.is_some()).count();
+    let _ = writeln!(s, "  {placed} of {} pods placed\n", sim.pods.len());
+    let _ = writeln!(s, "DEVICES");
+    let _ = writeln!(
+        s,
+        "  {:<14} {:<22} {:<28} {:>7}  {:<34} {}",
+        "NODE", "DEVICE", "TYPE", "SLOTS", "MEMORY (MiB)", "CORES"
+    );
+    for n in &sim.nodes {
+        if let Some(u) = &n.unusable {
+            let _ = writeln!(s, "  {:<14} unusable: {u}", n.name);
+        }
+        for d in &n.devices {
+            let mem = format!("{} {:>6}/{:<6}", bar(d.mem_used, d.mem_total, 10), d.mem_used, d.mem_total);
+            let cores = format!(
+                "{} {}/{}",
+                bar(u64::from(d.cores_used), u64::from(d.cores_total), 10),
+                d.cores_used,
+                d.cores_total
+            );
+            let ty: String = d.ty.chars().take(28).collect();
+            let health = if d.healthy { "" } else { " (unhealthy)" };
+            let _ = writeln!(
+                s,
+                "  {:<14} {:<22} {:<28} {:>3}/{:<3}  {:<34} {cores}{health}",
+                n.name,
+                format!("{} #{}", short(&d.uuid), d.index),
+                ty,
+                d.used,
+                d.count,
+                mem
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;
