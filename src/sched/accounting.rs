@@ -119,6 +119,7 @@ pub fn collapse(
             });
         }
     }
+    out.sort_by(|a, b| (a.vendor, &a.uuid).cmp(&(b.vendor, &b.uuid)));
     out
 }
 

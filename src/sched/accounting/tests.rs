@@ -1,1 +1,409 @@
 use super::*;
+use crate::config::device::DeviceConfig;
+use crate::model::codec::decode_pod_devices;
+use crate::model::device::MigSlot;
+use crate::model::pod::NodeView;
+use crate::model::{ContainerDevice, ContainerRequest, ContainerView, MigPlacement, PodView};
+use crate::sched::reason::Rejection;
+use crate::testing::vendors;
+use crate::vendor::nvidia::Nvidia;
+use crate::vendor::{Discovery, FitCx, Pick, Vendor, WriteCx};
+
+const NVIDIA: VendorId = VendorId(0);
+const SLICED: VendorId = VendorId(1);
+
+/// An NVIDIA entry `uuid,NVIDIA,mem,cores`.
+fn e(uuid: &str, mem: u64, cores: u32) -> ContainerDevice {
+    ContainerDevice::new(uuid, "NVIDIA", mem, cores)
+}
+
+fn no_info(_: &DeviceUuid) -> Option<Arc<DeviceInfo>> {
+    None
+}
+
+fn nvidia_only(containers: Vec<ContainerDevices>) -> PodDevices {
+    PodDevices(vec![(NVIDIA, containers)])
+}
+
+/// Layout with `n_init` leading init containers, the listed ones being sidecars.
+fn layout(n_init: usize, sidecar_at: &[usize]) -> Layout {
+    Layout { n_init, sidecars: (0..n_init).map(|i| sidecar_at.contains(&i)).collect(), init_released: false }
+}
+
+fn charge(uuid: &str, slots: u32, mem: u64, cores: u32) -> Charge {
+    Charge {
+        uuid: DeviceUuid::new(uuid),
+        vendor: NVIDIA,
+        slots,
+        mem: MemMiB(mem),
+        cores,
+        mig: Vec::new(),
+        class: TaskClass::Plain,
+        qos: None,
+    }
+}
+
+/// (uuid, slots, mem, cores) of each charge, for compact expectations.
+fn brief(c: &[Charge]) -> Vec<(&str, u32, u64, u32)> {
+    c.iter().map(|c| (c.uuid.as_str(), c.slots, c.mem.get(), c.cores)).collect()
+}
+
+fn collapse_nvidia(containers: Vec<ContainerDevices>, l: &Layout) -> Vec<Charge> {
+    collapse(&nvidia_only(containers), l, &vendors(), &no_info)
+}
+
+#[test]
+fn init_peak_and_app_sum_are_compared_field_by_field() {
+    // scheduling.md §8.2: effective = max(init peak, app sum) per field. Init: 8000 MiB, 10 cores;
+    // apps: 3000 + 2000 MiB, 30 + 30 cores, 2 entries → 8000 MiB, 60 cores, 2 slots.
+    let got = collapse_nvidia(
+        vec![vec![e("GPU-0", 8000, 10)], vec![e("GPU-0", 3000, 30)], vec![e("GPU-0", 2000, 30)]],
+        &layout(1, &[]),
+    );
+    assert_eq!(brief(&got), [("GPU-0", 2, 8000, 60)]);
+    assert_eq!(got[0].vendor, NVIDIA);
+    assert_eq!(got[0].class, TaskClass::Plain);
+    assert_eq!(got[0].qos, None);
+}
+
+#[test]
+fn init_containers_count_as_a_peak_not_a_sum() {
+    // scheduling.md §8.2: init peak = max mem, max cores, slots 1, over init containers (they
+    // run one at a time).
+    let got = collapse_nvidia(vec![vec![e("GPU-0", 4000, 20)], vec![e("GPU-0", 6000, 10)], vec![]], &layout(2, &[]));
+    assert_eq!(brief(&got), [("GPU-0", 1, 6000, 20)]);
+}
+
+#[test]
+fn app_containers_are_summed_with_one_slot_per_entry() {
+    // scheduling.md §8.2: app sum = Σ mem, Σ cores, slots = number of entries.
+    let got = collapse_nvidia(
+        vec![vec![e("GPU-0", 1000, 10)], vec![e("GPU-0", 2000, 20), e("GPU-1", 500, 5)], vec![e("GPU-0", 3000, 30)]],
+        &layout(0, &[]),
+    );
+    assert_eq!(brief(&got), [("GPU-0", 3, 6000, 60), ("GPU-1", 1, 500, 5)]);
+}
+
+#[test]
+fn charges_are_sorted_by_uuid_and_cover_init_only_devices() {
+    // scheduling.md §8.2: one device entry per UUID, sorted by UUID; a device used only by an
+    // init container is charged its init peak.
+    let got =
+        collapse_nvidia(vec![vec![e("GPU-c", 700, 7)], vec![e("GPU-b", 100, 1), e("GPU-a", 200, 2)]], &layout(1, &[]));
+    assert_eq!(brief(&got), [("GPU-a", 1, 200, 2), ("GPU-b", 1, 100, 1), ("GPU-c", 1, 700, 7)]);
+}
+
+#[test]
+fn several_entries_on_one_uuid_in_one_container_add_up() {
+    // scheduling.md §5.7 check 18 / §5.9: one MIG GPU may host several instances for the same
+    // container; each entry is a slot and every instance is kept for the device's occupancy.
+    let slot = |start| MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start, size: 1 } };
+    let mut a = e("GPU-0", 4864, 15);
+    a.mig = Some(slot(6));
+    let mut b = e("GPU-0", 4864, 15);
+    b.mig = Some(slot(5));
+    let got = collapse_nvidia(vec![vec![a, b]], &layout(0, &[]));
+    assert_eq!(brief(&got), [("GPU-0", 2, 9728, 30)]);
+    assert_eq!(got[0].mig, [slot(6), slot(5)]);
+}
+
+#[test]
+fn several_entries_on_one_uuid_in_an_init_container_form_its_peak() {
+    // scheduling.md §8.2 gives an init peak 1 slot; hami-rs counts the entries of the one init
+    // container that holds the most, so two MIG instances of one init container hold 2 slots.
+    let got = collapse_nvidia(
+        vec![vec![e("GPU-0", 1000, 10), e("GPU-0", 1000, 10)], vec![e("GPU-0", 500, 5)], vec![]],
+        &layout(2, &[]),
+    );
+    assert_eq!(brief(&got), [("GPU-0", 2, 2000, 20)]);
+}
+
+#[test]
+fn empty_vendor_lists_collapse_to_no_charges() {
+    // scheduling.md §8.2: a vendor key without devices holds nothing.
+    assert!(collapse_nvidia(vec![vec![], vec![]], &layout(1, &[])).is_empty());
+    assert!(collapse(&PodDevices::default(), &Layout::default(), &vendors(), &no_info).is_empty());
+}
+
+#[test]
+fn init_release_keeps_only_regular_containers() {
+    // scheduling.md §8.3: once every init container succeeded, usage shrinks to the regular
+    // containers: the init-only device disappears and the shared one drops to the app sum.
+    let mut l = layout(1, &[]);
+    l.init_released = true;
+    let got = collapse_nvidia(
+        vec![vec![e("GPU-0", 8000, 50), e("GPU-1", 8000, 50)], vec![e("GPU-0", 3000, 30)], vec![e("GPU-0", 2000, 30)]],
+        &l,
+    );
+    assert_eq!(brief(&got), [("GPU-0", 2, 5000, 60)]);
+}
+
+#[test]
+fn sidecars_add_to_the_app_sum() {
+    // scheduling.md §14 row 4: a native sidecar runs beside the app containers, so it is summed
+    // with them (HAMi counts it as an init peak: 3000 MiB, 20 cores, 1 slot).
+    let got = collapse_nvidia(vec![vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 3000, 20)]], &layout(1, &[0]));
+    assert_eq!(brief(&got), [("GPU-0", 2, 5000, 30)]);
+}
+
+#[test]
+fn sidecars_survive_init_release() {
+    // scheduling.md §14 row 4 / §8.3: releasing init containers drops plain ones only; the
+    // sidecar keeps running.
+    let mut l = layout(2, &[0]);
+    l.init_released = true;
+    let got =
+        collapse_nvidia(vec![vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 9000, 90)], vec![e("GPU-0", 3000, 20)]], &l);
+    assert_eq!(brief(&got), [("GPU-0", 2, 5000, 30)]);
+}
+
+#[test]
+fn a_plain_init_peak_includes_the_sidecars_started_before_it() {
+    // scheduling.md §14 row 4: a plain init container runs beside the sidecars declared before it.
+    // Sidecar 2000/10, init 7000/50, app 1000/10: peak = 9000/60 over 2 slots; app sum 3000/20.
+    let got = collapse_nvidia(
+        vec![vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 7000, 50)], vec![e("GPU-0", 1000, 10)]],
+        &layout(2, &[0]),
+    );
+    assert_eq!(brief(&got), [("GPU-0", 2, 9000, 60)]);
+}
+
+#[test]
+fn a_plain_init_peak_excludes_sidecars_started_after_it() {
+    // scheduling.md §14 row 4: a sidecar declared after the init container starts only once the
+    // init container is done. Init 7000/50 alone; sidecar + app = 3000/20 over 2 slots.
+    let got = collapse_nvidia(
+        vec![vec![e("GPU-0", 7000, 50)], vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 1000, 10)]],
+        &layout(2, &[1]),
+    );
+    assert_eq!(brief(&got), [("GPU-0", 2, 7000, 50)]);
+}
+
+/// A vendor whose entries occupy slices in proportion to their cores (as Enflame DRS slices do),
+/// to exercise `entry_slots` and the at-least-one-slot rule.
+struct Sliced;
+
+impl Vendor for Sliced {
+    fn name(&self) -> &str {
+        "SLICED"
+    }
+    fn resource_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn request(&self, _: VendorId, _: &ContainerView, _: &PodView) -> Result<Option<ContainerRequest>, String> {
+        Ok(None)
+    }
+    fn discover(&self, _: &NodeView) -> Discovery {
+        Discovery::Absent
+    }
+    fn fit(&self, _: &FitCx<'_>, _: &mut Vec<Pick>) -> Result<(), Rejection> {
+        Err(Rejection::NodeUnregistered)
+    }
+    fn entry_slots(&self, entry: &ContainerDevice, dev: Option<&DeviceInfo>) -> u32 {
+        dev.map_or(1, |d| entry.usedcores * d.count / d.devcore.max(1))
+    }
+    fn allocated_key(&self) -> Option<&str> {
+        None
+    }
+    fn pod_keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn annotations(&self, _: &WriteCx<'_>, _: &mut Vec<(String, String)>) {}
+}
+
+fn two_vendors() -> Vendors {
+    Vendors::new(vec![Box::new(Nvidia::new(&DeviceConfig::chart().nvidia)), Box::new(Sliced)])
+}
+
+/// The sliced vendor's device: 4 slices over 100 cores.
+fn sliced_info(u: &DeviceUuid) -> Option<Arc<DeviceInfo>> {
+    (u.as_str() == "S-0").then(|| Arc::new(DeviceInfo::new("S-0", 0, 4, 1000, 100, "SLICED")))
+}
+
+#[test]
+fn each_vendor_collapses_on_its_own() {
+    // scheduling.md §8.2: usage is kept per device, per vendor; the same id under two vendors is
+    // two charges. Vendor-specific slot counts come from the vendor (50 of 100 cores = 2 of 4 slices).
+    let s = |uuid: &str, mem, cores| ContainerDevice::new(uuid, "SLICED", mem, cores);
+    let pd = PodDevices(vec![
+        (NVIDIA, vec![vec![e("GPU-0", 1000, 10)], vec![e("S-0", 2000, 20)]]),
+        (SLICED, vec![vec![], vec![s("S-0", 300, 50)]]),
+    ]);
+    let got = collapse(&pd, &layout(0, &[]), &two_vendors(), &sliced_info);
+    assert_eq!(brief(&got), [("GPU-0", 1, 1000, 10), ("S-0", 1, 2000, 20), ("S-0", 2, 300, 50)]);
+    assert_eq!(got.iter().map(|c| c.vendor).collect::<Vec<_>>(), [NVIDIA, NVIDIA, SLICED]);
+}
+
+#[test]
+fn slots_are_at_least_one() {
+    // scheduling.md §8.2: slots = max(init slots, app slots, 1): an entry occupying no slice
+    // still holds the device.
+    let s = ContainerDevice::new("S-0", "SLICED", 100, 0);
+    let pd = PodDevices(vec![(SLICED, vec![vec![s]])]);
+    let got = collapse(&pd, &layout(0, &[]), &two_vendors(), &sliced_info);
+    assert_eq!(brief(&got), [("S-0", 1, 100, 0)]);
+}
+
+fn usage(id: &str, mode: &str) -> DeviceUsage {
+    let mut info = DeviceInfo::new(id, 0, 10, 16384, 100, "NVIDIA-A100");
+    info.mode = Arc::from(mode);
+    DeviceUsage::idle(Arc::new(info), NVIDIA)
+}
+
+#[test]
+fn apply_charges_every_device_with_the_id() {
+    // scheduling.md §5.2 step 2: no early exit: every device whose id equals the UUID is charged,
+    // Used += max(slots, 1), Usedmem += mem, Usedcores += cores.
+    let mut devs = vec![usage("GPU-0", "hami-core"), usage("GPU-1", "hami-core"), usage("GPU-0", "hami-core")];
+    let un = apply(&mut devs, &[charge("GPU-0", 2, 3000, 30), charge("GPU-1", 0, 1000, 10)]);
+    assert_eq!(un, Unmatched::default());
+    let got: Vec<_> = devs.iter().map(|d| (d.used, d.used_mem.get(), d.used_cores)).collect();
+    assert_eq!(got, [(2, 3000, 30), (1, 1000, 10), (2, 3000, 30)]);
+    assert!(devs.iter().all(|d| d.health && d.class_count(TaskClass::Plain) == 1));
+}
+
+#[test]
+fn apply_adds_to_existing_usage() {
+    // scheduling.md §5.2 step 2: usage accumulates over every stored pod.
+    let mut devs = vec![usage("GPU-0", "hami-core")];
+    apply(&mut devs, &[charge("GPU-0", 1, 3000, 30)]);
+    apply(&mut devs, &[charge("GPU-0", 1, 2000, 20)]);
+    assert_eq!((devs[0].used, devs[0].used_mem, devs[0].used_cores), (2, MemMiB(5000), 50));
+    assert_eq!(devs[0].class_count(TaskClass::Plain), 2);
+}
+
+#[test]
+fn apply_reports_unmatched_uuids() {
+    // scheduling.md §5.2 step 2: entries matching no device are ignored (and logged).
+    let mut devs = vec![usage("GPU-0", "hami-core")];
+    let before = devs.clone();
+    let un = apply(&mut devs, &[charge("GPU-9", 1, 3000, 30), charge("GPU-8", 1, 1, 1)]);
+    assert_eq!(un, Unmatched(vec![DeviceUuid::new("GPU-9"), DeviceUuid::new("GPU-8")]));
+    assert_eq!(devs, before);
+}
+
+#[test]
+fn a_mig_instance_on_a_non_mig_device_marks_it_unhealthy() {
+    // scheduling.md §5.2 step 3: a MIG pod on a hami-core GPU marks it unhealthy in this view;
+    // the entry is still charged and no instance is recorded.
+    let mut devs = vec![usage("GPU-0", "hami-core")];
+    let mut c = charge("GPU-0", 1, 4864, 15);
+    c.mig = vec![MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start: 6, size: 1 } }];
+    apply(&mut devs, &[c]);
+    assert!(!devs[0].health);
+    assert!(devs[0].mig_used.is_empty());
+    assert_eq!((devs[0].used, devs[0].used_mem), (1, MemMiB(4864)));
+}
+
+#[test]
+fn a_mig_device_charged_without_an_instance_is_marked_unhealthy() {
+    // scheduling.md §5.2 step 3: a matched entry on a mig-mode device with no reservation marks it
+    // unhealthy.
+    let mut devs = vec![usage("GPU-0", "mig")];
+    apply(&mut devs, &[charge("GPU-0", 1, 4864, 15)]);
+    assert!(!devs[0].health);
+}
+
+#[test]
+fn a_mig_instance_for_an_unknown_gpu_marks_no_device_unhealthy() {
+    // scheduling.md §14 row 11: HAMi marks every mig-mode device of the node unhealthy for a
+    // reservation on a GPU the node lacks; hami-rs only reports that reservation.
+    let mut devs = vec![usage("GPU-0", "mig"), usage("GPU-1", "mig")];
+    let mut c = charge("GPU-9", 1, 4864, 15);
+    c.mig = vec![MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start: 6, size: 1 } }];
+    let un = apply(&mut devs, &[c]);
+    assert_eq!(un, Unmatched(vec![DeviceUuid::new("GPU-9")]));
+    assert!(devs.iter().all(|d| d.health && d.used == 0 && d.mig_used.is_empty()));
+}
+
+#[test]
+fn a_mig_device_records_the_instances_it_is_charged_with() {
+    // scheduling.md §5.2 step 3: reservations on a mig-mode GPU join its occupied list.
+    let slot = |start| MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start, size: 1 } };
+    let mut devs = vec![usage("GPU-0", "mig")];
+    let mut c = charge("GPU-0", 2, 9728, 30);
+    c.mig = vec![slot(6), slot(5)];
+    apply(&mut devs, &[c]);
+    assert!(devs[0].health);
+    assert_eq!(devs[0].mig_used, [slot(6), slot(5)]);
+    assert_eq!(devs[0].used, 2);
+}
+
+#[test]
+fn apply_sets_the_qos_a_charge_carries() {
+    // A charge with a QoS policy sets the device's current policy; one without leaves it.
+    let mut devs = vec![usage("GPU-0", "")];
+    let mut c = charge("GPU-0", 1, 0, 0);
+    c.qos = Some(Arc::from("fixed-share"));
+    apply(&mut devs, &[c, charge("GPU-0", 1, 0, 0)]);
+    assert_eq!(devs[0].qos.as_deref(), Some("fixed-share"));
+}
+
+fn decoded(s: &str) -> Vec<ContainerDevices> {
+    decode_pod_devices(s).unwrap()
+}
+
+/// An encoded list, which containers request the vendor, and the UUIDs each container should get.
+type AlignRow = (&'static str, &'static [bool], Vec<Vec<&'static str>>);
+
+fn shape(list: &[ContainerDevices]) -> Vec<Vec<&str>> {
+    list.iter().map(|c| c.iter().map(|d| d.uuid.as_str()).collect()).collect()
+}
+
+#[test]
+fn padded_lists_are_taken_positionally() {
+    // protocol.md §4.2: the i-th entry belongs to container i; the empty piece after the final ';'
+    // (and any added by plugin rewrites) is dropped.
+    let rows: [AlignRow; 4] = [
+        ("GPU-1,NVIDIA,3000,30:;", &[true], vec![vec!["GPU-1"]]),
+        (";GPU-1,NVIDIA,3000,30:;", &[false, true], vec![vec![], vec!["GPU-1"]]),
+        (
+            "GPU-1,NVIDIA,2000,30:;;GPU-1,NVIDIA,4000,50:GPU-2,NVIDIA,4000,50:;",
+            &[true, false, true],
+            vec![vec!["GPU-1"], vec![], vec!["GPU-1", "GPU-2"]],
+        ),
+        // protocol.md §4.2: each plugin rewrite adds one ';', readers tolerate any number.
+        (";;GPU-1,NVIDIA,4000,50:;;;", &[true, false, true], vec![vec![], vec![], vec!["GPU-1"]]),
+    ];
+    for (s, requesting, want) in rows {
+        assert_eq!(shape(&align(decoded(s), requesting)), want, "{s}");
+    }
+}
+
+#[test]
+fn hamis_unpadded_nvidia_list_is_mapped_onto_the_requesting_container() {
+    // protocol.md §4.2 caveat: HAMi writes `GPU-…,NVIDIA,3000,30:;` for a device-less init
+    // container followed by a GPU app container; the device belongs to the app container.
+    let got = align(decoded("GPU-1,NVIDIA,3000,30:;"), &[false, true]);
+    assert_eq!(shape(&got), [vec![], vec!["GPU-1"]]);
+    assert_eq!((got[1][0].usedmem, got[1][0].usedcores), (MemMiB(3000), 30));
+    // scheduling.md §5.3 padding example: init with GPU, app without, app with 2 GPUs.
+    let got = align(decoded("GPU-1,NVIDIA,2000,30:;GPU-1,NVIDIA,4000,50:GPU-2,NVIDIA,4000,50:;"), &[true, false, true]);
+    assert_eq!(shape(&got), [vec!["GPU-1"], vec![], vec!["GPU-1", "GPU-2"]]);
+}
+
+#[test]
+fn the_aligned_unpadded_list_is_not_released_with_the_init_container() {
+    // scheduling.md §5.3 padding bug: read positionally, the app container's GPU would count as
+    // init usage and be dropped at init release (§8.3), over-committing the GPU. Aligned, it stays.
+    let list = align(decoded("GPU-1,NVIDIA,3000,30:;"), &[false, true]);
+    let l = Layout { n_init: 1, sidecars: vec![false], init_released: true };
+    assert_eq!(brief(&collapse_nvidia(list, &l)), [("GPU-1", 1, 3000, 30)]);
+}
+
+#[test]
+fn lists_that_do_not_match_the_requesting_containers_stay_positional() {
+    // protocol.md §4.2: only a list whose non-empty entries match the requesting containers
+    // one-to-one is re-placed; anything else is taken as written.
+    let rows: [AlignRow; 3] = [
+        // two non-empty entries, one requesting container
+        ("GPU-1,NVIDIA,1,1:;GPU-2,NVIDIA,1,1:;", &[false, true, false], vec![vec!["GPU-1"], vec!["GPU-2"]]),
+        // one non-empty entry, two requesting containers
+        ("GPU-1,NVIDIA,1,1:;", &[true, false, true], vec![vec!["GPU-1"]]),
+        // nothing requested, nothing written
+        ("", &[false, false], vec![]),
+    ];
+    for (s, requesting, want) in rows {
+        assert_eq!(shape(&align(decoded(s), requesting)), want, "{s:?}");
+    }
+}

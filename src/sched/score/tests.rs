@@ -1,1 +1,416 @@
+use std::sync::Arc;
+
 use super::*;
+use crate::model::annotations as keys;
+use crate::model::{DeviceInfo, MemMiB, VendorId};
+use crate::testing::{gpu, node, pod, vendors};
+
+const NVIDIA: VendorId = VendorId(0);
+const OTHER: VendorId = VendorId(1);
+
+fn assert_close(got: f32, want: f32, why: &str) {
+    assert!((got - want).abs() < 1e-4, "{why}: got {got}, want {want}");
+}
+
+/// A device of `vendor` with the given capacity and starting usage.
+fn dev_of(vendor: VendorId, count: u32, mem: u64, cores: u32, used: (u32, u64, u32)) -> DeviceUsage {
+    let mut d = DeviceUsage::idle(Arc::new(DeviceInfo::new("GPU-x", 0, count, mem, cores, "NVIDIA-A100")), vendor);
+    d.used = used.0;
+    d.used_mem = MemMiB(used.1);
+    d.used_cores = used.2;
+    d
+}
+
+fn dev(count: u32, mem: u64, cores: u32, used: (u32, u64, u32)) -> DeviceUsage {
+    dev_of(NVIDIA, count, mem, cores, used)
+}
+
+fn req(nums: u32, memreq: u64, mempct: u32, cores: u32) -> ContainerRequest {
+    ContainerRequest::new(NVIDIA, nums, memreq, mempct, cores)
+}
+
+const W111: Weights = Weights { slot: 1.0, core: 1.0, memory: 1.0 };
+
+/// The two GPUs of the §5.12 worked example: A has one task of 8192 MiB and 30 cores, B is idle.
+fn worked_example() -> Vec<DeviceUsage> {
+    let v = vendors();
+    node("a").gpu(gpu("GPU-A", 32768).used(1, 8192, 30)).gpu(gpu("GPU-B", 32768)).snapshot(&v).devices
+}
+
+/// The §5.12 request: 4096 MiB and 20 cores of one GPU, parsed as the webhook-mutated pod says.
+fn worked_request() -> ContainerRequest {
+    pod().gpu(1).mem_mib(4096).cores(20).request_with(&vendors()).containers[0][0]
+}
+
+#[test]
+fn worked_example_default_score_is_three_and_a_quarter() {
+    // scheduling.md §5.12: 10 × (1/20 + 30/200 + 8192/65536) = 3.25.
+    assert_close(node_default_score(&worked_example()), 3.25, "default score");
+}
+
+#[test]
+fn worked_example_device_scores_count_the_request() {
+    // scheduling.md §5.12 "with the request counted" (hami-rs fixes §14 row 2):
+    // A = 10 × (2/10 + 50/100 + 12288/32768), B = 10 × (1/10 + 20/100 + 4096/32768).
+    let devs = worked_example();
+    let r = [worked_request()];
+    assert_close(device_score(&devs[0], &r, &W111), 10.75, "A");
+    assert_close(device_score(&devs[1], &r, &W111), 4.25, "B");
+}
+
+#[test]
+fn worked_example_spread_tries_the_idle_gpu_and_binpack_the_busy_one() {
+    // scheduling.md §5.12: "either way spread tries B first and binpack tries A first".
+    let devs = worked_example();
+    let r = [worked_request()];
+    let scores: Vec<f32> = devs.iter().map(|d| device_score(d, &r, &W111)).collect();
+    let mut out = Vec::new();
+    order_devices(&devs, &scores, &GpuPolicy::parse("spread", false), &mut out);
+    assert_eq!(out.last(), Some(&1), "spread tries B (position 1) first");
+    order_devices(&devs, &scores, &GpuPolicy::parse("binpack", false), &mut out);
+    assert_eq!(out.last(), Some(&0), "binpack tries A (position 0) first");
+}
+
+struct ScoreRow {
+    why: &'static str,
+    dev: DeviceUsage,
+    reqs: Vec<ContainerRequest>,
+    weights: Weights,
+    want: f32,
+}
+
+#[test]
+fn device_score_follows_hamis_formula_with_the_request_counted() {
+    let busy = (1, 8192, 30);
+    let rows = [
+        ScoreRow {
+            // §5.5: an idle device with a request-less container scores 0.
+            why: "idle device, no request",
+            dev: dev(10, 32768, 100, (0, 0, 0)),
+            reqs: vec![],
+            weights: W111,
+            want: 0.0,
+        },
+        ScoreRow {
+            // §5.5: without a request of this vendor the score is pure current utilisation;
+            // this is the 6.5 HAMi computes for GPU A in the §5.12 example (request ignored).
+            why: "request of another vendor is not counted",
+            dev: dev(10, 32768, 100, busy),
+            reqs: vec![ContainerRequest::new(OTHER, 1, 4096, MEMPCT_UNSET, 20)],
+            weights: W111,
+            want: 6.5,
+        },
+        ScoreRow {
+            // §5.5: only requests of the device's vendor count, others in the same container do not.
+            why: "mixed vendors in one container",
+            dev: dev(10, 32768, 100, busy),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20), ContainerRequest::new(OTHER, 2, 8192, MEMPCT_UNSET, 50)],
+            weights: W111,
+            want: 10.75,
+        },
+        ScoreRow {
+            // §5.5: n counts each request once, whatever r.nums is: 10 × (1/10).
+            why: "nums 4 counts one slot",
+            dev: dev(10, 32768, 100, (0, 0, 0)),
+            reqs: vec![req(4, 0, MEMPCT_UNSET, 0)],
+            weights: W111,
+            want: 1.0,
+        },
+        ScoreRow {
+            // §5.5: a percentage request reserves floor(Totalmem × pct / 100): 10 × (1/10 + 1/2).
+            why: "50 percent of memory",
+            dev: dev(10, 32768, 100, (0, 0, 0)),
+            reqs: vec![req(1, 0, 50, 0)],
+            weights: W111,
+            want: 6.0,
+        },
+        ScoreRow {
+            // §5.5: the percentage is floored: 1001 × 50 / 100 = 500 (not 500.5), 10 × (1/10 + 500/1001).
+            why: "percentage memory is floored",
+            dev: dev(10, 1001, 100, (0, 0, 0)),
+            reqs: vec![req(1, 0, 50, 0)],
+            weights: W111,
+            want: 10.0 * (0.1 + 500.0 / 1001.0),
+        },
+        ScoreRow {
+            // §5.5: 100 percent on a busy device: 10 × (2/10 + 30/100 + (32768 + 8192)/32768).
+            why: "whole memory on a busy device",
+            dev: dev(10, 32768, 100, busy),
+            reqs: vec![req(1, 0, 100, 0)],
+            weights: W111,
+            want: 17.5,
+        },
+        ScoreRow {
+            // §5.5: mempct 0 means "not a percentage": memreq counts, 10 × (1/10 + 8192/32768).
+            why: "mempct 0 uses memreq",
+            dev: dev(10, 32768, 100, (0, 0, 0)),
+            reqs: vec![req(1, 8192, 0, 0)],
+            weights: W111,
+            want: 3.5,
+        },
+        ScoreRow {
+            // §5.5: mempct 101 is the unset sentinel: memreq counts.
+            why: "mempct 101 uses memreq",
+            dev: dev(10, 32768, 100, (0, 0, 0)),
+            reqs: vec![req(1, 8192, MEMPCT_UNSET, 0)],
+            weights: W111,
+            want: 3.5,
+        },
+        ScoreRow {
+            // §5.5: a set percentage wins over memreq in the score (the fit's check 9 does the
+            // opposite, §5.7): 10 × (1/10 + 16384/32768).
+            why: "percentage wins over memreq in the score",
+            dev: dev(10, 32768, 100, (0, 0, 0)),
+            reqs: vec![req(1, 8192, 50, 0)],
+            weights: W111,
+            want: 6.0,
+        },
+        ScoreRow {
+            // §5.5: Count = 0 scores 0, whatever the usage.
+            why: "zero count",
+            dev: dev(0, 32768, 100, busy),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
+            weights: W111,
+            want: 0.0,
+        },
+        ScoreRow {
+            // §5.5: Totalcore = 0 scores 0.
+            why: "zero cores",
+            dev: dev(10, 32768, 0, busy),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
+            weights: W111,
+            want: 0.0,
+        },
+        ScoreRow {
+            // §5.5: Totalmem = 0 scores 0.
+            why: "zero memory",
+            dev: dev(10, 0, 100, busy),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
+            weights: W111,
+            want: 0.0,
+        },
+        ScoreRow {
+            // §5.5 weights: memory only, GPU A of §5.12: 10 × 12288/32768.
+            why: "memory weight only",
+            dev: dev(10, 32768, 100, busy),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
+            weights: Weights { slot: 0.0, core: 0.0, memory: 1.0 },
+            want: 3.75,
+        },
+        ScoreRow {
+            // §5.5 weights scale each term: 10 × (2 × 2/10 + 3 × 50/100 + 0).
+            why: "weights 2/3/0",
+            dev: dev(10, 32768, 100, busy),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
+            weights: Weights { slot: 2.0, core: 3.0, memory: 0.0 },
+            want: 19.0,
+        },
+    ];
+    for r in rows {
+        assert_close(device_score(&r.dev, &r.reqs, &r.weights), r.want, r.why);
+    }
+}
+
+#[test]
+fn weights_annotation_changes_the_device_score() {
+    // scheduling.md §5.5: hami.io/device-scoring-weights (whitespace trimmed) weights the terms.
+    let v = vendors();
+    let p = pod()
+        .gpu(1)
+        .mem_mib(4096)
+        .cores(20)
+        .annotation(keys::DEVICE_SCORING_WEIGHTS, " slot = 0 , core=0,memory=1")
+        .request_with(&v);
+    let a = &worked_example()[0];
+    assert_close(device_score(a, &p.containers[0], &p.weights), 3.75, "memory only");
+    let plain = pod().gpu(1).mem_mib(4096).cores(20).request_with(&v);
+    assert_close(device_score(a, &plain.containers[0], &plain.weights), 10.75, "default 1/1/1");
+}
+
+#[test]
+fn node_default_score_sums_every_device_before_the_pod() {
+    let rows: [(&str, Vec<DeviceUsage>, f32); 5] = [
+        // §5.12: a node without devices scores 0.
+        ("no devices", vec![], 0.0),
+        // §5.12: an idle node scores 0.
+        ("idle", vec![dev(10, 16384, 100, (0, 0, 0)), dev(10, 16384, 100, (0, 0, 0))], 0.0),
+        // §5.12: all vendors' devices are summed into one ratio per field:
+        // 10 × (5/14 + 50/200 + 8192/32768).
+        (
+            "two vendors",
+            vec![dev_of(NVIDIA, 10, 16384, 100, (5, 8192, 50)), dev_of(OTHER, 4, 16384, 100, (0, 0, 0))],
+            10.0 * (5.0 / 14.0 + 0.25 + 0.25),
+        ),
+        // §5.12: Σ Count = 0 gives 0, whatever else is used.
+        ("no slots", vec![dev(0, 16384, 100, (0, 8192, 50))], 0.0),
+        // §5.12: Σ Totalcore = 0 gives 0.
+        ("no cores", vec![dev(10, 16384, 0, (1, 8192, 0)), dev(10, 16384, 0, (0, 0, 0))], 0.0),
+    ];
+    for (why, devs, want) in rows {
+        assert_close(node_default_score(&devs), want, why);
+    }
+}
+
+/// Six devices at positions 0–5 (index = position): (NUMA, Used, score).
+const DEVS: [(i32, u32, f32); 6] = [(1, 0, 9.0), (0, 2, 5.0), (0, 0, 7.0), (1, 1, 2.0), (0, 0, 5.0), (1, 0, 5.0)];
+
+fn six() -> (Vec<DeviceUsage>, Vec<f32>) {
+    let devs = DEVS
+        .iter()
+        .enumerate()
+        .map(|(i, &(numa, used, _))| {
+            let mut info = DeviceInfo::new(&format!("GPU-{i}"), i as u32, 10, 16384, 100, "NVIDIA-A100");
+            info.numa = numa;
+            let mut d = DeviceUsage::idle(Arc::new(info), NVIDIA);
+            d.used = used;
+            d
+        })
+        .collect();
+    (devs, DEVS.iter().map(|d| d.2).collect())
+}
+
+fn order(text: &str, numa: bool, devs: &[DeviceUsage], scores: &[f32]) -> Vec<u16> {
+    let mut out = vec![99, 98];
+    order_devices(devs, scores, &GpuPolicy::parse(text, numa), &mut out);
+    out
+}
+
+#[test]
+fn order_devices_follows_every_row_of_the_policy_table() {
+    // Expected lists are ascending; the fit walks from the end, so the last position is tried first.
+    // Among equal keys, single-value policies try the lowest device index first (it sorts last).
+    let rows: [(&str, bool, [u16; 6]); 9] = [
+        // §5.6 mutex: Used descending, then NUMA ascending: idle devices, highest NUMA first
+        // (pos 0 over pos 5 by the lower index); scores play no part.
+        ("mutex", false, [1, 3, 4, 2, 5, 0]),
+        // §5.6: mutex is matched before the NUMA flag rows.
+        ("mutex", true, [1, 3, 4, 2, 5, 0]),
+        // §5.6 NUMA flag + binpack: NUMA descending, then score ascending: the lowest NUMA group,
+        // its highest score (pos 2, 7) first, even though pos 0 scores 9.
+        ("binpack", true, [3, 5, 0, 4, 1, 2]),
+        // §5.6 NUMA flag + other policy: NUMA ascending, then score descending: the highest NUMA
+        // group, its lowest score (pos 3, 2) first.
+        ("spread", true, [2, 4, 1, 0, 5, 3]),
+        ("topology-aware", true, [2, 4, 1, 0, 5, 3]),
+        ("no-such-policy", true, [2, 4, 1, 0, 5, 3]),
+        // §5.6 binpack: score ascending, then NUMA ascending: the highest score first.
+        ("binpack", false, [3, 4, 1, 5, 2, 0]),
+        // §5.6 spread: score descending, then NUMA ascending: the lowest score first; among the
+        // 5s, NUMA 1 (pos 5) before NUMA 0, and pos 1 before pos 4.
+        ("spread", false, [0, 2, 4, 1, 5, 3]),
+        // §5.6: topology-aware sorts like spread (the choice among fitting devices is §5.10).
+        ("topology-aware", false, [0, 2, 4, 1, 5, 3]),
+    ];
+    let (devs, scores) = six();
+    for (text, numa, want) in rows {
+        assert_eq!(order(text, numa, &devs, &scores), want, "{text} (numa flag {numa})");
+    }
+}
+
+#[test]
+fn unknown_and_empty_policies_sort_like_spread() {
+    // scheduling.md §5.6: "anything else (spread, topology-aware, unknown)".
+    let (devs, scores) = six();
+    let spread = order("spread", false, &devs, &scores);
+    for text in ["no-such-policy", "", "Binpack", "numa-bind"] {
+        assert_eq!(order(text, false, &devs, &scores), spread, "{text:?}");
+    }
+}
+
+#[test]
+fn key_chains_compare_key_by_key_then_index_ascending() {
+    // §5.6 chains: binpack = score ascending, spread = score descending, numa = NUMA ascending;
+    // all equal → device index ascending (so among ties the highest index is tried first).
+    let rows: [(&str, bool, [u16; 6]); 8] = [
+        // §5.6: binpack, then NUMA: the 5s split by NUMA (pos 1, 4 | pos 5), then index.
+        ("binpack,numa", false, [3, 1, 4, 5, 2, 0]),
+        // §5.6: spread, then NUMA.
+        ("spread,numa", false, [0, 2, 1, 4, 5, 3]),
+        // §5.6: the bare value `numa` is a chain: NUMA ascending, then index.
+        ("numa", false, [1, 2, 4, 0, 3, 5]),
+        ("numa", true, [1, 2, 4, 0, 3, 5]),
+        // §5.6: with the NUMA flag, numa moves to the front: NUMA ascending, then binpack.
+        ("binpack,numa", true, [1, 4, 2, 3, 5, 0]),
+        ("spread,numa", true, [2, 1, 4, 0, 5, 3]),
+        // §5.6/§5.11: mutex in a list is a fit rule, not a sort key: the chain is [spread]
+        // and Used plays no part.
+        ("spread,mutex", false, [0, 2, 1, 4, 5, 3]),
+        // §5.6: a chain with no sort key is [spread].
+        ("mutex,topology-aware", false, [0, 2, 1, 4, 5, 3]),
+    ];
+    let (devs, scores) = six();
+    for (text, numa, want) in rows {
+        assert_eq!(order(text, numa, &devs, &scores), want, "{text} (numa flag {numa})");
+    }
+}
+
+/// Devices with the given indexes, all alike otherwise.
+fn indexed(indexes: &[u32]) -> Vec<DeviceUsage> {
+    indexes
+        .iter()
+        .enumerate()
+        .map(|(p, &i)| {
+            DeviceUsage::idle(Arc::new(DeviceInfo::new(&format!("GPU-{p}"), i, 10, 16384, 100, "x")), NVIDIA)
+        })
+        .collect()
+}
+
+#[test]
+fn ties_are_broken_by_device_index_not_list_position() {
+    // scheduling.md §14 row 18: deterministic tie-breaks by device index.
+    let devs = indexed(&[2, 0, 1]);
+    let scores = [3.0; 3];
+    for text in ["spread", "binpack", "mutex"] {
+        // Single-value policies: the lowest index (pos 1) is tried first, so it sorts last.
+        assert_eq!(order(text, false, &devs, &scores), [0, 2, 1], "{text}");
+        assert_eq!(order(text, true, &devs, &scores), [0, 2, 1], "{text} with the NUMA flag");
+    }
+    // Chains end with the device index ascending.
+    assert_eq!(order("binpack,numa", false, &devs, &scores), [1, 2, 0]);
+    assert_eq!(order("numa", true, &devs, &scores), [1, 2, 0]);
+}
+
+#[test]
+fn equal_indexes_fall_back_to_list_position() {
+    // scheduling.md §14 row 18: even duplicate indexes order deterministically.
+    let devs = indexed(&[0, 0, 0]);
+    let scores = [1.0; 3];
+    assert_eq!(order("spread", false, &devs, &scores), [2, 1, 0], "first position tried first");
+    assert_eq!(order("spread,numa", false, &devs, &scores), [0, 1, 2], "chain: position ascending");
+}
+
+#[test]
+fn order_devices_replaces_the_buffer_and_handles_no_devices() {
+    let mut out = vec![7, 7, 7];
+    order_devices(&[], &[], &GpuPolicy::parse("binpack", false), &mut out);
+    assert!(out.is_empty());
+}
+
+fn ranked(policy: NodePolicy, input: &[(&str, f32)]) -> Vec<String> {
+    let mut fits: Vec<(NodeName, f32, ())> = input.iter().map(|&(n, s)| (NodeName::new(n), s, ())).collect();
+    rank_nodes(&mut fits, policy);
+    fits.into_iter().map(|(n, _, ())| n.to_string()).collect()
+}
+
+#[test]
+fn rank_nodes_puts_the_best_node_first_per_node_policy() {
+    let input = [("b", 3.0), ("a", 3.0), ("c", 1.0), ("d", 5.0)];
+    // §5.13: binpack picks the highest score; equal scores go to the name that sorts first
+    // (§14 row 18: HAMi leaves ties to goroutine order).
+    assert_eq!(ranked(NodePolicy::Binpack, &input), ["d", "a", "b", "c"]);
+    // §5.13: any unknown node policy sorts like binpack.
+    assert_eq!(ranked(NodePolicy::parse("no-such-policy"), &input), ["d", "a", "b", "c"]);
+    // §5.13: spread picks the lowest score; ties still by name.
+    assert_eq!(ranked(NodePolicy::Spread, &input), ["c", "a", "b", "d"]);
+}
+
+#[test]
+fn rank_nodes_breaks_ties_by_name_whatever_the_input_order() {
+    // scheduling.md §14 row 18: deterministic node tie-break (names compare as bytes).
+    let a = [("node-9", 2.0), ("node-10", 2.0), ("node-1", 2.0)];
+    let b = [("node-1", 2.0), ("node-9", 2.0), ("node-10", 2.0)];
+    for policy in [NodePolicy::Binpack, NodePolicy::Spread, NodePolicy::Other] {
+        assert_eq!(ranked(policy, &a), ["node-1", "node-10", "node-9"], "{policy:?}");
+        assert_eq!(ranked(policy, &b), ["node-1", "node-10", "node-9"], "{policy:?}");
+    }
+}
