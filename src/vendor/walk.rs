@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::model::request::MEMPCT_UNSET;
-use crate::model::{ContainerDevice, DeviceUsage, MemMiB};
+use crate::model::{ContainerDevice, DeviceUsage, DeviceUuid, MemMiB};
 use crate::sched::reason::{Need, Reason, Tally};
 
 use super::{FitCx, Pick};
@@ -85,6 +85,48 @@ pub fn memory_for(memreq: MemMiB, mempct: u32, d: &DeviceUsage) -> MemMiB {
     }
 }
 
+/// The pod's memory and cores of this vendor if the current container also took `cores` and `m`
+/// on device `cand` after `picks`, collapsed as accounting stores them (scheduling.md §8.2, §9):
+/// per device, the larger of the init-container peak and the sum over regular containers and
+/// sidecars, where a plain init container runs beside the sidecars started before it. Summing the
+/// pod's containers instead would count init containers that never run together.
+fn collapsed_with(cx: &FitCx<'_>, picks: &[Pick], cand: &DeviceUuid, m: MemMiB, cores: u32) -> (MemMiB, u32) {
+    let cur = cx.container;
+    // Container `i`'s memory and cores on device `u`.
+    let on = |i: usize, u: &DeviceUuid| -> (u64, u32) {
+        let add = |(a, b): (u64, u32), (mem, c): (MemMiB, u32)| (a.saturating_add(mem.get()), b.saturating_add(c));
+        if i == cur {
+            let own = picks.iter().filter(|p| &p.dev.uuid == u).map(|p| (p.dev.usedmem, p.dev.usedcores));
+            own.chain((cand == u).then_some((m, cores))).fold((0, 0), add)
+        } else {
+            let entries = cx.earlier.get(i).map_or(&[][..], |c| &c[..]);
+            entries.iter().filter(|d| &d.uuid == u).map(|d| (d.usedmem, d.usedcores)).fold((0, 0), add)
+        }
+    };
+    let uuids = || cx.earlier.iter().flatten().map(|d| &d.uuid).chain(picks.iter().map(|p| &p.dev.uuid)).chain([cand]);
+    let (mut mem, mut total_cores) = (0u64, 0u32);
+    for (k, u) in uuids().enumerate() {
+        if uuids().take(k).any(|v| v == u) {
+            continue;
+        }
+        let (mut app, mut side, mut peak) = ((0u64, 0u32), (0u64, 0u32), (0u64, 0u32));
+        for i in 0..=cur {
+            let (a, b) = on(i, u);
+            if cx.pod.is_plain_init(i) {
+                peak = (peak.0.max(a.saturating_add(side.0)), peak.1.max(b.saturating_add(side.1)));
+            } else {
+                app = (app.0.saturating_add(a), app.1.saturating_add(b));
+                if i < cx.pod.n_init {
+                    side = (side.0.saturating_add(a), side.1.saturating_add(b));
+                }
+            }
+        }
+        mem = mem.saturating_add(app.0.max(peak.0));
+        total_cores = total_cores.saturating_add(app.1.max(peak.1));
+    }
+    (MemMiB(mem), total_cores)
+}
+
 /// Runs the walk. On success `out` holds the picks (all fitting devices with `collect_all`).
 /// On failure `out` is left as it was and the tally says why, `AllocatedCardsInsufficientRequest`
 /// counting the devices that were found.
@@ -158,9 +200,8 @@ pub fn walk(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>) -> Result<(), Ta
         }
         let m = memory_for(cx.req.memreq, cx.req.mempct, d);
         if r.quota {
-            let so_far_mem = out[start..].iter().fold(cx.pod_mem, |a, p| a + p.dev.usedmem);
-            let so_far_cores: u32 = cx.pod_cores + out[start..].iter().map(|p| p.dev.usedcores).sum::<u32>();
-            if !cx.quota.fits(&cx.pod.namespace, cx.req.vendor, so_far_mem + m, so_far_cores.saturating_add(cores)) {
+            let (pod_mem, pod_cores) = collapsed_with(cx, &out[start..], &d.info.id, m, cores);
+            if !cx.quota.fits(&cx.pod.namespace, cx.req.vendor, pod_mem, pod_cores) {
                 reject!(Reason::ResourceQuotaNotFit, Need::None);
             }
         }
