@@ -16,7 +16,22 @@ use crate::model::{
 };
 use crate::sched::reason::Rejection;
 
+pub mod amd;
+pub mod ascend;
+pub mod awsneuron;
+pub mod biren;
+pub mod cambricon;
+pub mod enflame;
+pub mod enflame_drs;
+pub mod hygon;
+pub mod iluvatar;
+pub mod kunlun;
+pub mod kunlun_vxpu;
+pub mod metax;
+pub mod metax_sgpu;
+pub mod mthreads;
 pub mod nvidia;
+pub mod vastai;
 
 /// Opaque per-node data a vendor read from the node (cordon list, pair scores, topology maps).
 pub type NodeExtra = Arc<dyn Any + Send + Sync>;
@@ -197,10 +212,16 @@ pub trait Vendor: Send + Sync + 'static {
 
     /// Applies one chosen entry to a device in the evaluation's working usage. May rewrite the
     /// entry (NVIDIA MIG takes the profile's memory and cores).
-    fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice) {
+    fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice, _pod: &PodRequest) {
         dev.used = dev.used.saturating_add(1);
         dev.used_mem += entry.usedmem;
         dev.used_cores = dev.used_cores.saturating_add(entry.usedcores);
+    }
+
+    /// The task class and QoS a pod's allocation carries on this vendor's devices (Metax sGPU
+    /// co-locates online/offline pods by them); `None` for plain pods.
+    fn task_tag(&self, _annotations: &crate::model::pod::Annotations) -> Option<(crate::model::device::TaskClass, Option<Arc<str>>)> {
+        None
     }
 
     /// Slots one stored entry occupies when usage is rebuilt from pods (Enflame DRS: slices).
@@ -264,8 +285,33 @@ impl Vendors {
     }
 
     /// Builds every vendor the device config enables, in HAMi's order.
-    pub fn from_config(cfg: &DeviceConfig, _enable: Enable) -> Vendors {
-        let list: Vec<Box<dyn Vendor>> = vec![Box::new(nvidia::Nvidia::new(&cfg.nvidia))];
+    pub fn from_config(cfg: &DeviceConfig, enable: Enable) -> Vendors {
+        let mut list: Vec<Box<dyn Vendor>> = vec![
+            Box::new(nvidia::Nvidia::new(&cfg.nvidia)),
+            Box::new(cambricon::Cambricon::new(&cfg.cambricon)),
+            Box::new(hygon::Hygon::new(&cfg.hygon)),
+            Box::new(enflame::EnflameGcu::new(&cfg.enflame)),
+            Box::new(enflame_drs::EnflameDrs::new(&cfg.enflame)),
+            Box::new(mthreads::Mthreads::new(&cfg.mthreads)),
+            Box::new(metax::MetaxGpu::new(&cfg.metax)),
+            Box::new(metax_sgpu::MetaxSgpu::new(&cfg.metax)),
+            Box::new(kunlun::KunlunXpu::new(&cfg.kunlun)),
+            Box::new(kunlun_vxpu::KunlunVxpu::new(&cfg.kunlun)),
+            Box::new(awsneuron::AwsNeuron::new(&cfg.awsneuron)),
+            Box::new(amd::Amd::new(&cfg.amd)),
+            Box::new(vastai::Vastai::new(&cfg.vastai)),
+            Box::new(biren::Biren::new(&cfg.biren)),
+        ];
+        if enable.ascend {
+            for chip in &cfg.vnpus.configs {
+                list.push(Box::new(ascend::Ascend::new(chip, cfg.vnpus.hami_vnpu_core)));
+            }
+        }
+        if enable.iluvatar {
+            for chip in &cfg.iluvatars {
+                list.push(Box::new(iluvatar::Iluvatar::new(chip)));
+            }
+        }
         Vendors::new(list)
     }
 

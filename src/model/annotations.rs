@@ -1,5 +1,22 @@
 //! HAMi's annotation and label keys, spelled exactly as HAMi and its device plugins spell them.
-//! Every key used anywhere in hami-rs is defined here once.
+//! Every key used anywhere in hami-rs is defined here once; vendors' own keys live in the
+//! per-vendor submodules.
+
+pub mod amd;
+pub mod ascend;
+pub mod awsneuron;
+pub mod biren;
+pub mod cambricon;
+pub mod enflame;
+pub mod enflame_drs;
+pub mod hygon;
+pub mod iluvatar;
+pub mod kunlun;
+pub mod kunlun_vxpu;
+pub mod metax;
+pub mod metax_sgpu;
+pub mod mthreads;
+pub mod vastai;
 
 // --- pod keys written by the scheduler (protocol.md §4.1, §4.4)
 /// Chosen node; also written as a label with the same key.

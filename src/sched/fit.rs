@@ -166,7 +166,7 @@ fn fit_container(
         let slot = s.result.vendor_mut(req.vendor, pod.containers.len());
         let entry = &mut slot[ci];
         for p in s.picks.iter_mut() {
-            vendor.charge(&mut devs[usize::from(p.pos)], &mut p.dev);
+            vendor.charge(&mut devs[usize::from(p.pos)], &mut p.dev, pod);
             entry.push(p.dev.clone());
         }
     }

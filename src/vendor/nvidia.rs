@@ -388,7 +388,7 @@ impl Vendor for Nvidia {
         Ok(())
     }
 
-    fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice) {
+    fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice, _pod: &crate::model::PodRequest) {
         if dev.info.is_mig() {
             let occ: Vec<MigPlacement> = dev.mig_used.iter().map(|s| s.placement).collect();
             if let Some((p, pl)) = mig::choose(&dev.info.mig_profiles, &occ, entry.usedmem) {

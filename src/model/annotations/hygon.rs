@@ -1,0 +1,1 @@
+//! Annotation keys of the Hygon vendor.
