@@ -133,4 +133,9 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// Records an Event; never fails the caller (Events are best effort).
     fn record_event(&self, event: Event);
+
+    /// A pod seen in a filter request. Backends whose cache is fed by a watch ignore it; the
+    /// in-memory backend adds a pod it does not know yet, so a client can drive
+    /// `serve --cluster-file` with pods that are not in the file.
+    fn learn_pod(&self, _pod: &PodView) {}
 }

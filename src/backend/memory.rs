@@ -386,6 +386,19 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    /// Adds the pod when it is unknown; a pod already in the cluster is left as it is, with
+    /// what the scheduler wrote on it.
+    fn learn_pod(&self, pod: &PodView) {
+        let key = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
+        if self.inner.pods.contains_key(&key) {
+            return;
+        }
+        self.inner
+            .pods
+            .entry(key)
+            .or_insert_with(|| PodEntry { view: Arc::new(pod.clone()), written: BTreeMap::new() });
+    }
+
     fn record_event(&self, event: Event) {
         if let Ok(mut q) = self.inner.events.lock() {
             if q.len() >= EVENTS_KEPT {

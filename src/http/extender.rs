@@ -47,6 +47,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     if !st.is_leader() {
         return Ok(json(&ExtenderFilterResult::error(st.not_leader_message())));
     }
+    st.engine.backend().learn_pod(&pod);
     let outcome = st.engine.filter(&pod, &names).await;
     let (res, node, verdict) = match outcome {
         FilterOutcome::PassThrough => {

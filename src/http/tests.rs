@@ -1,1 +1,768 @@
+//! The whole HTTP app in process (STYLE.md, "HTTP API"): extender JSON as kube-scheduler sends it
+//! (protocol.md §7), answers compared with exact JSON where the shape is the contract, and
+//! `/usage`, `/healthz`, `/readyz`. Every test starts its own engine over the in-memory backend.
+
 use super::*;
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use actix_web::App;
+use actix_web::http::StatusCode;
+use actix_web::test::{TestRequest, call_service, init_service, read_body};
+use actix_web::web::Bytes;
+use serde_json::{Value, json};
+
+use crate::actor::EngineConfig;
+use crate::backend::memory::MemoryBackend;
+use crate::model::PodView;
+use crate::model::annotations as keys;
+use crate::model::pod::NodeView;
+use crate::testing::{NodeBuilder, PodBuilder, gpu, node, pod, vendors};
+
+/// A cluster (nodes and pods) and the readiness the app starts with.
+struct TestApp {
+    nodes: Vec<NodeView>,
+    pods: Vec<PodView>,
+    readiness: Readiness,
+    max_body: usize,
+}
+
+/// A started app: the shared state every request goes through.
+struct Running {
+    state: web::Data<AppState<MemoryBackend>>,
+}
+
+impl TestApp {
+    fn new() -> TestApp {
+        TestApp { nodes: Vec::new(), pods: Vec::new(), readiness: Readiness::ready(), max_body: 1 << 20 }
+    }
+    fn node(mut self, n: NodeBuilder) -> TestApp {
+        self.nodes.push(n.view());
+        self
+    }
+    fn pod(mut self, p: PodBuilder) -> TestApp {
+        self.pods.push(p.view());
+        self
+    }
+    fn max_body(mut self, n: usize) -> TestApp {
+        self.max_body = n;
+        self
+    }
+    fn readiness(mut self, leader: bool, synced: bool) -> TestApp {
+        self.readiness =
+            Readiness { leader: Arc::new(AtomicBool::new(leader)), synced: Arc::new(AtomicBool::new(synced)) };
+        self
+    }
+
+    /// Starts the engine, loads the cluster into it and into the in-memory backend, and waits
+    /// until every node actor has seen what it was sent.
+    async fn start(self) -> Running {
+        let backend = MemoryBackend::new(Duration::from_secs(300));
+        let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend.clone(), None);
+        for n in self.nodes {
+            backend.insert_node(n.clone());
+            engine.register_node(Arc::new(n)).await;
+        }
+        for p in self.pods {
+            backend.insert_pod(p.clone());
+            engine.observe_pod(&p);
+        }
+        let _ = engine.reports().await;
+        Running { state: web::Data::new(AppState::new(engine, self.max_body, self.readiness)) }
+    }
+}
+
+impl Running {
+    fn backend(&self) -> &MemoryBackend {
+        self.state.engine.backend()
+    }
+
+    /// One request through the whole app: status and body.
+    async fn call(&self, req: TestRequest) -> (StatusCode, Bytes) {
+        let app = init_service(App::new().app_data(self.state.clone()).configure(routes::<MemoryBackend>)).await;
+        let res = call_service(&app, req.to_request()).await;
+        let status = res.status();
+        (status, read_body(res).await)
+    }
+
+    async fn post_raw(&self, uri: &str, body: impl Into<Bytes>) -> (StatusCode, Bytes) {
+        let body: Bytes = body.into();
+        self.call(TestRequest::post().uri(uri).insert_header(("content-type", "application/json")).set_payload(body))
+            .await
+    }
+
+    /// POST /filter; the answer must be 200 and is returned as text.
+    async fn filter_text(&self, body: &Value) -> String {
+        let (status, b) = self.post_raw("/filter", body.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    async fn filter(&self, body: &Value) -> Value {
+        serde_json::from_str(&self.filter_text(body).await).unwrap()
+    }
+
+    async fn bind_text(&self, body: &Value) -> String {
+        let (status, b) = self.post_raw("/bind", body.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    async fn bind(&self, p: &PodBuilder, node: &str) -> String {
+        self.bind_text(&bind_args(p, node)).await
+    }
+
+    async fn usage(&self) -> Value {
+        let (status, b) = self.call(TestRequest::get().uri("/usage")).await;
+        assert_eq!(status, StatusCode::OK);
+        serde_json::from_slice(&b).unwrap()
+    }
+
+    /// The pod's entry in /usage, if it holds or reserves devices.
+    async fn usage_pod(&self, name: &str) -> Option<Value> {
+        let u = self.usage().await;
+        u["pods"].as_array().unwrap().iter().find(|p| p["name"] == name).cloned()
+    }
+}
+
+/// `ExtenderArgs` as kube-scheduler sends it with `nodeCacheCapable: true` (protocol.md §12 step 2).
+fn filter_args<const N: usize>(p: &PodBuilder, names: [&str; N]) -> Value {
+    json!({ "Pod": p.view(), "Nodes": null, "NodeNames": names.as_slice() })
+}
+
+/// `ExtenderBindingArgs` (protocol.md §12 step 4).
+fn bind_args(p: &PodBuilder, node: &str) -> Value {
+    let v = p.view();
+    json!({ "PodName": v.metadata.name, "PodNamespace": v.metadata.namespace, "PodUID": v.metadata.uid, "Node": node })
+}
+
+fn gpu_pod(name: &str, mem: u64) -> PodBuilder {
+    pod().gpu(1).mem_mib(mem).name(name)
+}
+
+/// A 400 answer must carry `{"error": "<text>"}` and nothing else.
+fn assert_bad_request(status: StatusCode, body: &Bytes) -> String {
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{}", String::from_utf8_lossy(body));
+    let v: Value = serde_json::from_slice(body).unwrap();
+    let obj = v.as_object().unwrap();
+    assert_eq!(obj.len(), 1, "{v}");
+    let msg = obj["error"].as_str().unwrap().to_owned();
+    assert!(!msg.is_empty());
+    msg
+}
+
+// --- filter: live mode -------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn a_fitting_pod_is_answered_with_exactly_one_node_and_every_field_present() {
+    // protocol.md §7.2/§7.3 and §12 step 3: Go field names, nulls present, one node.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let text = app.filter_text(&filter_args(&gpu_pod("p1", 4096), ["a"])).await;
+    assert_eq!(
+        text,
+        r#"{"Nodes":null,"NodeNames":["a"],"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":""}"#
+    );
+}
+
+#[actix_web::test]
+async fn filter_answers_are_json_typed() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let req = TestRequest::post().uri("/filter").set_json(filter_args(&gpu_pod("p1", 4096), ["a"]));
+    let app_svc = init_service(App::new().app_data(app.state.clone()).configure(routes::<MemoryBackend>)).await;
+    let res = call_service(&app_svc, req.to_request()).await;
+    assert_eq!(res.headers().get("content-type").unwrap(), "application/json");
+}
+
+#[actix_web::test]
+async fn a_successful_filter_writes_the_decision_onto_the_pod() {
+    // protocol.md §4.1 / §12 step 3: node, time, to-allocate, allocated, and the node label.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).pod(gpu_pod("p1", 3000)).start().await;
+    let res = app.filter(&filter_args(&gpu_pod("p1", 3000), ["a"])).await;
+    assert_eq!(res["NodeNames"], json!(["a"]));
+    let v = app.backend().pod("default", "p1").unwrap();
+    let a = &v.metadata.annotations;
+    assert_eq!(a[keys::ASSIGNED_NODE], "a");
+    assert!(a[keys::ASSIGNED_TIME].parse::<i64>().is_ok());
+    assert_eq!(a[keys::NVIDIA_ALLOCATED], "GPU-a-0,NVIDIA,3000,0:;");
+    assert_eq!(a[keys::NVIDIA_TO_ALLOCATE], "GPU-a-0,NVIDIA,3000,0:;");
+    assert_eq!(v.metadata.labels[keys::ASSIGNED_NODE], "a");
+    assert_eq!(v.spec.node_name, None, "filter does not bind");
+}
+
+#[actix_web::test]
+async fn lower_cased_field_names_are_accepted() {
+    // protocol.md §7.2: Go decodes field names case-insensitively, so `pod` and `nodenames` work.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let body = json!({ "pod": gpu_pod("p1", 4096).view(), "nodes": null, "nodenames": ["a"] });
+    let text = app.filter_text(&body).await;
+    assert_eq!(
+        text,
+        r#"{"Nodes":null,"NodeNames":["a"],"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":""}"#
+    );
+}
+
+#[actix_web::test]
+async fn mixed_case_field_names_and_unknown_fields_are_accepted() {
+    // protocol.md §7.2: any casing matches; fields the extender does not know are ignored.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let body = json!({ "pOD": gpu_pod("p1", 4096).view(), "NODES": null, "nodeNames": ["a"], "Extra": {"x": [1, 2]} });
+    let res = app.filter(&body).await;
+    assert_eq!(res["NodeNames"], json!(["a"]));
+    assert_eq!(res["Error"], "");
+}
+
+#[actix_web::test]
+async fn node_names_with_json_escapes_are_decoded() {
+    // A name the decoder cannot borrow from the body (it has an escape) still matches its node.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let body =
+        format!(r#"{{"Pod":{},"NodeNames":["\u0061"]}}"#, serde_json::to_string(&gpu_pod("p1", 4096).view()).unwrap());
+    let (status, b) = app.post_raw("/filter", body).await;
+    assert_eq!(status, StatusCode::OK);
+    let res: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(res["NodeNames"], json!(["a"]));
+}
+
+#[actix_web::test]
+async fn a_pod_that_fits_nowhere_gets_failed_nodes_with_hamis_reason_and_a_detail() {
+    // protocol.md §7.3, scheduling.md §5.14: `NodeNames: null`, `FailedNodes` keyed by node, the
+    // HAMi reason list first (tools match on it), then the detail in parentheses.
+    let app = TestApp::new().node(node("a").gpus(1, 4096)).start().await;
+    let res = app.filter(&filter_args(&gpu_pod("p1", 8000), ["a"])).await;
+    assert_eq!(
+        res,
+        json!({
+            "Nodes": null,
+            "NodeNames": null,
+            "FailedNodes": { "a": "1/1 CardInsufficientMemory (GPU-a-0: requested 8000 MiB, free 4096 MiB)" },
+            "FailedAndUnresolvableNodes": null,
+            "Error": "",
+        })
+    );
+}
+
+#[actix_web::test]
+async fn free_memory_in_the_detail_counts_what_earlier_pods_reserved() {
+    // scheduling.md §5.15: a reservation is seen by the next filter before any bind.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let first = app.filter(&filter_args(&gpu_pod("p1", 12288), ["a"])).await;
+    assert_eq!(first["NodeNames"], json!(["a"]));
+    let res = app.filter(&filter_args(&gpu_pod("p2", 8000), ["a"])).await;
+    assert_eq!(res["NodeNames"], Value::Null);
+    assert_eq!(res["FailedNodes"]["a"], "1/1 CardInsufficientMemory (GPU-a-0: requested 8000 MiB, free 4096 MiB)");
+}
+
+#[actix_web::test]
+async fn an_unknown_candidate_fails_as_node_unregistered() {
+    // protocol.md §7.3: a node unknown to the scheduler is `node unregistered`.
+    let app = TestApp::new().node(node("a").gpus(1, 4096)).start().await;
+    let res = app.filter(&filter_args(&gpu_pod("p1", 8000), ["ghost"])).await;
+    assert_eq!(res["NodeNames"], Value::Null);
+    let reason = res["FailedNodes"]["ghost"].as_str().unwrap();
+    assert!(reason.starts_with("node unregistered"), "{reason}");
+    assert_eq!(res["Error"], "");
+}
+
+#[actix_web::test]
+async fn every_failed_candidate_gets_a_reason() {
+    // scheduling.md §5.14: one `FailedNodes` entry per candidate that did not fit.
+    let app = TestApp::new()
+        .node(node("a").gpus(1, 4096))
+        .node(node("b").gpus(1, 2048))
+        .node(node("c").gpu(gpu("GPU-c-0", 16384).unhealthy()))
+        .start()
+        .await;
+    let res = app.filter(&filter_args(&gpu_pod("p1", 8000), ["a", "b", "c", "ghost"])).await;
+    assert_eq!(res["NodeNames"], Value::Null);
+    let failed = res["FailedNodes"].as_object().unwrap();
+    let mut names: Vec<&str> = failed.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "c", "ghost"]);
+    for (n, reason) in failed {
+        assert!(!reason.as_str().unwrap().is_empty(), "{n}");
+    }
+    assert!(failed["a"].as_str().unwrap().starts_with("1/1 CardInsufficientMemory"));
+    assert!(failed["b"].as_str().unwrap().starts_with("1/1 CardInsufficientMemory"));
+    assert!(failed["ghost"].as_str().unwrap().starts_with("node unregistered"));
+}
+
+#[actix_web::test]
+async fn the_fitting_node_is_answered_alone_even_when_other_candidates_failed() {
+    // protocol.md §7.3: success answers one node; the reasons of the others are not sent.
+    let app = TestApp::new().node(node("a").gpus(1, 4096)).node(node("b").gpus(1, 16384)).start().await;
+    let text = app.filter_text(&filter_args(&gpu_pod("p1", 8000), ["a", "b", "ghost"])).await;
+    assert_eq!(
+        text,
+        r#"{"Nodes":null,"NodeNames":["b"],"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":""}"#
+    );
+}
+
+#[actix_web::test]
+async fn a_pod_without_device_requests_is_passed_through_with_its_candidates() {
+    // protocol.md §7.3 / scheduling.md §5.1 step 2: the input `NodeNames` echoed, nothing else.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let text = app.filter_text(&filter_args(&pod().name("plain"), ["a", "b", "ghost"])).await;
+    assert_eq!(
+        text,
+        r#"{"Nodes":null,"NodeNames":["a","b","ghost"],"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":""}"#
+    );
+    assert!(app.usage_pod("plain").await.is_none(), "nothing is reserved for it");
+}
+
+#[actix_web::test]
+async fn a_pass_through_with_no_candidates_echoes_an_empty_list() {
+    let app = TestApp::new().start().await;
+    let res = app.filter(&filter_args(&pod(), [])).await;
+    assert_eq!(res["NodeNames"], json!([]));
+}
+
+#[actix_web::test]
+async fn a_null_pod_is_answered_with_an_error() {
+    // protocol.md §7.3: `Pod` null → 200 with `Error: "extender args missing pod"`.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let text = app.filter_text(&json!({ "Pod": null, "Nodes": null, "NodeNames": ["a"] })).await;
+    assert_eq!(
+        text,
+        r#"{"Nodes":null,"NodeNames":null,"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":"extender args missing pod"}"#
+    );
+    let res = app.filter(&json!({ "NodeNames": ["a"] })).await;
+    assert_eq!(res["Error"], "extender args missing pod", "an absent Pod is the same as null");
+}
+
+#[actix_web::test]
+async fn a_pod_without_nodes_or_node_names_is_answered_with_an_error() {
+    // protocol.md §7.3, scheduling.md §14 row 17: HAMi panics here; hami-rs answers `Error`.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    for body in [
+        json!({ "Pod": gpu_pod("p1", 4096).view() }),
+        json!({ "Pod": gpu_pod("p1", 4096).view(), "Nodes": null, "NodeNames": null }),
+    ] {
+        let res = app.filter(&body).await;
+        assert_eq!(res["NodeNames"], Value::Null);
+        assert_eq!(res["FailedNodes"], Value::Null);
+        assert!(!res["Error"].as_str().unwrap().is_empty(), "{res}");
+    }
+    assert!(app.usage_pod("p1").await.is_none());
+}
+
+#[actix_web::test]
+async fn an_empty_candidate_list_is_a_no_fit_without_reasons() {
+    // protocol.md §7.3: no fitting node → `NodeNames: null`, `FailedNodes` (empty here), no Error.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let text = app.filter_text(&filter_args(&gpu_pod("p1", 4096), [])).await;
+    assert_eq!(
+        text,
+        r#"{"Nodes":null,"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":null,"Error":""}"#
+    );
+    assert!(app.usage_pod("p1").await.is_none());
+}
+
+#[actix_web::test]
+async fn filtering_the_same_pod_again_does_not_compete_with_its_own_reservation() {
+    // scheduling.md §5.1 step 4: the earlier reservation is dropped before the new evaluation.
+    let app = TestApp::new().node(node("a").gpu(gpu("GPU-a-0", 16384).count(1))).start().await;
+    let p = gpu_pod("p1", 16384);
+    for _ in 0..3 {
+        let res = app.filter(&filter_args(&p, ["a"])).await;
+        assert_eq!(res["NodeNames"], json!(["a"]), "{res}");
+    }
+}
+
+// --- filter: simulation mode -------------------------------------------------------------------
+
+#[actix_web::test]
+async fn simulation_answers_the_best_node_object_and_reserves_nothing() {
+    // scheduling.md §5.16: `Nodes` present → read each Node directly, usage from zero, answer the
+    // single best Node object in `Nodes`, plus `FailedNodes`; no reservation, no patch.
+    let a = node("a").gpus(1, 4096);
+    let b = node("b").gpu(gpu("GPU-b-0", 16384).count(1));
+    let app = TestApp::new().node(b.clone()).start().await;
+    let p = gpu_pod("p1", 16384);
+    let body = json!({
+        "Pod": p.view(),
+        "Nodes": { "metadata": {}, "items": [a.view(), b.view()] },
+        "NodeNames": null,
+    });
+    let res = app.filter(&body).await;
+    assert_eq!(res["Error"], "");
+    assert_eq!(res["NodeNames"], Value::Null);
+    assert_eq!(res["FailedAndUnresolvableNodes"], Value::Null);
+    let items = res["Nodes"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{res}");
+    assert_eq!(items[0], serde_json::to_value(b.view()).unwrap(), "the Node object is echoed as sent");
+    let failed = res["FailedNodes"].as_object().unwrap();
+    assert_eq!(failed.len(), 1);
+    assert!(failed["a"].as_str().unwrap().starts_with("1/1 CardInsufficientMemory"), "{res}");
+
+    assert!(app.usage_pod("p1").await.is_none(), "nothing reserved");
+    assert!(app.backend().pod("default", "p1").is_none(), "nothing written");
+    // The whole GPU is still free for a live filter.
+    let live = app.filter(&filter_args(&gpu_pod("p2", 16384), ["b"])).await;
+    assert_eq!(live["NodeNames"], json!(["b"]), "{live}");
+}
+
+#[actix_web::test]
+async fn simulation_with_no_fitting_node_answers_null_nodes_and_the_reasons() {
+    // scheduling.md §5.16: nodes with no devices fail `node unregistered`.
+    let app = TestApp::new().start().await;
+    let body = json!({
+        "pod": gpu_pod("p1", 8000).view(),
+        "nodes": { "items": [node("a").gpus(1, 4096).view(), node("bare").view()] },
+    });
+    let res = app.filter(&body).await;
+    assert_eq!(res["Nodes"], Value::Null, "{res}");
+    assert_eq!(res["NodeNames"], Value::Null);
+    let failed = res["FailedNodes"].as_object().unwrap();
+    assert!(failed["a"].as_str().unwrap().starts_with("1/1 CardInsufficientMemory"), "{res}");
+    assert!(failed["bare"].as_str().unwrap().starts_with("node unregistered"), "{res}");
+    assert_eq!(res["Error"], "");
+}
+
+// --- filter: bad bodies -------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn bad_filter_bodies_are_http_400_with_a_json_error() {
+    // http/error.rs: malformed bodies are classified once, as 400 with `{"error": …}`.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let pod_json = serde_json::to_string(&gpu_pod("p1", 4096).view()).unwrap();
+    let cases: Vec<(&str, String)> = vec![
+        ("malformed JSON", "this is not json".into()),
+        ("wrong type for NodeNames", format!(r#"{{"Pod":{pod_json},"NodeNames":5}}"#)),
+        ("wrong type for a node name", format!(r#"{{"Pod":{pod_json},"NodeNames":[1]}}"#)),
+        ("wrong type for Pod", r#"{"Pod":"p1","NodeNames":["a"]}"#.into()),
+        ("wrong type for Nodes", format!(r#"{{"Pod":{pod_json},"Nodes":[]}}"#)),
+        ("not an object", r#"["a"]"#.into()),
+        ("empty body", String::new()),
+        ("whitespace only", "  \n\t ".into()),
+        ("truncated JSON", format!(r#"{{"Pod":{pod_json},"NodeNames":["a""#)),
+        ("trailing garbage", format!(r#"{{"Pod":{pod_json},"NodeNames":["a"]}} x"#)),
+    ];
+    for (what, body) in cases {
+        let (status, b) = app.post_raw("/filter", body).await;
+        let msg = assert_bad_request(status, &b);
+        assert!(!msg.is_empty(), "{what}");
+    }
+    assert!(app.usage_pod("p1").await.is_none(), "no bad request reserved anything");
+}
+
+#[actix_web::test]
+async fn an_oversized_filter_body_is_http_400() {
+    // http/error.rs: a body over the limit is refused without being buffered whole.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let pad = " ".repeat(1 << 20);
+    let body =
+        format!(r#"{{"Pod":{},"NodeNames":["a"]}}{pad}"#, serde_json::to_string(&gpu_pod("p1", 4096).view()).unwrap());
+    let (status, b) = app.post_raw("/filter", body).await;
+    let msg = assert_bad_request(status, &b);
+    assert!(msg.contains("exceeds"), "{msg}");
+    assert!(app.usage_pod("p1").await.is_none());
+}
+
+#[actix_web::test]
+async fn a_body_of_exactly_the_limit_is_accepted_and_one_byte_more_is_not() {
+    let limit = 4096;
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).max_body(limit).start().await;
+    let core = filter_args(&gpu_pod("p1", 4096), ["a"]).to_string();
+    assert!(core.len() < limit);
+    let exact = format!("{core}{}", " ".repeat(limit - core.len()));
+    let (status, b) = app.post_raw("/filter", exact.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let (status, b) = app.post_raw("/filter", format!("{exact} ")).await;
+    assert_bad_request(status, &b);
+}
+
+// --- filter: leadership ------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn a_follower_answers_filter_at_once_with_a_clear_error() {
+    // protocol.md §7.3: HAMi's follower waits until the client gives up; hami-rs answers now.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).readiness(false, true).start().await;
+    let res = app.filter(&filter_args(&gpu_pod("p1", 4096), ["a"])).await;
+    assert_eq!(res["NodeNames"], Value::Null);
+    assert_eq!(res["FailedNodes"], Value::Null);
+    let err = res["Error"].as_str().unwrap();
+    assert!(err.contains("not the leader"), "{err}");
+    assert!(app.usage_pod("p1").await.is_none(), "a follower reserves nothing");
+}
+
+#[actix_web::test]
+async fn a_leader_with_unsynced_caches_says_so_in_error() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).readiness(true, false).start().await;
+    let res = app.filter(&filter_args(&gpu_pod("p1", 4096), ["a"])).await;
+    assert!(res["Error"].as_str().unwrap().contains("not synced"), "{res}");
+}
+
+#[actix_web::test]
+async fn filtering_resumes_once_the_replica_becomes_leader() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).readiness(false, true).start().await;
+    let p = gpu_pod("p1", 4096);
+    assert_ne!(app.filter(&filter_args(&p, ["a"])).await["Error"], "");
+    app.state.readiness.leader.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(app.filter(&filter_args(&p, ["a"])).await["NodeNames"], json!(["a"]));
+}
+
+// --- bind ----------------------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn bind_after_filter_answers_an_empty_error_and_commits_the_pod() {
+    // protocol.md §7.4 / §12 steps 4–5: `{"Error":""}`; bind-phase, bind-time, nodeName; the
+    // in-memory backend plays the device plugin (to-allocate emptied, bind-phase success).
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).pod(gpu_pod("p1", 3000)).start().await;
+    let p = gpu_pod("p1", 3000);
+    assert_eq!(app.filter(&filter_args(&p, ["a"])).await["NodeNames"], json!(["a"]));
+    assert_eq!(app.usage_pod("p1").await.unwrap()["state"], "reserved");
+    assert_eq!(app.bind(&p, "a").await, r#"{"Error":""}"#);
+
+    let u = app.usage_pod("p1").await.unwrap();
+    assert_eq!(u["state"], "committed");
+    assert_eq!(u["node"], "a");
+    assert_eq!(u["nodeName"], "a");
+    let a = &u["annotations"];
+    assert_eq!(a[keys::ASSIGNED_NODE], "a");
+    assert_eq!(a[keys::NVIDIA_ALLOCATED], "GPU-a-0,NVIDIA,3000,0:;");
+    assert_eq!(a[keys::NVIDIA_TO_ALLOCATE], ";;", "protocol.md §12 step 5");
+    assert_eq!(a[keys::BIND_PHASE], keys::BIND_PHASE_SUCCESS);
+    assert!(a[keys::BIND_TIME].as_str().unwrap().parse::<i64>().is_ok());
+    let usage = app.usage().await;
+    let node_annos = usage["nodes"][0]["annotations"].as_object().unwrap();
+    assert!(!node_annos.contains_key(keys::NODE_LOCK), "the emulated plugin released the node lock");
+}
+
+#[actix_web::test]
+async fn binding_a_bound_pod_again_succeeds_without_changes() {
+    // actor.rs `bind`: a pod already bound to that node is answered with success.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let p = gpu_pod("p1", 3000);
+    app.filter(&filter_args(&p, ["a"])).await;
+    assert_eq!(app.bind(&p, "a").await, r#"{"Error":""}"#);
+    let before = app.usage_pod("p1").await.unwrap();
+    assert_eq!(app.bind(&p, "a").await, r#"{"Error":""}"#);
+    assert_eq!(app.usage_pod("p1").await.unwrap(), before);
+}
+
+#[actix_web::test]
+async fn bind_accepts_lower_cased_field_names() {
+    // protocol.md §7.2: `podname`, `podnamespace`, `poduid`, `node` decode like the Go names.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let p = gpu_pod("p1", 3000);
+    app.filter(&filter_args(&p, ["a"])).await;
+    let body = json!({ "podname": "p1", "podnamespace": "default", "poduid": "uid-p1", "node": "a" });
+    assert_eq!(app.bind_text(&body).await, r#"{"Error":""}"#);
+    assert_eq!(app.usage_pod("p1").await.unwrap()["state"], "committed");
+}
+
+#[actix_web::test]
+async fn bind_failures_are_reported_in_error() {
+    // protocol.md §7.4: a failed bind is 200 with the reason in `Error`.
+    let app = TestApp::new()
+        .node(node("a").gpus(1, 16384))
+        .node(node("b").gpus(1, 16384))
+        .pod(gpu_pod("p1", 3000))
+        .start()
+        .await;
+    let p = gpu_pod("p1", 3000);
+    let err = |text: String| -> String {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 1, "{v}");
+        v["Error"].as_str().unwrap().to_owned()
+    };
+    // Never filtered.
+    let e = err(app.bind(&p, "a").await);
+    assert!(e.contains("not filtered onto node a"), "{e}");
+    // Unknown pod: HAMi's lookup error.
+    let e = err(app.bind(&gpu_pod("nobody", 3000), "a").await);
+    assert_eq!(e, "pod default/nobody not found");
+    // Unknown node.
+    app.filter(&filter_args(&p, ["a"])).await;
+    let e = err(app.bind(&p, "ghost").await);
+    assert_eq!(e, "failed to get node ghost");
+    // Filtered onto a, bound to b.
+    app.filter(&filter_args(&p, ["a"])).await;
+    let e = err(app.bind(&p, "b").await);
+    assert!(e.contains("not filtered onto node b"), "{e}");
+    // The backend refuses the Binding: reported, and the reservation is released.
+    app.backend().fail_binds(true);
+    let e = err(app.bind(&p, "a").await);
+    assert!(e.contains("binding refused"), "{e}");
+    assert!(app.usage_pod("p1").await.is_none(), "a failed bind releases the reservation");
+}
+
+#[actix_web::test]
+async fn bind_without_pod_name_or_node_is_http_400() {
+    // http/error.rs: an unusable binding request is a bad request, not an extender error.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    for body in [
+        json!({ "PodNamespace": "default", "PodUID": "uid-p1", "Node": "a" }),
+        json!({ "PodName": "", "PodNamespace": "default", "Node": "a" }),
+        json!({ "PodName": "p1", "PodNamespace": "default", "PodUID": "uid-p1" }),
+        json!({ "PodName": "p1", "Node": null }),
+    ] {
+        let (status, b) = app.post_raw("/bind", body.to_string()).await;
+        assert_bad_request(status, &b);
+    }
+}
+
+#[actix_web::test]
+async fn bad_bind_bodies_are_http_400_with_a_json_error() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).max_body(256).start().await;
+    let long = format!(r#"{{"PodName":"{}","Node":"a"}}"#, "p".repeat(300));
+    for body in [
+        String::new(),
+        "{".into(),
+        "nope".into(),
+        r#"{"PodName":5,"Node":"a"}"#.into(),
+        r#"{"PodName":"p1","Node":["a"]}"#.into(),
+        long,
+    ] {
+        let (status, b) = app.post_raw("/bind", body).await;
+        assert_bad_request(status, &b);
+    }
+}
+
+// --- pods first seen in a filter request -------------------------------------------------------
+
+#[actix_web::test]
+async fn a_pod_first_seen_in_a_filter_request_can_be_filtered_and_bound() {
+    // With the in-memory backend a pod that is not in the cluster file is learnt from the filter
+    // request, so `serve --cluster-file` can be driven with new pods.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let p = gpu_pod("newcomer", 3000).label("team", "x");
+    assert!(app.backend().pod("default", "newcomer").is_none());
+    assert_eq!(app.filter(&filter_args(&p, ["a"])).await["NodeNames"], json!(["a"]));
+    assert_eq!(app.bind(&p, "a").await, r#"{"Error":""}"#);
+    let u = app.usage_pod("newcomer").await.unwrap();
+    assert_eq!(u["state"], "committed");
+    assert_eq!(u["nodeName"], "a");
+    assert_eq!(u["uid"], "uid-newcomer");
+    assert_eq!(u["labels"]["team"], "x");
+    assert_eq!(u["annotations"][keys::ASSIGNED_NODE], "a");
+}
+
+#[actix_web::test]
+async fn a_known_pod_is_not_replaced_by_the_copy_in_a_filter_request() {
+    // The cluster's copy (with what the scheduler wrote) stays; the request's copy is not stored.
+    let app =
+        TestApp::new().node(node("a").gpus(1, 16384)).pod(gpu_pod("p1", 3000).label("from", "file")).start().await;
+    let res = app.filter(&filter_args(&gpu_pod("p1", 3000).label("from", "request"), ["a"])).await;
+    assert_eq!(res["NodeNames"], json!(["a"]));
+    let v = app.backend().pod("default", "p1").unwrap();
+    assert_eq!(v.metadata.labels["from"], "file");
+    assert_eq!(v.metadata.annotations[keys::ASSIGNED_NODE], "a");
+}
+
+// --- /healthz, /readyz -------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn healthz_is_200_with_an_empty_body() {
+    let app = TestApp::new().readiness(false, false).start().await;
+    let (status, b) = app.call(TestRequest::get().uri("/healthz")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(b.is_empty());
+}
+
+#[actix_web::test]
+async fn readyz_is_200_on_a_ready_leader() {
+    let app = TestApp::new().start().await;
+    let (status, _) = app.call(TestRequest::get().uri("/readyz")).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[actix_web::test]
+async fn readyz_is_503_on_a_follower_or_before_the_caches_sync() {
+    for (leader, synced, says) in
+        [(false, true, "not the leader"), (true, false, "not synced"), (false, false, "not the leader")]
+    {
+        let app = TestApp::new().readiness(leader, synced).start().await;
+        let (status, b) = app.call(TestRequest::get().uri("/readyz")).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(String::from_utf8_lossy(&b).contains(says), "{leader} {synced}: {b:?}");
+    }
+}
+
+#[actix_web::test]
+async fn unknown_routes_and_methods_are_not_served() {
+    let app = TestApp::new().start().await;
+    let (status, _) = app.call(TestRequest::get().uri("/filter")).await;
+    assert!(status.is_client_error(), "{status}");
+    let (status, _) = app.call(TestRequest::post().uri("/prioritize").set_payload("{}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+// --- /usage ----------------------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn usage_lists_nodes_devices_and_pods_in_the_report_shape() {
+    // report.rs: `nodes[].name/devices[..]/annotations`, and `pods[]` with their state.
+    let app = TestApp::new().node(node("a").gpus(2, 16384)).node(node("b").gpus(1, 8192)).start().await;
+    let empty = app.usage().await;
+    assert_eq!(empty["pods"], json!([]));
+    let nodes = empty["nodes"].as_array().unwrap();
+    assert_eq!(nodes.iter().map(|n| n["name"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(
+        nodes[0]["devices"][1],
+        json!({
+            "vendor": "NVIDIA",
+            "uuid": "GPU-a-1",
+            "type": "NVIDIA-Tesla V100-PCIE-32GB",
+            "index": 1,
+            "numa": 0,
+            "healthy": true,
+            "count": 10,
+            "used": 0,
+            "memTotal": 16384,
+            "memUsed": 0,
+            "coresTotal": 100,
+            "coresUsed": 0,
+        })
+    );
+    assert!(nodes[0]["annotations"].as_object().unwrap().contains_key(keys::NVIDIA_REGISTER));
+
+    let p = gpu_pod("p1", 3000).cores(30).label("app", "train");
+    app.filter(&filter_args(&p, ["b"])).await;
+    let u = app.usage().await;
+    let dev = &u["nodes"][1]["devices"][0];
+    assert_eq!((&dev["used"], &dev["memUsed"], &dev["coresUsed"]), (&json!(1), &json!(3000), &json!(30)));
+    let pods = u["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 1);
+    let pj = pods[0].as_object().unwrap();
+    let mut fields: Vec<&str> = pj.keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(fields, ["annotations", "labels", "name", "namespace", "node", "nodeName", "state", "uid"]);
+    assert_eq!(pj["namespace"], "default");
+    assert_eq!(pj["name"], "p1");
+    assert_eq!(pj["uid"], "uid-p1");
+    assert_eq!(pj["node"], "b");
+    assert_eq!(pj["nodeName"], Value::Null, "not bound yet");
+    assert_eq!(pj["state"], "reserved");
+    assert_eq!(pj["labels"]["app"], "train");
+    assert_eq!(pj["labels"][keys::ASSIGNED_NODE], "b");
+    assert_eq!(pj["annotations"][keys::NVIDIA_ALLOCATED], "GPU-b-0,NVIDIA,3000,30:;");
+
+    assert_eq!(app.bind(&p, "b").await, r#"{"Error":""}"#);
+    let pj = app.usage_pod("p1").await.unwrap();
+    assert_eq!(pj["state"], "committed");
+    assert_eq!(pj["nodeName"], "b");
+}
+
+#[actix_web::test]
+async fn usage_counts_pods_loaded_with_the_cluster() {
+    // A bound pod in the cluster file holds its devices (scheduling.md §5.2).
+    let mut bound = pod()
+        .gpu(1)
+        .mem_mib(5000)
+        .name("old")
+        .annotation(keys::ASSIGNED_NODE, "a")
+        .annotation(keys::NVIDIA_ALLOCATED, "GPU-a-0,NVIDIA,5000,20:;");
+    bound.view.spec.node_name = Some("a".into());
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).pod(bound).start().await;
+    let u = app.usage().await;
+    let dev = &u["nodes"][0]["devices"][0];
+    assert_eq!((&dev["used"], &dev["memUsed"], &dev["coresUsed"]), (&json!(1), &json!(5000), &json!(20)));
+    let pj = app.usage_pod("old").await.unwrap();
+    assert_eq!(pj["state"], "committed");
+    assert_eq!(pj["nodeName"], "a");
+    // The rest of the card is what a new pod can get.
+    let res = app.filter(&filter_args(&gpu_pod("p1", 12000), ["a"])).await;
+    assert_eq!(res["FailedNodes"]["a"], "1/1 CardInsufficientMemory (GPU-a-0: requested 12000 MiB, free 11384 MiB)");
+}

@@ -1,0 +1,238 @@
+//! Concurrent filter+bind over real HTTP (STYLE.md, "Actors": the allocation invariant under
+//! concurrency). A real server on a loopback port serves an in-memory cluster of known capacity;
+//! 64 clients filter and bind random pods at once. At the end `/usage` must keep every device
+//! within its count, memory and cores (scheduling.md §14 row 5: concurrent filters must not pick
+//! the same capacity twice), agree with the usage recomputed from the pods' own
+//! `hami.io/vgpu-devices-allocated` annotations (protocol.md §4.2), and show every pod the
+//! server placed as committed on that node.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{App, HttpServer, web};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+use hami_rs::actor::{Engine, EngineConfig};
+use hami_rs::backend::memory::MemoryBackend;
+use hami_rs::config::FilterMode;
+use hami_rs::http::{AppState, Readiness, routes};
+use hami_rs::model::annotations as keys;
+use hami_rs::model::codec::decode_pod_devices;
+use hami_rs::testing::{NodeBuilder, PodBuilder, gpu, node, pod, vendors};
+
+const NODES: usize = 8;
+const GPUS_PER_NODE: usize = 4;
+const SLOTS: u32 = 4;
+const MEM_MIB: u64 = 16384;
+const CORES: u32 = 100;
+const CLIENTS: u64 = 64;
+const ROUNDS: u64 = 4;
+
+fn cluster() -> Vec<NodeBuilder> {
+    (0..NODES)
+        .map(|n| {
+            let name = format!("n{n}");
+            (0..GPUS_PER_NODE).fold(node(&name), |b, i| {
+                b.gpu(gpu(&format!("GPU-{name}-{i}"), MEM_MIB).count(SLOTS).cores(CORES).index(i as u32))
+            })
+        })
+        .collect()
+}
+
+/// A pod with one container: 1–2 GPUs, memory in MiB (1000–12000) or as a percentage, and
+/// 0–60 cores (0: no cores limit). Name and uid are random.
+fn random_pod(rng: &mut StdRng, seed: u64, client: u64, round: u64) -> PodBuilder {
+    let tag: u32 = rng.random();
+    let name = format!("s{seed}-c{client}-r{round}-{tag:08x}");
+    let mut p = pod().name(&name).uid(&format!("{:016x}-{tag:08x}", rng.random::<u64>())).gpu(rng.random_range(1..=2));
+    p = if rng.random_bool(0.7) {
+        p.mem_mib(rng.random_range(1000..=12000))
+    } else {
+        p.mem_pct(rng.random_range(5..=75))
+    };
+    let cores = rng.random_range(0..=60);
+    if cores > 0 {
+        p = p.cores(cores);
+    }
+    p
+}
+
+/// What one client saw: pods the server placed (and bound) with their node, and how many pods
+/// found no node.
+#[derive(Default)]
+struct Seen {
+    bound: Vec<(String, String)>,
+    no_fit: usize,
+}
+
+async fn client(base: String, http: reqwest::Client, seed: u64, id: u64, names: Arc<Vec<String>>) -> Seen {
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(id));
+    let mut seen = Seen::default();
+    for round in 0..ROUNDS {
+        let p = random_pod(&mut rng, seed, id, round);
+        let view = p.view();
+        let args = json!({ "Pod": view, "Nodes": null, "NodeNames": names.as_slice() });
+        let res: Value = http
+            .post(format!("{base}/filter"))
+            .json(&args)
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(res["Error"], "", "{res}");
+        match res["NodeNames"].as_array() {
+            Some(chosen) => {
+                // protocol.md §7.3: exactly one node on success.
+                assert_eq!(chosen.len(), 1, "{res}");
+                assert_eq!(res["FailedNodes"], Value::Null, "{res}");
+                let node = chosen[0].as_str().unwrap().to_owned();
+                let bind = json!({
+                    "PodName": view.metadata.name,
+                    "PodNamespace": view.metadata.namespace,
+                    "PodUID": view.metadata.uid,
+                    "Node": node,
+                });
+                let b: Value = http
+                    .post(format!("{base}/bind"))
+                    .json(&bind)
+                    .send()
+                    .await
+                    .unwrap()
+                    .error_for_status()
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert_eq!(b, json!({ "Error": "" }), "bind of {} to {node}", view.metadata.name);
+                seen.bound.push((view.metadata.name.clone(), node));
+            }
+            None => {
+                // scheduling.md §5.14: a reason for every candidate.
+                let failed = res["FailedNodes"].as_object().unwrap();
+                assert_eq!(failed.len(), names.len(), "{res}");
+                assert!(failed.values().all(|r| !r.as_str().unwrap().is_empty()), "{res}");
+                seen.no_fit += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// Per-device usage: (slots, MiB, cores).
+type Usage = BTreeMap<String, (u64, u64, u64)>;
+
+async fn run_seed(seed: u64, filter_mode: FilterMode) {
+    let backend = MemoryBackend::new(Duration::from_secs(300));
+    let cfg = EngineConfig { filter_mode, ..EngineConfig::default() };
+    let engine = Engine::start(cfg, Arc::new(vendors()), backend.clone(), None);
+    let nodes = cluster();
+    for n in &nodes {
+        let v = n.view();
+        backend.insert_node(v.clone());
+        engine.register_node(Arc::new(v)).await;
+    }
+    let names: Arc<Vec<String>> = Arc::new(nodes.iter().map(|n| n.name.clone()).collect());
+
+    let state = web::Data::new(AppState::new(engine, 1 << 20, Readiness::ready()));
+    let st = state.clone();
+    let server = HttpServer::new(move || App::new().app_data(st.clone()).configure(routes::<MemoryBackend>))
+        .workers(4)
+        .disable_signals()
+        .bind(("127.0.0.1", 0))
+        .unwrap();
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    let running = actix_web::rt::spawn(server);
+    let base = format!("http://{addr}");
+    let http = reqwest::Client::new();
+
+    let seen: Vec<Seen> = futures::future::join_all(
+        (0..CLIENTS).map(|id| actix_web::rt::spawn(client(base.clone(), http.clone(), seed, id, names.clone()))),
+    )
+    .await
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+
+    let usage: Value = http.get(format!("{base}/usage")).send().await.unwrap().json().await.unwrap();
+    handle.stop(true).await;
+    running.await.unwrap().unwrap();
+
+    let bound: BTreeMap<String, String> = seen.iter().flat_map(|s| s.bound.iter().cloned()).collect();
+    let no_fit: usize = seen.iter().map(|s| s.no_fit).sum();
+    assert_eq!(bound.len() + no_fit, (CLIENTS * ROUNDS) as usize, "seed {seed}: every pod has one outcome");
+    assert!(!bound.is_empty(), "seed {seed}: some pods fit");
+
+    // Every device within its capacity, and the engine's figures kept for the comparison.
+    let mut reported = Usage::new();
+    let mut device_node: BTreeMap<String, String> = BTreeMap::new();
+    let nodes_json = usage["nodes"].as_array().unwrap();
+    assert_eq!(nodes_json.len(), NODES);
+    for n in nodes_json {
+        let devices = n["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), GPUS_PER_NODE);
+        for d in devices {
+            let f = |k: &str| d[k].as_u64().unwrap();
+            assert!(f("used") <= f("count"), "seed {seed}: {d}");
+            assert!(f("memUsed") <= f("memTotal"), "seed {seed}: {d}");
+            assert!(f("coresUsed") <= f("coresTotal"), "seed {seed}: {d}");
+            let uuid = d["uuid"].as_str().unwrap().to_owned();
+            reported.insert(uuid.clone(), (f("used"), f("memUsed"), f("coresUsed")));
+            device_node.insert(uuid, n["name"].as_str().unwrap().to_owned());
+        }
+    }
+
+    // Every pod the server placed is committed on that node, with annotations naming it; and
+    // no other pod holds anything.
+    let pods = usage["pods"].as_array().unwrap();
+    let listed: BTreeSet<&str> = pods.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(listed, bound.keys().map(String::as_str).collect(), "seed {seed}: /usage pods are the bound pods");
+    let mut recomputed: Usage = reported.keys().map(|k| (k.clone(), (0, 0, 0))).collect();
+    for p in pods {
+        let name = p["name"].as_str().unwrap();
+        let node = &bound[name];
+        assert_eq!(p["state"], "committed", "seed {seed}: {p}");
+        assert_eq!(p["node"], node.as_str(), "seed {seed}: {p}");
+        assert_eq!(p["nodeName"], node.as_str(), "seed {seed}: {p}");
+        assert_eq!(p["annotations"][keys::ASSIGNED_NODE], node.as_str(), "seed {seed}: {p}");
+        assert_eq!(p["annotations"][keys::BIND_PHASE], keys::BIND_PHASE_SUCCESS, "seed {seed}: {p}");
+        assert_eq!(p["labels"][keys::ASSIGNED_NODE], node.as_str(), "seed {seed}: {p}");
+        let allocated = p["annotations"][keys::NVIDIA_ALLOCATED].as_str().unwrap();
+        let containers = decode_pod_devices(allocated).unwrap();
+        // One container; the trailing `;` decodes as an empty entry after it.
+        assert!(matches!(containers[0].len(), 1..=2), "seed {seed}: {allocated}");
+        assert!(containers[1..].iter().all(Vec::is_empty), "seed {seed}: one container: {allocated}");
+        for d in containers.iter().flatten() {
+            let uuid = d.uuid.as_str();
+            assert_eq!(device_node.get(uuid), Some(node), "seed {seed}: {name} holds {uuid} of another node");
+            let u = recomputed.get_mut(uuid).unwrap();
+            u.0 += 1;
+            u.1 += d.usedmem.get();
+            u.2 += u64::from(d.usedcores);
+        }
+    }
+    assert_eq!(recomputed, reported, "seed {seed}: usage recomputed from the pods' annotations");
+}
+
+#[actix_web::test]
+async fn concurrent_filter_and_bind_keep_every_device_within_capacity_and_match_the_annotations() {
+    for seed in [1, 7, 2024] {
+        run_seed(seed, FilterMode::Snapshot).await;
+    }
+}
+
+#[actix_web::test]
+async fn concurrent_filter_and_bind_through_node_actor_messages_keep_the_same_invariants() {
+    // `--filter-mode messages`: the fit runs in each node actor instead of over snapshots.
+    for seed in [3, 11] {
+        run_seed(seed, FilterMode::Messages).await;
+    }
+}
