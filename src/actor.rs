@@ -32,6 +32,7 @@ use crate::vendor::{LockKind, NoQuota, QuotaCheck, Vendors, WriteCx};
 pub mod coordinator;
 pub mod messages;
 pub mod node;
+pub mod quota;
 
 use coordinator::{Coordinator, Decide, Decision, FanOut};
 use messages::*;
@@ -172,6 +173,10 @@ impl<B: Backend> Engine<B> {
     pub fn config(&self) -> &EngineConfig {
         &self.inner.cfg
     }
+    /// The namespace quota book, when quota is enforced.
+    pub fn quota(&self) -> Option<&SharedQuota> {
+        self.inner.quota.as_ref()
+    }
 
     /// The node's actor, started on its arbiter (picked by hashing the name) when first seen.
     fn actor(&self, name: &str) -> Addr<NodeActor> {
@@ -229,6 +234,11 @@ impl<B: Backend> Engine<B> {
             });
         }
         r
+    }
+
+    /// Vendors whose devices the health round found dead on `node` (empty: all alive).
+    pub fn set_unhealthy(&self, node: &str, unhealthy: Vec<crate::model::VendorId>) {
+        self.actor(node).do_send(VendorHealth { unhealthy });
     }
 
     /// The node is gone, with every allocation it held.
@@ -407,8 +417,9 @@ impl<B: Backend> Engine<B> {
         names: &[Cow<'_, str>],
     ) -> (Vec<(NodeName, f32, ())>, BTreeMap<String, String>) {
         let i = &*self.inner;
-        let quota: &dyn QuotaCheck = match &i.quota {
-            Some(q) => &**q,
+        let view = i.quota.as_ref().and_then(|q| q.view(&req.namespace));
+        let quota: &dyn QuotaCheck = match &view {
+            Some(v) => v,
             None => &NoQuota,
         };
         let mut fits = Vec::with_capacity(names.len());
@@ -446,14 +457,12 @@ impl<B: Backend> Engine<B> {
             match r {
                 Ok(s) => fits.push((n, s, ())),
                 Err(r) => {
-                    let snap = self.snapshot(n.as_str());
-                    failed.insert(
-                        n.to_string(),
-                        r.render(
-                            snap.as_ref().map_or(&[][..], |s| &s.devices),
-                            snap.as_ref().and_then(|s| s.unusable.as_deref()),
-                        ),
-                    );
+                    // A name the engine does not know reads as in snapshot mode: HAMi's bare text.
+                    let text = match self.snapshot(n.as_str()) {
+                        Some(snap) => r.render(&snap.devices, snap.unusable.as_deref()),
+                        None => r.hami_text(),
+                    };
+                    failed.insert(n.to_string(), text);
                 }
             }
         }

@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use actix_web::{App, HttpServer, web};
 
+use crate::actor::quota::QuotaBook;
 use crate::actor::{Engine, EngineConfig};
+use crate::backend::kube::watch::{self, LeaderOptions, WatchOptions};
+use crate::backend::kube::{KubeBackend, KubeOptions};
 use crate::backend::Backend;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::config::{ServeArgs, parse_listen};
@@ -56,16 +59,63 @@ pub async fn load_cluster(engine: &Engine<MemoryBackend>, objects: ClusterObject
     let _ = engine.reports().await;
 }
 
-/// Builds an engine over a cluster file.
+/// Builds an engine over a cluster file, with the file's ResourceQuotas enforced.
 pub async fn memory_engine(
     args_sched: &crate::config::SchedulerFlags,
     cluster: ClusterObjects,
 ) -> Result<Engine<MemoryBackend>, Error> {
     let vendors = vendors_from(args_sched)?;
     let backend = MemoryBackend::new(args_sched.node_lock_timeout);
-    let engine = Engine::start(EngineConfig::from_flags(args_sched), vendors, backend, None);
+    let quota = Arc::new(QuotaBook::new(&vendors));
+    for q in &cluster.quotas {
+        quota.set_quota(&q.namespace, &q.name, &q.hard);
+    }
+    let engine = Engine::start(EngineConfig::from_flags(args_sched), vendors, backend, Some(quota));
     load_cluster(&engine, cluster).await;
     Ok(engine)
+}
+
+/// This host's name, the default leader identity (kube-scheduler's holder is `<hostname>_<uuid>`).
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_owned()))
+        .unwrap_or_default()
+}
+
+/// `serve` against the Kubernetes API: watchers, the registration loop, leader following.
+async fn serve_kube(args: &ServeArgs, metrics: Option<crate::metrics::Handle>) -> Result<(), Error> {
+    let vendors = vendors_from(&args.sched)?;
+    let component =
+        if args.sched.scheduler_name.is_empty() { "hami-scheduler".to_owned() } else { args.sched.scheduler_name.clone() };
+    let opts = KubeOptions {
+        qps: args.kube_qps,
+        burst: args.kube_burst,
+        timeout: (args.kube_timeout > 0).then(|| std::time::Duration::from_secs(args.kube_timeout)),
+        component,
+        lock_timeout: args.sched.node_lock_timeout,
+    };
+    let backend = KubeBackend::connect(opts).await.map_err(Error::Other)?;
+    let quota = Arc::new(QuotaBook::new(&vendors));
+    let engine = Engine::start(EngineConfig::from_flags(&args.sched), vendors, backend.clone(), Some(quota.clone()));
+    let readiness = Readiness {
+        leader: Arc::new(std::sync::atomic::AtomicBool::new(!args.leader_elect)),
+        synced: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    };
+    let leader = args.leader_elect.then(|| LeaderOptions {
+        lease_name: args.leader_elect_resource_name.clone(),
+        lease_namespace: args.leader_elect_resource_namespace.clone(),
+        identity: args.leader_identity.clone().unwrap_or_else(hostname),
+    });
+    let own_pod = match (std::env::var("POD_NAMESPACE"), std::env::var("POD_NAME")) {
+        (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
+        _ => None,
+    };
+    let opts = WatchOptions { node_selector: args.node_label_selector.clone(), leader, own_pod };
+    watch::start(engine.clone(), backend, readiness.clone(), quota, opts);
+    tracing::info!("serving the Kubernetes API's cluster");
+    run_http(args, engine, readiness, metrics).await
 }
 
 async fn render_metrics(h: web::Data<crate::metrics::Handle>) -> actix_web::HttpResponse {
@@ -77,9 +127,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Error> {
     args.validate()?;
     let metrics = crate::metrics::install();
     let Some(path) = &args.cluster_file else {
-        return Err(Error::Other(
-            "serve without --cluster-file needs the Kubernetes backend, which this build does not include yet".into(),
-        ));
+        return serve_kube(&args, metrics).await;
     };
     let cluster = ClusterObjects::load(path)?;
     let engine = memory_engine(&args.sched, cluster).await?;
@@ -87,23 +135,35 @@ pub async fn serve(args: ServeArgs) -> Result<(), Error> {
     run_http(&args, engine, Readiness::ready(), metrics).await
 }
 
-/// Serves the main listener and the metrics listener until SIGTERM/SIGINT, then drains binds.
+/// Serves the main listener (TLS when a certificate is given, reloaded when the files change) and
+/// the metrics listener until SIGTERM/SIGINT; stopping waits for in-flight requests, binds included.
 pub async fn run_http<B: Backend>(
     args: &ServeArgs,
     engine: Engine<B>,
     readiness: Readiness,
     metrics: Option<crate::metrics::Handle>,
 ) -> Result<(), Error> {
-    let state = web::Data::new(AppState::new(engine, args.max_body_bytes, readiness));
+    let webhook = http::webhook::WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
+    let state = web::Data::new(AppState::new(engine, args.max_body_bytes, readiness).with_webhook(webhook));
     let st = state.clone();
-    let main = HttpServer::new(move || App::new().app_data(st.clone()).configure(http::routes::<B>))
+    let server = HttpServer::new(move || App::new().app_data(st.clone()).configure(http::routes::<B>))
         .client_request_timeout(std::time::Duration::from_secs(15))
-        .shutdown_timeout(args.shutdown_grace.as_secs().max(1))
-        .bind(args.http_bind)
-        .map_err(|source| Error::Listen { addr: args.http_bind.to_string(), source })?
-        .run();
-    tracing::info!(addr = %args.http_bind, "extender listening (plain HTTP)");
-    let metrics_server = match metrics {
+        .client_disconnect_timeout(std::time::Duration::from_secs(5))
+        .shutdown_timeout(args.shutdown_grace.as_secs().max(1));
+    let listen = |source| Error::Listen { addr: args.http_bind.to_string(), source };
+    let main = match (&args.cert_file, &args.key_file) {
+        (Some(cert), Some(key)) => {
+            let (cfg, handle) = http::tls::load(cert, key).map_err(|e| Error::Other(format!("TLS: {e}")))?;
+            http::tls::watch(handle, cert.clone(), key.clone(), std::time::Duration::from_secs(5));
+            tracing::info!(addr = %args.http_bind, "extender and webhook listening (TLS)");
+            server.bind_rustls_0_23(args.http_bind, (*cfg).clone()).map_err(listen)?.run()
+        }
+        _ => {
+            tracing::info!(addr = %args.http_bind, "extender and webhook listening (plain HTTP)");
+            server.bind(args.http_bind).map_err(listen)?.run()
+        }
+    };
+    let metrics_handle = match metrics {
         Some(h) => {
             let addr = parse_listen(&args.metrics_bind_address).map_err(Error::Other)?;
             let h = web::Data::new(h);
@@ -111,20 +171,21 @@ pub async fn run_http<B: Backend>(
                 App::new().app_data(h.clone()).route("/metrics", web::get().to(render_metrics))
             })
             .workers(1)
+            .disable_signals()
             .bind(addr)
             .map_err(|source| Error::Listen { addr: addr.to_string(), source })?
             .run();
             tracing::info!(%addr, "metrics listening");
-            Some(srv)
+            let handle = srv.handle();
+            actix_rt::spawn(srv);
+            Some(handle)
         }
         None => None,
     };
-    let mh = metrics_server.as_ref().map(|s| s.handle());
     let r = main.await.map_err(|e| Error::Other(e.to_string()));
-    if let Some(h) = mh {
+    if let Some(h) = metrics_handle {
         h.stop(true).await;
     }
-    // actix-web's graceful stop already waited for in-flight requests; binds included.
-    tracing::info!(inflight_binds = state.inflight.count(), "stopped");
+    tracing::info!(inflight = state.inflight.count(), "stopped");
     r
 }

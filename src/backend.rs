@@ -10,6 +10,7 @@ use crate::model::PodView;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
+pub mod kube;
 pub mod memory;
 
 /// A pod's identity as the extender names it.

@@ -269,6 +269,10 @@ pub struct ServeArgs {
     #[arg(long = "leader-elect-resource-namespace", env = "HAMI_LEADER_ELECT_RESOURCE_NAMESPACE", default_value = "")]
     pub leader_elect_resource_namespace: String,
 
+    /// Identity prefix matched against the Lease holder (kube-scheduler writes <hostname>_<uuid>); defaults to the hostname.
+    #[arg(long = "leader-identity", env = "HAMI_LEADER_IDENTITY")]
+    pub leader_identity: Option<String>,
+
     /// Accepted for HAMi compatibility (pprof routes); has no effect.
     #[arg(long = "profiling", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool, hide = true)]
     pub profiling: bool,

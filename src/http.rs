@@ -1,5 +1,6 @@
-//! The HTTP surface (actix-web): `/filter`, `/bind`, `/healthz`, `/readyz`, `/usage`. Only this
-//! module and `app.rs` import actix-web. Handlers decode once and hand the engine plain types.
+//! The HTTP surface (actix-web): `/filter`, `/bind`, `/webhook`, `/healthz`, `/readyz`, `/usage`,
+//! and the listener's TLS. Only this module and `app.rs` import actix-web. Handlers decode once
+//! and hand the engine plain types.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,6 +12,8 @@ use crate::backend::Backend;
 
 pub mod error;
 pub mod extender;
+pub mod tls;
+pub mod webhook;
 pub mod wire;
 
 /// Counts requests that must finish before shutdown (binds in flight).
@@ -57,11 +60,24 @@ pub struct AppState<B: Backend> {
     pub max_body: usize,
     pub readiness: Readiness,
     pub inflight: Inflight,
+    /// The admission webhook's flags and quota book.
+    pub webhook: Arc<webhook::WebhookConfig>,
 }
 
 impl<B: Backend> AppState<B> {
+    /// The webhook starts with the flags' defaults and no quota; see [`AppState::with_webhook`].
     pub fn new(engine: Engine<B>, max_body: usize, readiness: Readiness) -> AppState<B> {
-        AppState { engine, max_body, readiness, inflight: Inflight::default() }
+        AppState {
+            engine,
+            max_body,
+            readiness,
+            inflight: Inflight::default(),
+            webhook: Arc::new(webhook::WebhookConfig::default()),
+        }
+    }
+    pub fn with_webhook(mut self, cfg: webhook::WebhookConfig) -> AppState<B> {
+        self.webhook = Arc::new(cfg);
+        self
     }
     pub fn is_leader(&self) -> bool {
         self.readiness.is_ready()
@@ -98,6 +114,7 @@ async fn usage<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
 pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
     cfg.route("/filter", web::post().to(extender::filter::<B>))
         .route("/bind", web::post().to(extender::bind::<B>))
+        .route("/webhook", web::post().to(webhook::webhook::<B>))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz::<B>))
         .route("/usage", web::get().to(usage::<B>));

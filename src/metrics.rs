@@ -59,3 +59,26 @@ pub fn bind_done(outcome: Outcome, started: Instant) {
 pub fn reservation_expired() {
     counter!(RESERVATIONS_EXPIRED).increment(1);
 }
+
+pub const API_REQUESTS: &str = "hami_scheduler_api_requests_total";
+pub const LOCK_HANDOVERS: &str = "hami_scheduler_node_lock_handovers_total";
+pub const WATCH_RESTARTS: &str = "hami_scheduler_watch_restarts_total";
+pub const LEADER: &str = "hami_scheduler_leader";
+
+/// One Kubernetes API request by verb, resource and result.
+pub fn api_request(verb: &'static str, resource: &'static str, ok: bool) {
+    counter!(API_REQUESTS, "verb" => verb, "resource" => resource, "result" => if ok { "ok" } else { "error" }).increment(1);
+}
+
+/// An expired node lock was taken over from a holder that no longer needed it.
+pub fn lock_handover() {
+    counter!(LOCK_HANDOVERS).increment(1);
+}
+
+pub fn watch_restart(resource: &'static str) {
+    counter!(WATCH_RESTARTS, "resource" => resource).increment(1);
+}
+
+pub fn leader(is_leader: bool) {
+    metrics::gauge!(LEADER).set(if is_leader { 1.0 } else { 0.0 });
+}

@@ -103,7 +103,7 @@ fn short(uuid: &str) -> String {
 }
 
 fn bar(used: u64, total: u64, width: usize) -> String {
-    let filled = if total == 0 { 0 } else { ((used.min(total) * width as u64 + total - 1) / total) as usize };
+    let filled = (used.min(total) * width as u64).checked_div(total).map_or(0, |_| (used.min(total) * width as u64).div_ceil(total) as usize);
     format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
 }
 
@@ -143,8 +143,8 @@ pub fn render_table(sim: &Simulation) -> String {
     let _ = writeln!(s, "DEVICES");
     let _ = writeln!(
         s,
-        "  {:<14} {:<22} {:<28} {:>7}  {:<34} {}",
-        "NODE", "DEVICE", "TYPE", "SLOTS", "MEMORY (MiB)", "CORES"
+        "  {:<14} {:<22} {:<28} {:>7}  {:<34} CORES",
+        "NODE", "DEVICE", "TYPE", "SLOTS", "MEMORY (MiB)"
     );
     for n in &sim.nodes {
         if let Some(u) = &n.unusable {

@@ -89,6 +89,14 @@ pub enum Registration {
     Malformed { reason: String },
 }
 
+/// The health round found these vendors' devices dead on the node (protocol.md §3.7): they are
+/// left out until a later round finds them alive again (an empty list).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct VendorHealth {
+    pub unhealthy: Vec<crate::model::VendorId>,
+}
+
 /// The node is gone: the actor stops.
 #[derive(Message)]
 #[rtype(result = "()")]

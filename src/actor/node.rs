@@ -49,8 +49,8 @@ struct Alloc {
     charges: Vec<Charge>,
 }
 
-/// Quota as seen by one node's fit; shared across nodes by the engine.
-pub type SharedQuota = Arc<dyn QuotaCheck + Send + Sync>;
+/// The namespace quota book, shared by every node actor.
+pub type SharedQuota = Arc<super::quota::QuotaBook>;
 
 pub struct NodeActor {
     name: NodeName,
@@ -68,6 +68,9 @@ pub struct NodeActor {
     seq: u64,
     scratch: Scratch,
     registered: bool,
+    /// The last node object seen, to re-read devices when vendor health changes.
+    last_view: Option<Arc<crate::model::pod::NodeView>>,
+    unhealthy: Vec<crate::model::VendorId>,
 }
 
 impl Actor for NodeActor {
@@ -98,6 +101,8 @@ impl NodeActor {
             seq: 0,
             scratch: Scratch::default(),
             registered: false,
+            last_view: None,
+            unhealthy: Vec::new(),
         }
     }
 
@@ -198,7 +203,11 @@ impl NodeActor {
     }
 
     fn drop_alloc(&mut self, uid: &PodUid) -> bool {
-        let removed = self.allocs.remove(uid).is_some();
+        let removed = self.allocs.remove(uid);
+        if let (Some(a), Some(q)) = (&removed, &self.quota) {
+            q.remove(&a.namespace, &super::quota::usage_of(&a.charges));
+        }
+        let removed = removed.is_some();
         if removed {
             self.placements.remove_if(uid, |_, n| *n == self.name);
             self.released.insert(uid.clone(), Instant::now());
@@ -220,8 +229,9 @@ impl Handler<Filter> for NodeActor {
     fn handle(&mut self, msg: Filter, _: &mut Context<Self>) -> Self::Result {
         // The published snapshot already counts live reservations, so Filter sees what Reserve will.
         let snap = self.current();
-        let quota: &dyn QuotaCheck = match &self.quota {
-            Some(q) => &**q,
+        let view = self.quota.as_ref().and_then(|q| q.view(&msg.pod.namespace));
+        let quota: &dyn QuotaCheck = match &view {
+            Some(v) => v,
             None => &NoQuota,
         };
         MessageResult(fit::fit_pod(&snap, &msg.pod, &self.vendors, quota, &mut self.scratch))
@@ -242,8 +252,14 @@ impl Handler<Reserve> for NodeActor {
             Some(d) => (d, 0.0),
             None => {
                 let snap = Arc::new(self.snapshot_of(self.usage(Some(&uid))));
-                let quota: &dyn QuotaCheck = match &self.quota {
-                    Some(q) => &**q,
+                // The pod's own earlier reservation must not count against its quota either.
+                let own = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.charges));
+                let view = self.quota.as_ref().and_then(|q| q.view(&msg.pod.namespace)).map(|v| match &own {
+                    Some(u) => v.without(&msg.pod.namespace, u),
+                    None => v,
+                });
+                let quota: &dyn QuotaCheck = match &view {
+                    Some(v) => v,
                     None => &NoQuota,
                 };
                 match fit::fit_pod(&snap, &msg.pod, &self.vendors, quota, &mut self.scratch) {
@@ -255,6 +271,16 @@ impl Handler<Reserve> for NodeActor {
         let charges = self.collapse(&devices, &layout);
         if let Err(r) = self.validate(&charges, Some(&uid)) {
             return MessageResult(Err(r));
+        }
+        // Quota is checked and taken in one step per namespace, so reservations racing on other
+        // nodes cannot exceed a limit together.
+        if let Some(q) = &self.quota {
+            let old = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.charges));
+            if !q.try_replace(&msg.pod.namespace, old.as_ref(), &super::quota::usage_of(&charges)) {
+                let mut t = Tally::new(self.base.len());
+                t.add(Reason::ResourceQuotaNotFit, 1);
+                return MessageResult(Err(Rejection::Devices(t)));
+            }
         }
         self.seq += 1;
         let seq = self.seq;
@@ -327,10 +353,12 @@ impl Handler<Unlock> for NodeActor {
     }
 }
 
-impl Handler<NodeRegistered> for NodeActor {
-    type Result = MessageResult<NodeRegistered>;
-    fn handle(&mut self, msg: NodeRegistered, _: &mut Context<Self>) -> Self::Result {
-        let nd = self.vendors.discover(&msg.node);
+impl NodeActor {
+    /// Reads the node's devices (without the vendors found dead) and publishes them.
+    fn register(&mut self, node: Arc<crate::model::pod::NodeView>) -> Registration {
+        let mut nd = self.vendors.discover(&node);
+        nd.devices.retain(|d| !self.unhealthy.contains(&d.vendor));
+        self.last_view = Some(node);
         if let Some((id, key, err)) = nd.malformed.first() {
             let reason = format!("{} annotation {key} is malformed: {err}", self.vendors.get(*id).name());
             let changed = self.unusable.as_deref() != Some(reason.as_str());
@@ -338,7 +366,7 @@ impl Handler<NodeRegistered> for NodeActor {
             if changed {
                 self.publish();
             }
-            return MessageResult(Registration::Malformed { reason });
+            return Registration::Malformed { reason };
         }
         let same = self.registered
             && self.unusable.is_none()
@@ -364,15 +392,37 @@ impl Handler<NodeRegistered> for NodeActor {
         self.extras = nd.extras;
         self.forget_old_tombstones(Duration::from_secs(600));
         self.publish();
-        MessageResult(Registration::Ok { devices: n, changed: !same || extras_changed })
+        Registration::Ok { devices: n, changed: !same || extras_changed }
+    }
+}
+
+impl Handler<NodeRegistered> for NodeActor {
+    type Result = MessageResult<NodeRegistered>;
+    fn handle(&mut self, msg: NodeRegistered, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.register(msg.node))
+    }
+}
+
+impl Handler<VendorHealth> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, msg: VendorHealth, _: &mut Context<Self>) {
+        if msg.unhealthy != self.unhealthy {
+            self.unhealthy = msg.unhealthy;
+            if let Some(v) = self.last_view.clone() {
+                self.register(v);
+            }
+        }
     }
 }
 
 impl Handler<NodeRemoved> for NodeActor {
     type Result = ();
     fn handle(&mut self, _: NodeRemoved, ctx: &mut Context<Self>) {
-        for uid in self.allocs.keys() {
+        for (uid, a) in &self.allocs {
             self.placements.remove_if(uid, |_, n| *n == self.name);
+            if let Some(q) = &self.quota {
+                q.remove(&a.namespace, &super::quota::usage_of(&a.charges));
+            }
         }
         self.allocs.clear();
         actix::ActorContext::stop(ctx);
@@ -401,6 +451,11 @@ impl Handler<PodObserved> for NodeActor {
         };
         if charges.is_empty() && msg.devices.is_empty() {
             return;
+        }
+        if let Some(q) = &self.quota {
+            // A pod the cluster shows holds its devices whatever the limits say.
+            let old = self.allocs.get(&msg.uid).map(|a| super::quota::usage_of(&a.charges));
+            q.replace(&msg.namespace, old.as_ref(), &super::quota::usage_of(&charges));
         }
         self.allocs.insert(
             msg.uid.clone(),

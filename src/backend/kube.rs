@@ -1,0 +1,430 @@
+//! The Kubernetes backend: the only holder of a `kube::Client`. Caches of pods and nodes fed by
+//! the watchers (backend/kube/watch.rs); HAMi's node lock with compare-and-swap on
+//! resourceVersion and safe handover; Filter's and Bind's writes; Events; a client-side rate
+//! limit (`--kube-qps`/`--kube-burst`). Tested against a real API server only.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use dashmap::DashMap;
+use k8s_openapi::api::core::v1::{Binding, Event as KEvent, EventSource, Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use tokio::sync::{Mutex as AsyncMutex, mpsc};
+
+use crate::model::annotations as keys;
+use crate::model::codec;
+use crate::model::pod::NodeView;
+use crate::model::PodView;
+use crate::vendor::LockKind;
+
+use super::{Backend, Error, Event, EventType, ObjectKind, PodPatch, PodRef, Result};
+
+pub mod watch;
+
+/// Cambricon's own lock expires after two minutes (protocol.md §3.8).
+const CAMBRICON_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
+/// Lock writes retried with backoff from 100 ms, factor 2, up to 5 attempts (protocol.md §3.8).
+const LOCK_ATTEMPTS: u32 = 5;
+const EVENT_QUEUE: usize = 4096;
+
+/// Options of the Kubernetes backend, from the flags.
+#[derive(Clone, Debug)]
+pub struct KubeOptions {
+    pub qps: f32,
+    pub burst: u32,
+    pub timeout: Option<Duration>,
+    /// Event source component (`--scheduler-name`, or `hami-scheduler` when empty).
+    pub component: String,
+    pub lock_timeout: Duration,
+}
+
+/// A token bucket: `qps` tokens a second, at most `burst` saved up.
+pub struct RateLimiter {
+    qps: f64,
+    burst: f64,
+    state: AsyncMutex<(f64, Instant)>,
+}
+
+impl RateLimiter {
+    pub fn new(qps: f32, burst: u32) -> RateLimiter {
+        let burst = f64::from(burst.max(1));
+        RateLimiter { qps: f64::from(qps).max(0.1), burst, state: AsyncMutex::new((burst, Instant::now())) }
+    }
+    /// Waits for one token.
+    pub async fn acquire(&self) {
+        let wait = {
+            let mut s = self.state.lock().await;
+            let now = Instant::now();
+            let refill = now.duration_since(s.1).as_secs_f64() * self.qps;
+            s.0 = (s.0 + refill).min(self.burst);
+            s.1 = now;
+            s.0 -= 1.0;
+            if s.0 >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-s.0 / self.qps) }
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+struct Inner {
+    client: kube::Client,
+    limiter: RateLimiter,
+    opts: KubeOptions,
+    pods: DashMap<(String, String), Arc<PodView>>,
+    nodes: DashMap<String, Arc<NodeView>>,
+    events: mpsc::Sender<Event>,
+}
+
+/// The Kubernetes backend. Clones share the client and caches.
+#[derive(Clone)]
+pub struct KubeBackend {
+    inner: Arc<Inner>,
+}
+
+fn api_err(e: kube::Error) -> Error {
+    Error::Api(match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.reason),
+        other => other.to_string(),
+    })
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Converts an API object into the scheduler's view (managed fields and everything else the
+/// view does not name are dropped on the way).
+pub fn to_view<K: serde::Serialize, V: serde::de::DeserializeOwned + Default>(obj: &K) -> V {
+    serde_json::to_value(obj).ok().and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default()
+}
+
+impl KubeBackend {
+    /// Connects with the usual kubeconfig inference (KUBECONFIG, ~/.kube/config, in-cluster).
+    pub async fn connect(opts: KubeOptions) -> std::result::Result<KubeBackend, String> {
+        let mut cfg = kube::Config::infer().await.map_err(|e| format!("kubeconfig: {e}"))?;
+        if let Some(t) = opts.timeout {
+            cfg.read_timeout = Some(t);
+            cfg.write_timeout = Some(t);
+        }
+        let client = kube::Client::try_from(cfg).map_err(|e| format!("kube client: {e}"))?;
+        Ok(KubeBackend::with_client(client, opts))
+    }
+
+    /// Wraps an existing client (created inside the runtime that will drive it).
+    pub fn with_client(client: kube::Client, opts: KubeOptions) -> KubeBackend {
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        let b = KubeBackend {
+            inner: Arc::new(Inner {
+                client,
+                limiter: RateLimiter::new(opts.qps, opts.burst),
+                opts,
+                pods: DashMap::new(),
+                nodes: DashMap::new(),
+                events: tx,
+            }),
+        };
+        tokio::spawn(b.clone().write_events(rx));
+        b
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.inner.client.clone()
+    }
+
+    /// One API call: waits for the rate limiter, counts the request by verb and result.
+    async fn call<T>(&self, verb: &'static str, resource: &'static str, f: impl std::future::Future<Output = kube::Result<T>>) -> kube::Result<T> {
+        self.inner.limiter.acquire().await;
+        let r = f.await;
+        crate::metrics::api_request(verb, resource, r.is_ok());
+        r
+    }
+
+    pub(crate) fn cache_pod(&self, pod: Arc<PodView>) {
+        self.inner.pods.insert((pod.metadata.namespace.clone(), pod.metadata.name.clone()), pod);
+    }
+    pub(crate) fn uncache_pod(&self, namespace: &str, name: &str) {
+        self.inner.pods.remove(&(namespace.to_owned(), name.to_owned()));
+    }
+    pub(crate) fn cache_node(&self, node: Arc<NodeView>) -> Option<Arc<NodeView>> {
+        self.inner.nodes.insert(node.metadata.name.clone(), node)
+    }
+    pub(crate) fn uncache_node(&self, name: &str) {
+        self.inner.nodes.remove(name);
+    }
+    pub(crate) fn cached_nodes(&self) -> Vec<Arc<NodeView>> {
+        self.inner.nodes.iter().map(|e| e.value().clone()).collect()
+    }
+    pub(crate) fn cached_pod_keys(&self) -> Vec<(String, String, String)> {
+        self.inner.pods.iter().map(|e| (e.key().0.clone(), e.key().1.clone(), e.value().metadata.uid.clone())).collect()
+    }
+
+    fn nodes_api(&self) -> Api<Node> {
+        Api::all(self.inner.client.clone())
+    }
+    fn pods_api(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.inner.client.clone(), ns)
+    }
+
+    async fn get_node(&self, name: &str) -> kube::Result<Node> {
+        self.call("get", "nodes", self.nodes_api().get(name)).await
+    }
+
+    /// Merge-patches node annotations (set or remove), optionally as a compare-and-swap.
+    pub async fn patch_node_annotations(&self, name: &str, annos: &[(&str, Option<&str>)], resource_version: Option<&str>) -> kube::Result<Node> {
+        let map: serde_json::Map<String, serde_json::Value> =
+            annos.iter().map(|(k, v)| ((*k).to_owned(), v.map_or(serde_json::Value::Null, |s| serde_json::Value::String(s.to_owned())))).collect();
+        let mut meta = serde_json::json!({ "annotations": map });
+        if let Some(rv) = resource_version {
+            meta["resourceVersion"] = serde_json::Value::String(rv.to_owned());
+        }
+        let body = serde_json::json!({ "metadata": meta });
+        self.call("patch", "nodes", self.nodes_api().patch(name, &PatchParams::default(), &Patch::Merge(&body))).await
+    }
+
+    /// Patches labels of a pod (scheduler role labels).
+    pub async fn patch_pod_labels(&self, namespace: &str, name: &str, labels: &[(&str, &str)]) -> kube::Result<Pod> {
+        let map: serde_json::Map<String, serde_json::Value> =
+            labels.iter().map(|(k, v)| ((*k).to_owned(), serde_json::Value::String((*v).to_owned()))).collect();
+        let body = serde_json::json!({ "metadata": { "labels": map } });
+        self.call("patch", "pods", self.pods_api(namespace).patch(name, &PatchParams::default(), &Patch::Merge(&body))).await
+    }
+
+    /// Whether the holder of a lock may be displaced once the lock expired: it is gone, no longer
+    /// pending, or its device plugin already answered (HAMi issue 3096: handing an expired lock
+    /// over while the holder still waits for its Allocate gives its devices to another pod).
+    async fn holder_released(&self, namespace: &str, name: &str) -> Result<bool> {
+        match self.call("get", "pods", self.pods_api(namespace).get(name)).await {
+            Err(e) if is_not_found(&e) => Ok(true),
+            Err(e) => Err(api_err(e)),
+            Ok(p) => {
+                let pending = p.status.as_ref().and_then(|s| s.phase.as_deref()).is_none_or(|ph| ph == "Pending");
+                let phase = p.metadata.annotations.as_ref().and_then(|a| a.get(keys::BIND_PHASE)).map(String::as_str);
+                let deleting = p.metadata.deletion_timestamp.is_some();
+                Ok(deleting || !pending || matches!(phase, Some(keys::BIND_PHASE_SUCCESS) | Some(keys::BIND_PHASE_FAILED)))
+            }
+        }
+    }
+
+    async fn lock_shared(&self, node: &str, pod: &PodRef) -> Result<()> {
+        let timeout = self.inner.opts.lock_timeout;
+        let contention = || Error::LockContention { node: node.to_owned(), within: crate::config::format_go_duration(timeout) };
+        let mut delay = Duration::from_millis(100);
+        let mut last = Error::Api("node lock not taken".into());
+        for attempt in 0..LOCK_ATTEMPTS {
+            // The first attempt trusts the watcher's copy of the node; a conflict re-reads it.
+            let (annos, rv) = match (attempt, self.node(node)) {
+                (0, Some(v)) => (v.metadata.annotations.clone(), v.metadata.resource_version.clone()),
+                _ => {
+                    let n = self.get_node(node).await.map_err(|e| if is_not_found(&e) { Error::NodeNotFound(node.to_owned()) } else { api_err(e) })?;
+                    (n.metadata.annotations.clone().unwrap_or_default().into_iter().collect(), n.metadata.resource_version.clone())
+                }
+            };
+            if let Some(v) = annos.get(keys::NODE_LOCK) {
+                let l = codec::decode_node_lock(v).map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
+                if l.is_held_by(&pod.namespace, &pod.name) {
+                    return Ok(());
+                }
+                let expired = l.is_expired(Utc::now(), timeout);
+                let breakable = match &l.owner {
+                    None => expired,
+                    Some((ns, name)) => {
+                        if expired {
+                            self.holder_released(ns, name).await?
+                        } else {
+                            // A lock whose holder no longer exists is dangling (HAMi checks the same).
+                            matches!(self.call("get", "pods", self.pods_api(ns).get(name)).await, Err(ref e) if is_not_found(e))
+                        }
+                    }
+                };
+                if !breakable {
+                    return Err(contention());
+                }
+                if expired {
+                    crate::metrics::lock_handover();
+                }
+            }
+            let value = codec::encode_node_lock(Utc::now(), &pod.namespace, &pod.name);
+            match self.patch_node_annotations(node, &[(keys::NODE_LOCK, Some(&value))], rv.as_deref()).await {
+                Ok(n) => {
+                    self.cache_node(Arc::new(to_view(&n)));
+                    return Ok(());
+                }
+                Err(e) if is_conflict(&e) => last = contention(),
+                Err(e) => last = api_err(e),
+            }
+            tokio::time::sleep(jitter(delay)).await;
+            delay *= 2;
+        }
+        Err(last)
+    }
+
+    async fn unlock_shared(&self, node: &str, pod: &PodRef) -> Result<()> {
+        let mut delay = Duration::from_millis(100);
+        for _ in 0..LOCK_ATTEMPTS {
+            let n = match self.get_node(node).await {
+                Ok(n) => n,
+                Err(e) if is_not_found(&e) => return Ok(()),
+                Err(e) => return Err(api_err(e)),
+            };
+            let Some(v) = n.metadata.annotations.as_ref().and_then(|a| a.get(keys::NODE_LOCK)) else { return Ok(()) };
+            if v.contains(',') && !v.ends_with(&format!(",{},{}", pod.namespace, pod.name)) {
+                return Ok(());
+            }
+            match self.patch_node_annotations(node, &[(keys::NODE_LOCK, None)], n.metadata.resource_version.as_deref()).await {
+                Ok(n) => {
+                    self.cache_node(Arc::new(to_view(&n)));
+                    return Ok(());
+                }
+                Err(e) if is_conflict(&e) => {}
+                Err(e) => return Err(api_err(e)),
+            }
+            tokio::time::sleep(jitter(delay)).await;
+            delay *= 2;
+        }
+        Err(Error::Api(format!("node {node}: could not release the node lock")))
+    }
+
+    /// Cambricon's lock: a bare time set by blind patch, 2-minute expiry (protocol.md §3.8).
+    async fn lock_cambricon(&self, node: &str) -> Result<()> {
+        let cached = self.node(node);
+        if let Some(v) = cached.as_ref().and_then(|n| n.annotation(keys::CAMBRICON_LOCK)) {
+            let fresh = codec::decode_node_lock(v).is_ok_and(|l| !l.is_expired(Utc::now(), CAMBRICON_LOCK_TIMEOUT));
+            if fresh {
+                return Err(Error::Api(format!("node {node} has been locked within 2 minutes")));
+            }
+        }
+        let value = codec::encode_rfc3339(Utc::now());
+        let mut last = None;
+        for i in 0..6u64 {
+            if i > 1 {
+                let ms = (rand::random::<u64>() % i) * 10;
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            match self.patch_node_annotations(node, &[(keys::CAMBRICON_LOCK, Some(&value))], None).await {
+                Ok(_) => return Ok(()),
+                Err(e) => last = Some(api_err(e)),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Api("cambricon lock not taken".into())))
+    }
+
+    /// Writes queued Events; a full queue drops Events rather than slowing scheduling.
+    async fn write_events(self, mut rx: mpsc::Receiver<Event>) {
+        let component = self.inner.opts.component.clone();
+        while let Some(e) = rx.recv().await {
+            let (ns, kind) = match e.object {
+                ObjectKind::Pod => (e.pod.namespace.clone(), "Pod"),
+                ObjectKind::Node => ("default".to_owned(), "Node"),
+            };
+            let ev = KEvent {
+                metadata: ObjectMeta { generate_name: Some(format!("{}.", e.pod.name)), namespace: Some(ns.clone()), ..Default::default() },
+                involved_object: ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some(kind.into()),
+                    name: Some(e.pod.name.clone()),
+                    namespace: (e.object == ObjectKind::Pod).then(|| e.pod.namespace.clone()),
+                    uid: (!e.pod.uid.is_empty()).then(|| e.pod.uid.clone()),
+                    ..Default::default()
+                },
+                reason: Some(e.reason.to_owned()),
+                message: Some(e.message.clone()),
+                type_: Some(match e.kind {
+                    EventType::Normal => "Normal".into(),
+                    EventType::Warning => "Warning".into(),
+                }),
+                source: Some(EventSource { component: Some(component.clone()), host: None }),
+                reporting_component: Some(component.clone()),
+                reporting_instance: Some(component.clone()),
+                first_timestamp: Some(Time(k8s_openapi::jiff::Timestamp::now())),
+                last_timestamp: Some(Time(k8s_openapi::jiff::Timestamp::now())),
+                event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+                action: Some("Scheduling".into()),
+                count: Some(1),
+                ..Default::default()
+            };
+            let api: Api<KEvent> = Api::namespaced(self.inner.client.clone(), &ns);
+            if let Err(err) = self.call("create", "events", api.create(&PostParams::default(), &ev)).await {
+                tracing::debug!(error = %err, reason = e.reason, "event not recorded");
+            }
+        }
+    }
+}
+
+fn jitter(d: Duration) -> Duration {
+    let f = 1.0 + rand::random::<f64>() * 0.5;
+    d.mul_f64(f)
+}
+
+impl Backend for KubeBackend {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
+        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).map(|e| e.value().clone())
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<NodeView>> {
+        self.inner.nodes.get(name).map(|e| e.value().clone())
+    }
+
+    async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
+        let body = patch.to_merge_patch();
+        let api = self.pods_api(&pod.namespace);
+        match self.call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body))).await {
+            Ok(p) => {
+                self.cache_pod(Arc::new(to_view(&p)));
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Err(Error::PodNotFound(pod.to_string())),
+            Err(e) => Err(api_err(e)),
+        }
+    }
+
+    async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
+        match kind {
+            LockKind::Shared => self.lock_shared(node, pod).await,
+            LockKind::Cambricon => self.lock_cambricon(node).await,
+            LockKind::None => Ok(()),
+        }
+    }
+
+    async fn unlock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
+        match kind {
+            LockKind::Shared => self.unlock_shared(node, pod).await,
+            LockKind::Cambricon => self
+                .patch_node_annotations(node, &[(keys::CAMBRICON_LOCK, None)], None)
+                .await
+                .map(|_| ())
+                .map_err(api_err),
+            LockKind::None => Ok(()),
+        }
+    }
+
+    async fn bind(&self, pod: &PodRef, node: &str, bind_time: i64) -> Result<()> {
+        let patch = PodPatch {
+            annotations: vec![
+                (keys::BIND_PHASE.into(), Some(keys::BIND_PHASE_ALLOCATING.into())),
+                (keys::BIND_TIME.into(), Some(bind_time.to_string())),
+            ],
+            labels: Vec::new(),
+        };
+        self.patch_pod(pod, &patch).await?;
+        let binding = Binding {
+            metadata: ObjectMeta { name: Some(pod.name.clone()), uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()), ..Default::default() },
+            target: ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.to_owned()), ..Default::default() },
+        };
+        let api = self.pods_api(&pod.namespace);
+        self.call("create", "pods/binding", api.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &binding))
+            .await
+            .map(|_| ())
+            .map_err(api_err)
+    }
+
+    fn record_event(&self, event: Event) {
+        let _ = self.inner.events.try_send(event);
+    }
+}

@@ -1,0 +1,447 @@
+//! `POST /webhook`: HAMi's mutating admission webhook for pods (protocol.md §6). It decides and
+//! returns a JSON patch; it never writes to the cluster and never reserves devices.
+//!
+//! ```text
+//!  AdmissionReview ─▶ decode ─▶ containers? ─▶ scheduler name ─▶ vendor mutations (init first)
+//!        ─▶ privileged? ─▶ schedulerName / nodeName ─▶ request derivation ─▶ quota ─▶ allow + patch
+//! ```
+
+use std::sync::Arc;
+
+use actix_web::{HttpResponse, web};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::actor::quota::QuotaBook;
+use crate::backend::Backend;
+use crate::model::annotations as keys;
+use crate::model::edit::{ContainerEdit, PodContext, PodEdits};
+use crate::model::request::{self, PolicyDefaults};
+use crate::model::{MemMiB, PodRequest, PodView};
+use crate::vendor::{QuotaCheck, Vendors};
+
+use super::AppState;
+use super::error::{Error, read_body};
+
+const V1: &str = "admission.k8s.io/v1";
+const V1BETA1: &str = "admission.k8s.io/v1beta1";
+const KIND: &str = "AdmissionReview";
+/// kube-apiserver's defaulted scheduler name, which `--force-overwrite-default-scheduler` takes over.
+const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+// HAMi's messages, word for word (protocol.md §6).
+const NO_CONTAINERS: &str = "pod has no containers";
+const OTHER_SCHEDULER: &str = "pod already has different scheduler assigned";
+const NODE_ASSIGNED: &str = "pod has node assigned";
+const OVER_QUOTA: &str = "exceeding resource quota";
+
+/// What the webhook needs from the flags. Shared by every request; read-only.
+#[derive(Clone)]
+pub struct WebhookConfig {
+    /// `--scheduler-name`: written to `spec.schedulerName` of pods that request devices; empty
+    /// leaves the field alone.
+    pub scheduler_name: String,
+    /// `--force-overwrite-default-scheduler`: pods on `default-scheduler` are taken over.
+    pub force_overwrite_default_scheduler: bool,
+    /// The namespace quota book; `None` skips the quota pre-check.
+    pub quota: Option<Arc<QuotaBook>>,
+}
+
+impl Default for WebhookConfig {
+    /// The flags' defaults (HAMi: empty scheduler name, force-overwrite on) and no quota.
+    fn default() -> Self {
+        WebhookConfig { scheduler_name: String::new(), force_overwrite_default_scheduler: true, quota: None }
+    }
+}
+
+impl WebhookConfig {
+    pub fn from_flags(f: &crate::config::SchedulerFlags, quota: Option<Arc<QuotaBook>>) -> WebhookConfig {
+        WebhookConfig {
+            scheduler_name: f.scheduler_name.clone(),
+            force_overwrite_default_scheduler: f.force_overwrite_default_scheduler,
+            quota,
+        }
+    }
+}
+
+/// The envelope fields the webhook reads from an AdmissionReview.
+struct Review {
+    api_version: &'static str,
+    uid: String,
+    namespace: String,
+    name: String,
+    object: Option<Value>,
+}
+
+/// A key of a JSON object, exact first, else case-insensitively, as Go's decoder matches field
+/// names (STYLE.md, "Wire golden tests").
+fn key_of(obj: &Map<String, Value>, name: &str) -> Option<String> {
+    if obj.contains_key(name) {
+        return Some(name.to_owned());
+    }
+    obj.keys().find(|k| k.eq_ignore_ascii_case(name)).cloned()
+}
+
+fn take(obj: &mut Map<String, Value>, name: &str) -> Option<Value> {
+    key_of(obj, name).and_then(|k| obj.remove(&k)).filter(|v| !v.is_null())
+}
+
+/// An optional string field; any other type is a malformed review.
+fn take_text(obj: &mut Map<String, Value>, name: &str, path: &str) -> Result<Option<String>, Error> {
+    match take(obj, name) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(Error::BadRequest(format!("{path} must be a string"))),
+    }
+}
+
+/// Decodes the envelope. Anything that is not an AdmissionReview of a known version is a 400:
+/// there is no request to answer.
+fn decode_review(body: &[u8]) -> Result<Review, Error> {
+    let v: Value = serde_json::from_slice(body)?;
+    let Value::Object(mut top) = v else {
+        return Err(Error::BadRequest("AdmissionReview must be a JSON object".into()));
+    };
+    let api_version = match take_text(&mut top, "apiVersion", "apiVersion")?.as_deref() {
+        Some(V1) => V1,
+        Some(V1BETA1) => V1BETA1,
+        other => {
+            return Err(Error::BadRequest(format!(
+                "apiVersion {other:?} is not {V1} or {V1BETA1}",
+                other = other.unwrap_or("")
+            )));
+        }
+    };
+    if let Some(kind) = take_text(&mut top, "kind", "kind")?
+        && kind != KIND
+    {
+        return Err(Error::BadRequest(format!("kind {kind:?} is not {KIND}")));
+    }
+    let mut req = match take(&mut top, "request") {
+        Some(Value::Object(r)) => r,
+        None => return Err(Error::BadRequest("AdmissionReview has no request".into())),
+        Some(_) => return Err(Error::BadRequest("request must be an object".into())),
+    };
+    let Some(uid) = take_text(&mut req, "uid", "request.uid")? else {
+        return Err(Error::BadRequest("request.uid is missing".into()));
+    };
+    Ok(Review {
+        api_version,
+        uid,
+        namespace: take_text(&mut req, "namespace", "request.namespace")?.unwrap_or_default(),
+        name: take_text(&mut req, "name", "request.name")?.unwrap_or_default(),
+        object: take(&mut req, "object"),
+    })
+}
+
+/// The webhook's answer to one review.
+#[derive(Debug, PartialEq)]
+enum Decision {
+    /// Allowed; `patch` (the base64 of the JSON-patch array, with its number of operations) is
+    /// `None` when nothing changed; `message` is HAMi's note for pods left to another scheduler.
+    Allow { patch: Option<(String, usize)>, message: Option<&'static str> },
+    /// A denial (status code 403).
+    Deny(String),
+    /// The review could not be evaluated (400: the pod does not decode; 500: a vendor refused).
+    Failed { code: u16, message: String },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReview<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    response: WireResponse<'a>,
+}
+
+/// kube's `AdmissionResponse`, with `patch` as base64 text as Go's `[]byte` is written
+/// (toolchain.md §6: kube-rs would write an array of numbers).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireResponse<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<WireStatus<'a>>,
+}
+
+#[derive(Serialize)]
+struct WireStatus<'a> {
+    code: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    message: &'a str,
+}
+
+/// The JSON object at `path` under `v`, created where it is absent or null; `None` when
+/// something on the way is not an object (then the pod is left as it is).
+fn object_at<'v>(v: &'v mut Value, path: &[&str]) -> Option<&'v mut Map<String, Value>> {
+    let mut cur = v;
+    for k in path {
+        if cur.is_null() {
+            *cur = Value::Object(Map::new());
+        }
+        cur = cur.as_object_mut()?.entry(*k).or_insert(Value::Null);
+    }
+    if cur.is_null() {
+        *cur = Value::Object(Map::new());
+    }
+    cur.as_object_mut()
+}
+
+/// Everything one admission decision reads besides the pod.
+struct Cx<'a> {
+    cfg: &'a WebhookConfig,
+    vendors: &'a Vendors,
+    defaults: &'a PolicyDefaults,
+    namespace: &'a str,
+}
+
+/// Runs every vendor's mutation on every container, init containers first (step 4), and applies
+/// the pod-level edits they asked for. `Ok(true)` when some vendor recognised a request.
+fn mutate(vendors: &Vendors, pod: &mut Value) -> Result<bool, String> {
+    // Vendors read the pod's annotations and runtime class as they were before this review;
+    // their own edits are layered on top through `PodEdits`.
+    let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object).cloned().unwrap_or_default();
+    let runtime_class = pod.pointer("/spec/runtimeClassName").and_then(Value::as_str).map(str::to_owned);
+    let mut edits = PodEdits::default();
+    let mut recognised = false;
+    let mut index = 0;
+    for (is_init, list) in [(true, "initContainers"), (false, "containers")] {
+        let Some(containers) = pod.pointer_mut(&format!("/spec/{list}")).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for container in containers.iter_mut() {
+            for (_, v) in vendors.iter() {
+                let mut c = ContainerEdit { container: &mut *container, index, is_init };
+                let mut cx = PodContext {
+                    annotations: &annotations,
+                    runtime_class_name: runtime_class.as_deref(),
+                    edits: &mut edits,
+                };
+                recognised |= v.mutate(&mut c, &mut cx)?;
+            }
+            index += 1;
+        }
+    }
+    if !edits.annotations.is_empty()
+        && let Some(a) = object_at(pod, &["metadata", "annotations"])
+    {
+        for (k, v) in edits.annotations {
+            a.insert(k, Value::String(v));
+        }
+    }
+    if let Some(rc) = edits.runtime_class_name
+        && let Some(spec) = object_at(pod, &["spec"])
+    {
+        spec.insert("runtimeClassName".into(), Value::String(rc));
+    }
+    Ok(recognised)
+}
+
+/// The pod's request after mutation. A bad weights annotation fails Filter, not admission
+/// (protocol.md §4.5), so it is set aside here: the containers' requests do not depend on it.
+fn derive_request(vendors: &Vendors, view: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, request::Error> {
+    match vendors.pod_request(view, defaults) {
+        Err(request::Error::Weights(_)) => {
+            let mut v = view.clone();
+            v.metadata.annotations.remove(keys::DEVICE_SCORING_WEIGHTS);
+            vendors.pod_request(&v, defaults)
+        }
+        other => other,
+    }
+}
+
+/// Step 7: per vendor with a memory or core resource, the pod's peak usage must fit the
+/// namespace's quota. Memory is per-device MiB times the count (percentage-only requests carry 0
+/// MiB here); regular containers add up, plain init containers run alone so their maximum
+/// counts, and the larger of the two is asked. Native sidecars run beside the regular
+/// containers, so they add to the sum (scheduling.md §14 row 4).
+fn fits_quota(req: &PodRequest, vendors: &Vendors, quota: &dyn QuotaCheck, namespace: &str) -> bool {
+    vendors.iter().all(|(id, v)| {
+        let names = v.quota_names();
+        if names.memory.is_none() && names.cores.is_none() {
+            return true;
+        }
+        let (mut sum_mem, mut sum_cores, mut init_mem, mut init_cores) = (0u64, 0u64, 0u64, 0u64);
+        for (i, c) in req.containers.iter().enumerate() {
+            let (mut mem, mut cores) = (0u64, 0u64);
+            for r in c.iter().filter(|r| r.vendor == id) {
+                mem = mem.saturating_add(r.memreq.get().saturating_mul(u64::from(r.nums)));
+                cores = cores.saturating_add(u64::from(r.cores).saturating_mul(u64::from(r.nums)));
+            }
+            if req.is_plain_init(i) {
+                init_mem = init_mem.max(mem);
+                init_cores = init_cores.max(cores);
+            } else {
+                sum_mem = sum_mem.saturating_add(mem);
+                sum_cores = sum_cores.saturating_add(cores);
+            }
+        }
+        let (mem, cores) = (sum_mem.max(init_mem), sum_cores.max(init_cores));
+        if mem == 0 && cores == 0 {
+            return true;
+        }
+        quota.fits(namespace, id, MemMiB(mem), u32::try_from(cores).unwrap_or(u32::MAX))
+    })
+}
+
+/// Steps 1–8 of protocol.md §6 on one pod object. Pure: reads the quota book, writes nothing.
+fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
+    // Step 1.
+    let view = match PodView::deserialize(&pod) {
+        Ok(v) => v,
+        Err(e) => return Decision::Failed { code: 400, message: format!("decoding pod: {e}") },
+    };
+    // Step 2.
+    if view.spec.containers.is_empty() {
+        return Decision::Deny(NO_CONTAINERS.into());
+    }
+    // Step 3: a pod another scheduler owns is not ours to change, nor to count against quota.
+    if let Some(s) = view.spec.scheduler_name.as_deref().filter(|s| !s.is_empty()) {
+        let taken_over = s == DEFAULT_SCHEDULER && cx.cfg.force_overwrite_default_scheduler;
+        if !taken_over && s != cx.cfg.scheduler_name {
+            return Decision::Allow { patch: None, message: Some(OTHER_SCHEDULER) };
+        }
+    }
+    // Step 4.
+    let before = pod.clone();
+    let recognised = match mutate(cx.vendors, &mut pod) {
+        Ok(r) => r,
+        Err(message) => return Decision::Failed { code: 500, message },
+    };
+    // Step 5: the first privileged container, init containers first.
+    if recognised && let Some(c) = view.all_containers().find(|c| c.is_privileged()) {
+        return Decision::Deny(format!("container {} is privileged", c.name));
+    }
+    // Step 6.
+    if recognised && !cx.cfg.scheduler_name.is_empty() {
+        if let Some(spec) = object_at(&mut pod, &["spec"]) {
+            spec.insert("schedulerName".into(), Value::String(cx.cfg.scheduler_name.clone()));
+        }
+        if view.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+            return Decision::Deny(NODE_ASSIGNED.into());
+        }
+    }
+    // hami-rs, not HAMi (scheduling.md §14 row 16): HAMi's Filter silently drops a container
+    // request whose quantity it cannot use (`nvidia.com/gpumem: 16Gi` overflows), and the pod
+    // is then placed with no reservation. Deriving the request here refuses such a pod while
+    // its author is still watching.
+    let mutated = match PodView::deserialize(&pod) {
+        Ok(v) => v,
+        Err(e) => return Decision::Failed { code: 500, message: format!("decoding mutated pod: {e}") },
+    };
+    let req = match derive_request(cx.vendors, &mutated, cx.defaults) {
+        Ok(r) => r,
+        Err(request::Error::Quantity { container, resource, why, .. }) => {
+            return Decision::Deny(format!("container {container}: unusable {resource} device request: {why}"));
+        }
+        Err(e) => return Decision::Deny(format!("unusable device request: {e}")),
+    };
+    // Step 7.
+    if let Some(book) = &cx.cfg.quota
+        && let Some(q) = book.view(cx.namespace)
+        && !fits_quota(&req, cx.vendors, &q, cx.namespace)
+    {
+        return Decision::Deny(OVER_QUOTA.into());
+    }
+    // Step 8.
+    let patch = json_patch::diff(&before, &pod);
+    if patch.0.is_empty() {
+        return Decision::Allow { patch: None, message: None };
+    }
+    match serde_json::to_vec(&patch) {
+        Ok(b) => Decision::Allow {
+            patch: Some((base64::engine::general_purpose::STANDARD.encode(b), patch.0.len())),
+            message: None,
+        },
+        Err(e) => Decision::Failed { code: 500, message: format!("encoding patch: {e}") },
+    }
+}
+
+fn json_response(v: &impl Serialize) -> HttpResponse {
+    match serde_json::to_vec(v) {
+        Ok(b) => HttpResponse::Ok().content_type("application/json").body(b),
+        Err(e) => HttpResponse::InternalServerError().json(serde_json::json!({ "error": e.to_string() })),
+    }
+}
+
+/// `POST /webhook`. Malformed bodies are HTTP 400; every decision, denials included, is an
+/// AdmissionReview in the request's apiVersion with the request's uid.
+pub async fn webhook<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
+    let body = read_body(payload, st.max_body).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest("empty request body".into()));
+    }
+    let mut review = decode_review(&body)?;
+    let object = review.object.take();
+    // For the log line only: pods created with generateName have no name yet.
+    let pod_name = {
+        let meta = object.as_ref().and_then(|o| o.get("metadata"));
+        let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty());
+        match Some(review.name.as_str()).filter(|s| !s.is_empty()).or_else(|| text("name")) {
+            Some(n) => n.to_owned(),
+            None => format!("{}*", text("generateName").unwrap_or("")),
+        }
+    };
+    let namespace = if review.namespace.is_empty() {
+        object
+            .as_ref()
+            .and_then(|o| o.pointer("/metadata/namespace"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    } else {
+        std::mem::take(&mut review.namespace)
+    };
+    let decision = match object {
+        None => Decision::Failed { code: 400, message: "decoding pod: request.object is missing".into() },
+        Some(pod) => {
+            let cx = Cx {
+                cfg: &st.webhook,
+                vendors: st.engine.vendors(),
+                defaults: &st.engine.config().defaults,
+                namespace: &namespace,
+            };
+            admit(&cx, pod)
+        }
+    };
+
+    let (patch, ops) = match &decision {
+        Decision::Allow { patch: Some((p, n)), .. } => (Some(p.as_str()), *n),
+        _ => (None, 0),
+    };
+    let (allowed, status) = match &decision {
+        Decision::Allow { message, .. } => (true, message.map(|m| WireStatus { code: 200, reason: None, message: m })),
+        Decision::Deny(m) => (false, Some(WireStatus { code: 403, reason: Some("Forbidden"), message: m })),
+        Decision::Failed { code, message } => (false, Some(WireStatus { code: *code, reason: None, message })),
+    };
+    tracing::info!(
+        pod = %format_args!("{namespace}/{pod_name}"),
+        uid = %review.uid,
+        allowed,
+        patch_ops = ops,
+        reason = status.as_ref().map_or("", |s| s.message),
+        "admission"
+    );
+    let out = WireReview {
+        api_version: review.api_version,
+        kind: KIND,
+        response: WireResponse {
+            uid: &review.uid,
+            allowed,
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            status,
+        },
+    };
+    Ok(json_response(&out))
+}
+
+#[cfg(test)]
+mod tests;
