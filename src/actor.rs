@@ -45,6 +45,9 @@ pub struct EngineConfig {
     pub reservation_ttl: Duration,
     pub node_lock_timeout: Duration,
     pub node_lock_retry_timeout: Duration,
+    /// How long any pod's bind waits for a node lock held by another pod (PodGroup members wait
+    /// `node_lock_retry_timeout`, as in HAMi).
+    pub bind_lock_wait: Duration,
     pub filter_mode: FilterMode,
     pub filter_deadline: Duration,
     pub arbiters: usize,
@@ -57,6 +60,7 @@ impl EngineConfig {
             reservation_ttl: f.reservation_ttl,
             node_lock_timeout: f.node_lock_timeout,
             node_lock_retry_timeout: f.node_lock_retry_timeout,
+            bind_lock_wait: f.bind_lock_wait,
             filter_mode: f.filter_mode,
             filter_deadline: f.filter_deadline,
             arbiters: f.arbiters(),
@@ -71,6 +75,7 @@ impl Default for EngineConfig {
             reservation_ttl: Duration::from_secs(30),
             node_lock_timeout: Duration::from_secs(300),
             node_lock_retry_timeout: Duration::from_secs(28),
+            bind_lock_wait: Duration::from_secs(10),
             filter_mode: FilterMode::Snapshot,
             filter_deadline: Duration::from_secs(2),
             arbiters: 2,
@@ -627,8 +632,7 @@ impl<B: Backend> Engine<B> {
         }
 
         // This process's own lock on the node, so its binds to one node do not race each other.
-        let deadline =
-            Instant::now() + Duration::from_secs(5).min(i.cfg.node_lock_retry_timeout.max(Duration::from_millis(100)));
+        let deadline = Instant::now() + i.cfg.bind_lock_wait.max(Duration::from_millis(100));
         loop {
             match addr.send(Lock { uid: uid.clone() }).await {
                 Ok(true) => break,
@@ -677,18 +681,30 @@ impl<B: Backend> Engine<B> {
         kinds.sort();
         kinds.dedup();
         let mut taken: Vec<LockKind> = Vec::new();
+        // HAMi retries contention only for PodGroup members; hami-rs lets every pod wait a bounded
+        // time, since the holder is usually a bind whose device plugin answers within moments.
+        let (wait, every) = if pod_group {
+            (i.cfg.node_lock_retry_timeout, Duration::from_millis(100))
+        } else {
+            (i.cfg.bind_lock_wait, Duration::from_millis(50))
+        };
         for k in &kinds {
-            let retry_until = Instant::now() + i.cfg.node_lock_retry_timeout;
+            let retry_until = Instant::now() + wait;
             let r = loop {
                 match i.backend.lock_node(node, pod, *k).await {
-                    Err(e) if e.is_contention() && pod_group && !i.cfg.node_lock_retry_timeout.is_zero() => {
+                    Err(e) if e.is_contention() && !wait.is_zero() => {
                         if Instant::now() >= retry_until {
-                            break Err(backend::Error::Api(format!(
-                                "timed out after {} waiting for node {node} to be unlocked: node lock contention",
-                                crate::config::format_go_duration(i.cfg.node_lock_retry_timeout)
-                            )));
+                            break Err(if pod_group {
+                                backend::Error::Api(format!(
+                                    "timed out after {} waiting for node {node} to be unlocked: node lock contention",
+                                    crate::config::format_go_duration(wait)
+                                ))
+                            } else {
+                                e
+                            });
                         }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        crate::metrics::lock_wait();
+                        tokio::time::sleep(every).await;
                     }
                     other => break other,
                 }

@@ -146,6 +146,10 @@ pub struct SchedulerFlags {
     #[arg(long = "node-lock-retry-timeout", env = "HAMI_NODE_LOCK_RETRY_TIMEOUT", default_value = "28s", value_parser = parse_duration)]
     pub node_lock_retry_timeout: Duration,
 
+    /// How long a bind waits for a node lock another pod's bind holds, before failing (PodGroup members wait --node-lock-retry-timeout).
+    #[arg(long = "bind-lock-wait", env = "HAMI_BIND_LOCK_WAIT", default_value = "10s", value_parser = parse_duration)]
+    pub bind_lock_wait: Duration,
+
     /// How long a reservation made by Filter waits for its Bind before it is released.
     #[arg(long = "reservation-ttl", env = "HAMI_RESERVATION_TTL", default_value = "30s", value_parser = parse_duration)]
     pub reservation_ttl: Duration,

@@ -82,3 +82,10 @@ pub fn watch_restart(resource: &'static str) {
 pub fn leader(is_leader: bool) {
     metrics::gauge!(LEADER).set(if is_leader { 1.0 } else { 0.0 });
 }
+
+pub const LOCK_WAITS: &str = "hami_scheduler_node_lock_waits_total";
+
+/// A bind found the node locked by another pod and waited.
+pub fn lock_wait() {
+    counter!(LOCK_WAITS).increment(1);
+}

@@ -237,6 +237,8 @@ impl KubeBackend {
                     Some((ns, name)) => {
                         if expired {
                             self.holder_released(ns, name).await?
+                        } else if self.pod(ns, name).is_some() {
+                            false
                         } else {
                             // A lock whose holder no longer exists is dangling (HAMi checks the same).
                             matches!(self.call("get", "pods", self.pods_api(ns).get(name)).await, Err(ref e) if is_not_found(e))
