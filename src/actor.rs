@@ -348,15 +348,18 @@ impl<B: Backend> Engine<B> {
             let _ = addr.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
         }
 
+        let fan_out = Instant::now();
         let (mut fits, mut failed) = match i.cfg.filter_mode {
             FilterMode::Snapshot => self.evaluate_snapshots(&req, names),
             FilterMode::Messages => self.evaluate_messages(&req, names).await,
         };
+        crate::metrics::phase(crate::metrics::Phase::FanOut, fan_out);
         score::rank_nodes(&mut fits, req.node_policy);
         let n_candidates = names.len();
         let scores: Vec<(NodeName, f32)> = fits.iter().map(|(n, s, _)| (n.clone(), *s)).collect();
         let ranked: Vec<NodeName> = fits.into_iter().map(|(n, _, _)| n).collect();
 
+        let reserve = Instant::now();
         let decision = if ranked.is_empty() {
             Decision::Refused(Vec::new())
         } else {
@@ -365,6 +368,7 @@ impl<B: Backend> Engine<B> {
                 Err(e) => return FilterOutcome::Error(format!("coordinator unavailable: {e}")),
             }
         };
+        crate::metrics::phase(crate::metrics::Phase::Reserve, reserve);
         let (node, reserved, refused) = match decision {
             Decision::Reserved { node, reserved, refused } => (node, reserved, refused),
             Decision::Refused(refused) => {
@@ -384,7 +388,10 @@ impl<B: Backend> Engine<B> {
         }
 
         let patch = self.decision_patch(&node, &req, &reserved.devices);
-        if let Err(e) = i.backend.patch_pod(&pref, &patch).await {
+        let write = Instant::now();
+        let patched = i.backend.patch_pod(&pref, &patch).await;
+        crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
+        if let Err(e) = patched {
             if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
                 let _ = a.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
             }
@@ -429,21 +436,25 @@ impl<B: Backend> Engine<B> {
         };
         let mut fits = Vec::with_capacity(names.len());
         let mut failed = BTreeMap::new();
+        let mut counts = crate::metrics::RejectionCounts::default();
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
             for name in names {
                 let Some(snap) = i.book.get(name.as_ref()).map(|e| e.snap.clone()) else {
+                    counts.add(&Rejection::NodeUnregistered);
                     failed.insert(name.to_string(), Rejection::NodeUnregistered.hami_text());
                     continue;
                 };
                 match fit::fit_pod(&snap, req, &i.vendors, quota, s) {
                     Ok(score) => fits.push((snap.name.clone(), score, ())),
                     Err(r) => {
+                        counts.add(&r);
                         failed.insert(name.to_string(), r.render(&snap.devices, snap.unusable.as_deref()));
                     }
                 }
             }
         });
+        crate::metrics::rejections(&counts);
         (fits, failed)
     }
 
@@ -650,6 +661,9 @@ impl<B: Backend> Engine<B> {
             }
         }
         let result = self.lock_and_bind(pod, node, &req, view.is_pod_group_member()).await;
+        if result.as_ref().is_err_and(|e| e.is_contention()) {
+            crate::metrics::lock_timeout();
+        }
         match result {
             Ok(()) => {
                 let _ = addr.send(Commit { uid: uid.clone() }).await;

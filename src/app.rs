@@ -118,8 +118,18 @@ async fn serve_kube(args: &ServeArgs, metrics: Option<crate::metrics::Handle>) -
     run_http(args, engine, readiness, metrics).await
 }
 
-async fn render_metrics(h: web::Data<crate::metrics::Handle>) -> actix_web::HttpResponse {
-    actix_web::HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(h.render())
+/// Renders HAMi's cluster gauges (leader only) for the metrics listener.
+type ClusterGauges = Arc<dyn Fn() -> futures::future::BoxFuture<'static, String> + Send + Sync>;
+
+struct MetricsState {
+    handle: crate::metrics::Handle,
+    cluster: ClusterGauges,
+}
+
+async fn render_metrics(st: web::Data<MetricsState>) -> actix_web::HttpResponse {
+    let mut body = st.handle.render();
+    body.push_str(&(st.cluster)().await);
+    actix_web::HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(body)
 }
 
 /// `hami-rs serve`.
@@ -164,9 +174,21 @@ pub async fn run_http<B: Backend>(
         }
     };
     let metrics_handle = match metrics {
-        Some(h) => {
+        Some(handle) => {
             let addr = parse_listen(&args.metrics_bind_address).map_err(Error::Other)?;
-            let h = web::Data::new(h);
+            let (engine, ready, legacy) = (state.engine.clone(), state.readiness.clone(), args.legacy_metrics);
+            // Only the leader exports cluster gauges; followers would duplicate them.
+            let cluster: ClusterGauges = Arc::new(move || {
+                let (engine, ready) = (engine.clone(), ready.clone());
+                Box::pin(async move {
+                    if !ready.leader.load(std::sync::atomic::Ordering::SeqCst) {
+                        return String::new();
+                    }
+                    let reports = engine.reports().await;
+                    crate::metrics::render_cluster(&reports, engine.vendors(), engine.quota().map(|q| &**q), legacy)
+                })
+            });
+            let h = web::Data::new(MetricsState { handle, cluster });
             let srv = HttpServer::new(move || {
                 App::new().app_data(h.clone()).route("/metrics", web::get().to(render_metrics))
             })

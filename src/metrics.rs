@@ -1,19 +1,53 @@
-//! Metric names and recording helpers. One histogram per request, label values from enums; device
-//! gauges are set on commit, release and registration, never on the filter path.
+//! Metric names, recording helpers and the HAMi cluster gauges. Request metrics go through the
+//! `metrics` crate (one histogram per request, label values from enums; per-node work is summed
+//! first, so nothing is recorded per node). HAMi's device, pod and quota gauges keep HAMi's names
+//! and labels (protocol.md §9) and are computed from the node actors' reports when scraped, never
+//! on the filter path; only the leader exports them.
 
+use std::fmt::Write;
 use std::time::Instant;
 
-use metrics::{counter, histogram};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::actor::messages::{AllocState, NodeReport};
+use crate::actor::quota::QuotaBook;
+use crate::sched::reason::{REASONS, Reason};
+use crate::vendor::Vendors;
 
 pub type Handle = PrometheusHandle;
+
+pub const FILTER_SECONDS: &str = "hami_scheduler_filter_duration_seconds";
+pub const BIND_SECONDS: &str = "hami_scheduler_bind_duration_seconds";
+pub const PHASE_SECONDS: &str = "hami_scheduler_phase_duration_seconds";
+pub const DECISIONS: &str = "hami_scheduler_decisions_total";
+pub const REJECTIONS: &str = "hami_scheduler_rejections_total";
+pub const RESERVATIONS_EXPIRED: &str = "hami_scheduler_reservations_expired_total";
+pub const RESERVATIONS_OUTSTANDING: &str = "hami_scheduler_reservations_outstanding";
+pub const API_REQUESTS: &str = "hami_scheduler_api_requests_total";
+pub const LOCK_WAITS: &str = "hami_scheduler_node_lock_waits_total";
+pub const LOCK_TIMEOUTS: &str = "hami_scheduler_node_lock_timeouts_total";
+pub const LOCK_HANDOVERS: &str = "hami_scheduler_node_lock_handovers_total";
+pub const WATCH_RESTARTS: &str = "hami_scheduler_watch_restarts_total";
+pub const LEADER: &str = "hami_scheduler_leader";
+pub const BUILD_INFO: &str = "hami_build_info";
+
+/// Latency buckets in seconds, from 50 µs to 30 s (filters are sub-millisecond; binds wait on the API).
+const BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
 
 /// Installs the process-wide Prometheus recorder and its upkeep task. `None` when a recorder is
 /// already installed (a second engine in the same process, as in tests).
 pub fn install() -> Option<Handle> {
-    let handle = PrometheusBuilder::new().install_recorder().ok()?;
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+        .ok()?
+        .install_recorder()
+        .ok()?;
+    describe();
     let h = handle.clone();
-    // Without the exporter's own listener nothing else runs upkeep (histogram buckets roll here).
+    // Without the exporter's own listener nothing else runs upkeep.
     tokio::spawn(async move {
         let mut t = tokio::time::interval(std::time::Duration::from_secs(5));
         loop {
@@ -24,9 +58,38 @@ pub fn install() -> Option<Handle> {
     Some(handle)
 }
 
-pub const FILTER_SECONDS: &str = "hami_scheduler_filter_duration_seconds";
-pub const BIND_SECONDS: &str = "hami_scheduler_bind_duration_seconds";
-pub const RESERVATIONS_EXPIRED: &str = "hami_scheduler_reservations_expired_total";
+/// HELP texts, registered once at start-up.
+pub fn describe() {
+    describe_histogram!(FILTER_SECONDS, metrics::Unit::Seconds, "Filter latency, by outcome");
+    describe_histogram!(BIND_SECONDS, metrics::Unit::Seconds, "Bind latency, by outcome");
+    describe_histogram!(PHASE_SECONDS, metrics::Unit::Seconds, "Time spent in each phase of filter and bind");
+    describe_counter!(DECISIONS, "Filter and bind decisions, by outcome");
+    describe_counter!(REJECTIONS, "Candidate nodes rejected, by HAMi reason word");
+    describe_counter!(RESERVATIONS_EXPIRED, "Reservations released because no bind came within --reservation-ttl");
+    describe_gauge!(RESERVATIONS_OUTSTANDING, "Reservations made by filter and not yet bound");
+    describe_counter!(API_REQUESTS, "Kubernetes API requests, by verb, resource and result");
+    describe_counter!(LOCK_WAITS, "Binds that found the node locked by another pod and waited");
+    describe_counter!(LOCK_TIMEOUTS, "Binds that gave up waiting for a node lock");
+    describe_counter!(LOCK_HANDOVERS, "Expired node locks taken over from holders that no longer needed them");
+    describe_counter!(WATCH_RESTARTS, "Watch streams restarted after an error, by resource");
+    describe_gauge!(LEADER, "1 while this replica is the leader");
+    gauge!(BUILD_INFO,
+        "version" => env!("CARGO_PKG_VERSION"),
+        "revision" => option_env!("HAMI_RS_REVISION").unwrap_or("unknown"),
+        "build_date" => option_env!("HAMI_RS_BUILD_DATE").unwrap_or("unknown"),
+        "go_version" => "",
+        "compiler" => "rustc",
+        "platform" => platform())
+    .set(1.0);
+}
+
+fn platform() -> &'static str {
+    match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("linux", "x86_64") => "linux/amd64",
+        ("linux", "aarch64") => "linux/arm64",
+        _ => "other",
+    }
+}
 
 /// How a request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,26 +111,97 @@ impl Outcome {
     }
 }
 
+/// A phase of a request, for the phase histogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Decode,
+    FanOut,
+    Reserve,
+    LockWait,
+    ApiWrite,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Decode => "decode",
+            Phase::FanOut => "fan_out",
+            Phase::Reserve => "reserve",
+            Phase::LockWait => "lock_wait",
+            Phase::ApiWrite => "api_write",
+        }
+    }
+}
+
 pub fn filter_done(outcome: Outcome, started: Instant) {
     histogram!(FILTER_SECONDS, "outcome" => outcome.as_str()).record(started.elapsed().as_secs_f64());
+    counter!(DECISIONS, "request" => "filter", "outcome" => outcome.as_str()).increment(1);
 }
 
 pub fn bind_done(outcome: Outcome, started: Instant) {
     histogram!(BIND_SECONDS, "outcome" => outcome.as_str()).record(started.elapsed().as_secs_f64());
+    counter!(DECISIONS, "request" => "bind", "outcome" => outcome.as_str()).increment(1);
+}
+
+pub fn phase(p: Phase, started: Instant) {
+    histogram!(PHASE_SECONDS, "phase" => p.as_str()).record(started.elapsed().as_secs_f64());
+}
+
+/// Rejection counts of one filter call, summed over its nodes before anything is recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RejectionCounts {
+    pub devices: [u64; REASONS],
+    pub insufficient_device: u64,
+    pub unregistered: u64,
+    pub other: u64,
+}
+
+impl RejectionCounts {
+    pub fn add(&mut self, r: &crate::sched::Rejection) {
+        use crate::sched::Rejection as R;
+        match r {
+            R::Devices(t) => {
+                for (reason, n) in t.items() {
+                    self.devices[reason as usize] += u64::from(n);
+                }
+            }
+            R::NodeInsufficientDevice { .. } => self.insufficient_device += 1,
+            R::NodeUnregistered | R::NodeUnusable => self.unregistered += 1,
+            R::Timeout | R::NodeLocked => self.other += 1,
+        }
+    }
+}
+
+/// Records the rejection reasons of one filter call.
+pub fn rejections(c: &RejectionCounts) {
+    for (r, n) in Reason::ALL.iter().zip(c.devices.iter()) {
+        if *n > 0 {
+            counter!(REJECTIONS, "reason" => r.as_str()).increment(*n);
+        }
+    }
+    for (label, n) in [("NodeInsufficientDevice", c.insufficient_device), ("NodeUnregistered", c.unregistered), ("Other", c.other)] {
+        if n > 0 {
+            counter!(REJECTIONS, "reason" => label).increment(n);
+        }
+    }
 }
 
 pub fn reservation_expired() {
     counter!(RESERVATIONS_EXPIRED).increment(1);
 }
 
-pub const API_REQUESTS: &str = "hami_scheduler_api_requests_total";
-pub const LOCK_HANDOVERS: &str = "hami_scheduler_node_lock_handovers_total";
-pub const WATCH_RESTARTS: &str = "hami_scheduler_watch_restarts_total";
-pub const LEADER: &str = "hami_scheduler_leader";
-
 /// One Kubernetes API request by verb, resource and result.
 pub fn api_request(verb: &'static str, resource: &'static str, ok: bool) {
     counter!(API_REQUESTS, "verb" => verb, "resource" => resource, "result" => if ok { "ok" } else { "error" }).increment(1);
+}
+
+/// A bind found the node locked by another pod and waited.
+pub fn lock_wait() {
+    counter!(LOCK_WAITS).increment(1);
+}
+
+pub fn lock_timeout() {
+    counter!(LOCK_TIMEOUTS).increment(1);
 }
 
 /// An expired node lock was taken over from a holder that no longer needed it.
@@ -80,12 +214,172 @@ pub fn watch_restart(resource: &'static str) {
 }
 
 pub fn leader(is_leader: bool) {
-    metrics::gauge!(LEADER).set(if is_leader { 1.0 } else { 0.0 });
+    gauge!(LEADER).set(if is_leader { 1.0 } else { 0.0 });
 }
 
-pub const LOCK_WAITS: &str = "hami_scheduler_node_lock_waits_total";
+// --- HAMi's cluster gauges (protocol.md §9) -----------------------------------------------------
 
-/// A bind found the node locked by another pod and waited.
-pub fn lock_wait() {
-    counter!(LOCK_WAITS).increment(1);
+/// Prometheus text-format label value escaping.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
+
+struct Family {
+    out: String,
+    name: &'static str,
+    started: bool,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &str) -> Family {
+        let mut out = String::new();
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        Family { out, name, started: false }
+    }
+    fn sample(&mut self, labels: &[(&str, &str)], value: f64) {
+        self.started = true;
+        let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", esc(v))).collect();
+        let _ = writeln!(self.out, "{}{{{}}} {}", self.name, l.join(","), value);
+    }
+    fn finish(self, into: &mut String) {
+        if self.started {
+            into.push_str(&self.out);
+        }
+    }
+}
+
+const MIB: f64 = 1_048_576.0;
+
+/// HAMi's device, pod and quota gauges from the node actors' reports. With `legacy`, HAMi's old
+/// metric names are rendered too.
+pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&QuotaBook>, legacy: bool) -> String {
+    let z = ("zone", "vGPU");
+    let mut mem_limit = Family::new("hami_gpu_memory_limit_bytes", "Device memory limit in bytes");
+    let mut core_limit = Family::new("hami_gpu_core_limit_ratio", "Device core limit");
+    let mut mem_alloc = Family::new("hami_gpu_memory_allocated_bytes", "Device memory allocated in bytes");
+    let mut shared = Family::new("hami_gpu_shared_count", "Number of tasks sharing the device");
+    let mut core_alloc = Family::new("hami_gpu_core_allocated_ratio", "Device cores allocated");
+    let mut overview = Family::new("hami_node_gpu_overview", "Device memory allocated in bytes, with its limit");
+    let mut mem_ratio = Family::new("hami_node_gpu_memory_allocated_ratio", "Device memory allocated over its limit");
+    let mut vmem = Family::new("hami_vgpu_memory_allocated_bytes", "Memory a pod holds on a device in bytes");
+    let mut vcore = Family::new("hami_vgpu_core_allocated_ratio", "Cores a pod holds on a device");
+    let mut q_used = Family::new("hami_resource_quota_used", "Namespace quota usage");
+    let mut q_limit = Family::new("hami_resource_quota_limit", "Namespace quota limit");
+    let mut outstanding = 0u64;
+    // Legacy families are grouped by name, as the text format wants each family contiguous.
+    let mut legacy_out: std::collections::BTreeMap<&'static str, String> = std::collections::BTreeMap::new();
+    for r in reports {
+        let node = r.name.as_str();
+        for d in &r.snapshot.devices {
+            if d.info.id.as_str().is_empty() {
+                continue;
+            }
+            let uuid = d.info.id.as_str();
+            let idx = d.info.index.to_string();
+            let ty = d.info.ty.to_string();
+            let cores = d.info.devcore.to_string();
+            let memlim = d.info.devmem.get().to_string();
+            // AMD registers CUs; HAMi's metrics show cores as a percentage.
+            let is_amd = vendors.get(d.vendor).name() == "AMD";
+            let (core_total, core_used) = if is_amd && d.info.devcore > 0 {
+                (100.0, (f64::from(d.used_cores) / f64::from(d.info.devcore) * 100.0).ceil())
+            } else {
+                (f64::from(d.info.devcore), f64::from(d.used_cores))
+            };
+            let base = [("node", node), ("device_uuid", uuid), ("device_index", idx.as_str()), ("device_type", ty.as_str()), z];
+            mem_limit.sample(&base, d.info.devmem.get() as f64 * MIB);
+            core_limit.sample(&base, core_total);
+            mem_alloc.sample(
+                &[("node", node), ("device_uuid", uuid), ("device_index", &idx), ("device_cores", &cores), ("device_type", &ty), z],
+                d.used_mem.get() as f64 * MIB,
+            );
+            shared.sample(&base, f64::from(d.used));
+            core_alloc.sample(&base, core_used);
+            overview.sample(
+                &[
+                    ("node", node),
+                    ("device_uuid", uuid),
+                    ("device_index", &idx),
+                    ("device_cores", &cores),
+                    ("device_memory_limit", &memlim),
+                    ("device_type", &ty),
+                    z,
+                ],
+                d.used_mem.get() as f64 * MIB,
+            );
+            if d.info.devmem.get() > 0 {
+                mem_ratio.sample(&base, d.used_mem.get() as f64 / d.info.devmem.get() as f64);
+            }
+            if legacy {
+                let mut l = |k: &'static str, v: f64, extra: &str| {
+                    let line = format!("{k}{{nodeid=\"{}\",deviceuuid=\"{}\",deviceidx=\"{idx}\"{extra}}} {v}\n", esc(node), esc(uuid));
+                    legacy_out.entry(k).or_default().push_str(&line);
+                };
+                let t = format!(",devicetype=\"{}\"", esc(&ty));
+                l("GPUDeviceMemoryLimit", d.info.devmem.get() as f64 * MIB, &t);
+                l("GPUDeviceCoreLimit", f64::from(d.info.devcore), &t);
+                l("GPUDeviceMemoryAllocated", d.used_mem.get() as f64 * MIB, &format!(",devicecores=\"{cores}\"{t}"));
+                l("GPUDeviceSharedNum", f64::from(d.used), &t);
+                l("GPUDeviceCoreAllocated", f64::from(d.used_cores), &t);
+                l("nodeGPUOverview", d.used_mem.get() as f64 * MIB, &format!(",devicecores=\"{cores}\",devicememorylimit=\"{memlim}\"{t}"));
+                if d.info.devmem.get() > 0 {
+                    l("nodeGPUMemoryPercentage", d.used_mem.get() as f64 / d.info.devmem.get() as f64, "");
+                }
+            }
+        }
+        for a in &r.allocs {
+            if a.state == AllocState::Reserved {
+                outstanding += 1;
+            }
+            // Per pod and device, as HAMi's collapsed usage stores it (container_index is 0).
+            let mut per: std::collections::BTreeMap<&str, (u64, u32)> = std::collections::BTreeMap::new();
+            for (_, _, e) in a.devices.entries() {
+                let p = per.entry(e.uuid.as_str()).or_default();
+                p.0 += e.usedmem.get();
+                p.1 += e.usedcores;
+            }
+            for (uuid, (mem, cores)) in per {
+                let labels = [("namespace", &*a.namespace), ("node", node), ("pod", &*a.name), ("container_index", "0"), ("device_uuid", uuid), z];
+                vmem.sample(&labels, mem as f64 * MIB);
+                vcore.sample(&labels, f64::from(cores));
+                if legacy {
+                    let l = format!(
+                        "{{podnamespace=\"{}\",nodename=\"{}\",podname=\"{}\",containeridx=\"0\",deviceuuid=\"{}\"}}",
+                        esc(&a.namespace),
+                        esc(node),
+                        esc(&a.name),
+                        esc(uuid)
+                    );
+                    let _ = writeln!(legacy_out.entry("vGPUMemoryAllocated").or_default(), "vGPUMemoryAllocated{l} {}", mem as f64 * MIB);
+                    let _ = writeln!(legacy_out.entry("vGPUCoreAllocated").or_default(), "vGPUCoreAllocated{l} {cores}");
+                }
+            }
+        }
+    }
+    if let Some(q) = quota {
+        for (ns, res, name, used, limit) in q.entries() {
+            let name = name.unwrap_or_default();
+            let lim = limit.unwrap_or(0).to_string();
+            // hami-rs adds `resource`: one namespace's memory and core quotas would otherwise share labels.
+            q_used.sample(&[("namespace", &ns), ("quota_name", &name), ("resource", &res), ("limit", &lim), z], used as f64);
+            if let Some(l) = limit {
+                q_limit.sample(&[("namespace", &ns), ("quota_name", &name), ("resource", &res), z], l as f64);
+            }
+            if legacy {
+                let _ = writeln!(legacy_out.entry("QuotaUsed").or_default(), "QuotaUsed{{quotanamespace=\"{}\",quotaName=\"{}\",limit=\"{lim}\"}} {used}", esc(&ns), esc(&name));
+            }
+        }
+    }
+    gauge!(RESERVATIONS_OUTSTANDING).set(outstanding as f64);
+    let mut out = String::new();
+    for f in [mem_limit, core_limit, mem_alloc, shared, core_alloc, overview, mem_ratio, vmem, vcore, q_used, q_limit] {
+        f.finish(&mut out);
+    }
+    for v in legacy_out.values() {
+        out.push_str(v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -32,6 +32,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         return Err(Error::BadRequest("empty request body".into()));
     }
     let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
+    crate::metrics::phase(crate::metrics::Phase::Decode, started);
     let Some(pod) = args.pod else {
         return Ok(json(&ExtenderFilterResult::error("extender args missing pod")));
     };
