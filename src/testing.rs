@@ -279,6 +279,28 @@ impl PodBuilder {
         self.view.metadata.uid = u.to_owned();
         self
     }
+    /// The pod as Filter leaves it: `hami.io/vgpu-node` and NVIDIA's allocated and to-allocate
+    /// annotations set to `allocated` (HAMi's encoding, e.g. `GPU-0,NVIDIA,4096,30:;`).
+    pub fn placed(self, node: &str, allocated: &str) -> Self {
+        self.annotation(keys::ASSIGNED_NODE, node)
+            .annotation(keys::NVIDIA_ALLOCATED, allocated)
+            .annotation(keys::NVIDIA_TO_ALLOCATE, allocated)
+    }
+    /// `spec.nodeName` set: the pod is bound.
+    pub fn bound_to(mut self, node: &str) -> Self {
+        self.view.spec.node_name = Some(node.to_owned());
+        self
+    }
+    /// `status.phase`, e.g. `Running`, `Succeeded`.
+    pub fn phase(mut self, p: &str) -> Self {
+        self.view.status.phase = Some(p.to_owned());
+        self
+    }
+    /// A deletion timestamp is set: the pod is terminating.
+    pub fn terminating(mut self) -> Self {
+        self.view.metadata.deletion_timestamp = Some("2026-12-01T08:00:00Z".into());
+        self
+    }
     pub fn view(&self) -> PodView {
         self.view.clone()
     }
