@@ -309,3 +309,64 @@ impl PodBuilder {
         vendors.pod_request(&self.view, &defaults()).expect("fixture pods are valid")
     }
 }
+
+/// Sets starting usage `(device position, slots, MiB, cores)` on a snapshot, for devices that
+/// come from capacity or a register annotation rather than the GPU builder.
+pub fn with_usage(mut s: NodeSnapshot, usage: &[(usize, u32, u64, u32)]) -> NodeSnapshot {
+    for &(i, slots, mem, cores) in usage {
+        if let Some(d) = s.devices.get_mut(i) {
+            d.used = slots;
+            d.used_mem = MemMiB(mem);
+            d.used_cores = cores;
+        }
+    }
+    s
+}
+
+/// The allocation invariant (STYLE.md, "Property tests"): `devices`, collapsed into per-device
+/// charges (scheduling.md §8.2) and applied to the snapshot's usage, keep every device within
+/// its slot count, memory and cores, both while init containers may run and after they are
+/// released. `Err` names the first device over capacity.
+pub fn check_within_capacity(
+    snap: &NodeSnapshot,
+    req: &PodRequest,
+    devices: &crate::model::PodDevices,
+    vendors: &Vendors,
+) -> Result<(), String> {
+    use crate::sched::accounting::{Layout, apply, collapse};
+    let info = |u: &crate::model::DeviceUuid| snap.devices.iter().find(|d| &d.info.id == u).map(|d| d.info.clone());
+    for init_released in [false, true] {
+        let layout = Layout { n_init: req.n_init, sidecars: req.sidecars.clone(), init_released };
+        let charges = collapse(devices, &layout, vendors, &info);
+        let mut devs = snap.devices.clone();
+        let unmatched = apply(&mut devs, &charges);
+        if !unmatched.0.is_empty() {
+            return Err(format!("charges for unknown devices {:?}", unmatched.0));
+        }
+        if let Some(d) = devs.iter().find(|d| !d.within_capacity()) {
+            return Err(format!(
+                "{} over capacity (init released {init_released}): used {}/{}, mem {}/{}, cores {}/{}",
+                d.info.id,
+                d.used,
+                d.info.count,
+                d.used_mem.get(),
+                d.info.devmem.get(),
+                d.used_cores,
+                d.info.devcore
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The scheduler flags `hami-rs simulate` would get with `extra` (e.g. `--enable-iluvatar`).
+pub fn scheduler_flags(extra: &[&str]) -> crate::config::SchedulerFlags {
+    use clap::Parser;
+    let mut args = vec!["hami-rs", "simulate", "--cluster-file", "cluster.yaml", "--pods", "pods.yaml"];
+    args.extend_from_slice(extra);
+    match crate::config::Cli::try_parse_from(args) {
+        Ok(crate::config::Cli { command: crate::config::Command::Simulate(s) }) => s.sched,
+        Ok(_) => unreachable!("the simulate subcommand was given"),
+        Err(e) => panic!("fixture flags {extra:?} do not parse: {e}"),
+    }
+}

@@ -1,44 +1,245 @@
-//! Mthreads: not implemented yet; registers no devices and matches no pod.
+//! Mthreads (vendors.md §6): devices synthesised from node capacity (16 cores per GPU), requests
+//! split evenly over the requested GPUs, the webhook's whole-GPU and memory-size rules, the
+//! generic walk plus the rule that a pod's containers share one device, and the
+//! `mthreads.com/*` pod annotations. No node lock.
+
+use std::sync::Arc;
 
 use crate::config::device::MthreadsConfig;
+use crate::model::annotations::mthreads as keys;
+use crate::model::codec::{self, Selection, UuidList};
+use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
-use crate::model::request::ContainerRequest;
-use crate::model::{ContainerView, PodView, VendorId};
-use crate::sched::reason::Rejection;
+use crate::model::quantity::Quantity;
+use crate::model::request::{ContainerRequest, VendorParams};
+use crate::model::{ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodView, VendorId};
+use crate::sched::reason::{Reason, Rejection};
 
-use super::{Discovery, FitCx, Pick, Vendor, WriteCx};
+use super::walk::{self, Rules};
+use super::{Discovery, FitCx, LockKind, Pick, QuotaNames, Vendor, WriteCx, quantities};
+
+pub const WORD: &str = "Mthreads";
+
+/// Memory requests and quota limits are in units of 512 MiB (scheduling.md §4.2, §9).
+pub const MEMORY_UNIT: u64 = 512;
+
+/// Cores of one GPU: the core capacity is 16 per GPU (protocol.md §3.4).
+pub const CORES_PER_GPU: u32 = 16;
+
+/// Memory of one whole GPU in request units (96 × 512 MiB), what the webhook gives whole GPUs.
+pub const MEMORY_PER_GPU: u32 = 96;
+
+/// The only memory sizes a single-GPU container may ask for, in request units (protocol.md §6).
+pub const VALID_MEMORY: [i64; 7] = [2, 4, 8, 16, 32, 64, 96];
 
 pub struct Mthreads {
-    word: String,
+    cfg: MthreadsConfig,
+    word: Arc<str>,
+}
+
+/// What the pod's annotations select (parsed once per pod).
+#[derive(Debug, Default)]
+pub struct Params {
+    pub uuids: Selection<UuidList>,
 }
 
 impl Mthreads {
-    pub fn new(_cfg: &MthreadsConfig) -> Mthreads {
-        Mthreads { word: String::from("Mthreads") }
+    pub fn new(cfg: &MthreadsConfig) -> Mthreads {
+        Mthreads { cfg: cfg.clone(), word: Arc::from(WORD) }
+    }
+}
+
+fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
+    cx.params.and_then(|p| p.downcast_ref::<Params>())
+}
+
+/// A quantity as Go's `Value()` reads it (rounded up); `Err` names the resource.
+fn value(name: &str, text: &str) -> Result<i64, String> {
+    Quantity::parse(text).map(|q| q.value_ceil()).map_err(|_| format!("{name}: {text:?} is not a valid quantity"))
+}
+
+/// More devices than any node carries: a capacity this large is a broken node status, and
+/// synthesising it would flood the device list (whose positions are 16-bit).
+const MAX_DEVICES: i128 = 4096;
+
+fn too_many(key: &str, cores: i64) -> Discovery {
+    Discovery::Malformed {
+        key: key.to_owned(),
+        error: codec::Error::Field {
+            device: 0,
+            field: "count",
+            why: format!("capacity {cores} means more than {MAX_DEVICES} devices"),
+        },
     }
 }
 
 impl Vendor for Mthreads {
     fn name(&self) -> &str {
-        &self.word
+        WORD
     }
+
     fn resource_names(&self) -> Vec<String> {
-        Vec::new()
+        let c = &self.cfg;
+        [&c.resource_count_name, &c.resource_memory_name, &c.resource_core_name]
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect()
     }
-    fn request(&self, _id: VendorId, _c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        Ok(None)
+
+    fn quota_names(&self) -> QuotaNames {
+        QuotaNames {
+            memory: Some(self.cfg.resource_memory_name.clone()).filter(|n| !n.is_empty()),
+            cores: Some(self.cfg.resource_core_name.clone()).filter(|n| !n.is_empty()),
+            memory_factor: MEMORY_UNIT,
+        }
     }
-    fn discover(&self, _node: &NodeView) -> Discovery {
-        Discovery::Absent
+
+    /// scheduling.md §4.2, Mthreads: memory × 512 MiB and cores (default 0) are the container's
+    /// totals, so each of the `nums` devices takes its share (integer division, as HAMi);
+    /// percentage 100 only when no memory was asked for.
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+        let cfg = &self.cfg;
+        let Some(nums) = quantities::count(c, &cfg.resource_count_name)? else { return Ok(None) };
+        let mem = quantities::memory(c, &cfg.resource_memory_name, MEMORY_UNIT)?;
+        let cores = quantities::cores(c, &cfg.resource_core_name, 0)?;
+        let mempct = if mem == 0 { 100 } else { 0 };
+        let memreq = MemMiB(mem / u64::from(nums));
+        Ok(Some(ContainerRequest { vendor: id, nums, memreq, mempct, cores: cores / nums, mode: 0 }))
     }
-    fn fit(&self, _cx: &FitCx<'_>, _out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        Err(Rejection::NodeUnregistered)
+
+    fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
+        let a = |k: &str| pod.annotation(k);
+        Some(Arc::new(Params { uuids: Selection::uuids(a(keys::USE_UUID), a(keys::NOUSE_UUID)) }))
     }
+
+    /// protocol.md §6, Mthreads. The count (limits, else requests) must be positive. More than
+    /// one GPU means whole GPUs: cores 16 × count, memory 96 × count and the pod annotation
+    /// `mthreads.com/request-gpu-num`. One GPU without memory is a whole GPU too; with memory,
+    /// it must be one of the sizes the driver can carve.
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, String> {
+        let cfg = &self.cfg;
+        if cfg.resource_count_name.is_empty() {
+            return Ok(false);
+        }
+        let Some(text) = c.quantity(&cfg.resource_count_name) else { return Ok(false) };
+        let count = value(&cfg.resource_count_name, &text)?;
+        if count <= 0 {
+            return Err(format!("{} must be greater than 0", cfg.resource_count_name));
+        }
+        let set = |c: &mut ContainerEdit<'_>, name: &str, v: i64| {
+            if !name.is_empty() {
+                c.set_limit(name, &v.to_string());
+            }
+        };
+        if count > 1 {
+            set(c, &cfg.resource_core_name, count.saturating_mul(CORES_PER_GPU.into()));
+            set(c, &cfg.resource_memory_name, count.saturating_mul(MEMORY_PER_GPU.into()));
+            pod.set_annotation(keys::REQUEST_GPU_NUM, &count.to_string());
+            return Ok(true);
+        }
+        let memory = Some(&cfg.resource_memory_name).filter(|n| !n.is_empty()).and_then(|n| c.quantity(n));
+        match memory {
+            None => {
+                set(c, &cfg.resource_core_name, CORES_PER_GPU.into());
+                set(c, &cfg.resource_memory_name, MEMORY_PER_GPU.into());
+            }
+            Some(m) => {
+                let v = value(&cfg.resource_memory_name, &m)?;
+                if !VALID_MEMORY.contains(&v) {
+                    return Err(format!(
+                        "sGPU memory request value is invalid, valid values are [{}]",
+                        VALID_MEMORY.map(|v| v.to_string()).join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// protocol.md §3.4: `ceil(C / 16)` devices `<node>-mthreads-<i>`, each 100 slots,
+    /// `M × 512 × 16 / C` MiB and 16 cores, type `Mthreads`, healthy.
+    fn discover(&self, node: &NodeView) -> Discovery {
+        let cfg = &self.cfg;
+        if cfg.resource_core_name.is_empty() {
+            return Discovery::Absent;
+        }
+        let cores = node.capacity(&cfg.resource_core_name);
+        if cores <= 0 {
+            return Discovery::Absent;
+        }
+        let mem = if cfg.resource_memory_name.is_empty() { 0 } else { node.capacity(&cfg.resource_memory_name) };
+        let per_gpu = i128::from(CORES_PER_GPU);
+        let devmem = i128::from(mem.max(0)) * i128::from(MEMORY_UNIT) * per_gpu / i128::from(cores);
+        // HAMi stores this in an int32; a capacity that overflows it is not a real node.
+        let Ok(devmem) = i32::try_from(devmem) else {
+            return Discovery::Malformed {
+                key: cfg.resource_memory_name.clone(),
+                error: codec::Error::Field {
+                    device: 0,
+                    field: "devmem",
+                    why: format!("capacity {mem} gives {devmem} MiB per device, beyond int32"),
+                },
+            };
+        };
+        let n = (i128::from(cores) + per_gpu - 1) / per_gpu;
+        if n > MAX_DEVICES {
+            return too_many(&cfg.resource_core_name, cores);
+        }
+        let devices = (0..n)
+            .map(|i| {
+                let id = format!("{}-mthreads-{i}", node.name());
+                DeviceInfo::new(&id, i as u32, 100, devmem.unsigned_abs().into(), CORES_PER_GPU, WORD)
+            })
+            .collect();
+        Discovery::Devices { devices, extra: None }
+    }
+
+    /// scheduling.md §5.8, Mthreads: the generic walk, with the device type required to contain
+    /// `Mthreads` and every device the pod's earlier containers got required to be this one
+    /// (HAMi's custom filter rule: a pod lives on one GPU).
+    fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
+        let p = params(cx);
+        let type_ok = |d: &DeviceUsage| d.info.ty.contains(WORD);
+        let uuid_ok = |d: &DeviceUsage| p.is_none_or(|p| p.uuids.allows(d.info.id.as_str()));
+        let same_device = |d: &DeviceUsage| {
+            let elsewhere = cx.earlier.iter().flatten().any(|e| e.uuid != d.info.id);
+            elsewhere.then_some(Reason::CardNotFoundCustomFilterRule)
+        };
+        let rules =
+            Rules { type_ok: &type_ok, uuid_ok: &uuid_ok, custom: Some(&same_device), ..Rules::basic(&self.word) };
+        walk::walk(cx, &rules, out).map_err(Rejection::Devices)
+    }
+
     fn allocated_key(&self) -> Option<&str> {
-        None
+        Some(keys::ALLOCATED)
     }
+
     fn pod_keys(&self) -> Vec<String> {
-        Vec::new()
+        [keys::ALLOCATED, keys::GPU_INDEX, keys::PREDICATE_TIME, keys::PREDICATE_NODE].map(String::from).to_vec()
     }
-    fn annotations(&self, _cx: &WriteCx<'_>, _out: &mut Vec<(String, String)>) {}
+
+    /// protocol.md §4.1, Mthreads: the allocated key only (the plugin reads no to-allocate
+    /// list), the device indexes of the last container holding devices, the decision time in
+    /// unix-ns and the node.
+    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
+        out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
+        if let Some(last) = cx.devices.iter().rev().find(|c| !c.is_empty()) {
+            let index = |d: &crate::model::ContainerDevice| {
+                cx.devs.iter().find(|u| u.info.id == d.uuid).map_or(d.idx, |u| u.info.index)
+            };
+            let list: Vec<String> = last.iter().map(|d| index(d).to_string()).collect();
+            out.push((keys::GPU_INDEX.into(), list.join(",")));
+        }
+        out.push((keys::PREDICATE_TIME.into(), cx.unix_ns.to_string()));
+        out.push((keys::PREDICATE_NODE.into(), cx.node.to_string()));
+    }
+
+    /// vendors.md §6: Mthreads takes no node lock.
+    fn lock(&self) -> LockKind {
+        LockKind::None
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,15 @@
-//! Annotation keys of the Mthreads vendor.
+//! Annotation keys of the Mthreads vendor (vendors.md §6, protocol.md §4.1, §6).
+
+/// Pod: devices the pod holds. Mthreads writes no to-allocate key.
+pub const ALLOCATED: &str = "hami.io/mthreads-vgpu-devices-allocated";
+/// Pod: comma list of the device indexes of the last container holding devices.
+pub const GPU_INDEX: &str = "mthreads.com/gpu-index";
+/// Pod: unix-ns of the Filter decision.
+pub const PREDICATE_TIME: &str = "mthreads.com/predicate-time";
+/// Pod: the chosen node.
+pub const PREDICATE_NODE: &str = "mthreads.com/predicate-node";
+/// Pod: written by the webhook for multi-GPU containers (whole GPUs).
+pub const REQUEST_GPU_NUM: &str = "mthreads.com/request-gpu-num";
+/// Pod: exact device ids (note `.ai`, not `.com`).
+pub const USE_UUID: &str = "mthreads.ai/use-gpuuuid";
+pub const NOUSE_UUID: &str = "mthreads.ai/nouse-gpuuuid";
