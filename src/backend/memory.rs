@@ -157,6 +157,8 @@ struct Inner {
     pods: DashMap<(String, String), PodEntry>,
     events: Mutex<VecDeque<Event>>,
     lock_timeout: Duration,
+    /// Which pod took each node's Cambricon lock (the lock value itself names no owner).
+    cambricon_holders: DashMap<String, (String, String)>,
     /// Make writes fail, for tests of failure paths.
     fail_patch: std::sync::atomic::AtomicBool,
     fail_bind: std::sync::atomic::AtomicBool,
@@ -175,6 +177,7 @@ impl MemoryBackend {
                 nodes: DashMap::new(),
                 pods: DashMap::new(),
                 events: Mutex::new(VecDeque::new()),
+                cambricon_holders: DashMap::new(),
                 lock_timeout,
                 fail_patch: false.into(),
                 fail_bind: false.into(),
@@ -274,6 +277,11 @@ impl MemoryBackend {
             v.metadata.annotations.insert(keys::BIND_PHASE.into(), keys::BIND_PHASE_SUCCESS.into());
         });
         let _ = self.release(node, pod, LockKind::Shared);
+        // Cambricon's lock names no owner; its plugin releases it after serving the pod that took it.
+        let took = self.inner.cambricon_holders.remove_if(node, |_, h| h.0 == pod.namespace && h.1 == pod.name).is_some();
+        if took {
+            let _ = self.release(node, pod, LockKind::Cambricon);
+        }
     }
 
     fn release(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
@@ -359,7 +367,11 @@ impl Backend for MemoryBackend {
             };
             n.metadata.annotations.insert(key.into(), value);
             Ok(())
-        })
+        })?;
+        if kind == LockKind::Cambricon {
+            self.inner.cambricon_holders.insert(node.to_owned(), (pod.namespace.clone(), pod.name.clone()));
+        }
+        Ok(())
     }
 
     async fn unlock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
