@@ -205,6 +205,7 @@ impl Vendor for AwsNeuron {
         let instance = node.metadata.labels.get(keys::INSTANCE_TYPE_LABEL).cloned().unwrap_or_default();
         custom.insert(NODE_TYPE.into(), Value::String(instance));
         let custom = Arc::new(custom);
+        // Devices are addressed by u16 positions; an absurd capacity is capped, not wrapped.
         let devices = (0..n.min(i64::from(u16::MAX)) as u32)
             .map(|i| {
                 let mut d = DeviceInfo::new(&format!("{}-{WORD}-{i}", node.name()), i, per, 0, mask, WORD);

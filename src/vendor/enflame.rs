@@ -77,6 +77,7 @@ impl Vendor for EnflameGcu {
         if n <= 0 {
             return Discovery::Absent;
         }
+        // Devices are addressed by u16 positions; an absurd capacity is capped, not wrapped.
         let devices = (0..n.min(i64::from(u16::MAX)) as u32)
             .map(|i| DeviceInfo::new(&format!("{}-{WORD}-{i}", node.name()), i, 1, WHOLE, 100, WORD))
             .collect();

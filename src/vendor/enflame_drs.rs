@@ -60,6 +60,12 @@ impl EnflameDrs {
     }
 }
 
+/// What discovery keeps of a node: its profiles in HAMi's candidate order.
+#[derive(Debug, Default)]
+pub struct Extra {
+    pub profiles: Vec<Profile>,
+}
+
 /// What the pod's annotations and spec say, parsed once per pod.
 #[derive(Debug, Default)]
 pub struct Params {
@@ -132,11 +138,12 @@ fn usable(size: i64, gb: i64, max_slice: i64) -> Option<(u32, u32, u32)> {
     Some((size as u32, gb as u32, u32::try_from(core).ok()?))
 }
 
-/// The node's profiles, sorted by slices then GB (HAMi's candidate order).
-fn node_profiles(devs: &[DeviceUsage], order: &[u16]) -> Vec<Profile> {
+/// The node's profiles, sorted by slices then GB (HAMi's candidate order): the union over its
+/// devices (which all carry the node's list).
+fn node_profiles<'a>(infos: impl Iterator<Item = &'a DeviceInfo>) -> Vec<Profile> {
     let mut out: Vec<Profile> = Vec::new();
-    for &p in order {
-        for (name, id, slices, gb, core_pct) in device_profiles(&devs[usize::from(p)].info) {
+    for info in infos {
+        for (name, id, slices, gb, core_pct) in device_profiles(info) {
             match out.iter_mut().find(|q| q.name == name) {
                 // HAMi keeps one candidate per name; the last device seen wins.
                 Some(q) => q.id = id.to_owned(),
@@ -155,14 +162,14 @@ fn requested_gb(mem: u64, largest_gb: u32) -> u64 {
 }
 
 /// The profile a request asks for, from the node's sorted profiles (vendors.md §9).
-pub fn choose_profile(profiles: &[Profile], req: &ContainerRequest) -> Option<Profile> {
+pub fn choose_profile<'p>(profiles: &'p [Profile], req: &ContainerRequest) -> Option<&'p Profile> {
     if req.mode == MODE_DIRECT {
-        return profiles.iter().find(|p| u64::from(p.slices) == req.memreq.get()).cloned();
+        return profiles.iter().find(|p| u64::from(p.slices) == req.memreq.get());
     }
     // HAMi compares with the GB of the last (largest) profile.
     let largest = profiles.last()?.gb;
     let gb = requested_gb(req.memreq.get(), largest);
-    profiles.iter().find(|p| (gb == 0 || u64::from(p.gb) >= gb) && (req.cores == 0 || p.core_pct >= req.cores)).cloned()
+    profiles.iter().find(|p| (gb == 0 || u64::from(p.gb) >= gb) && (req.cores == 0 || p.core_pct >= req.cores))
 }
 
 /// The profile an allocation entry stands for, recognised by its memory and cores on `info`.
@@ -429,7 +436,12 @@ impl Vendor for EnflameDrs {
     fn discover(&self, node: &NodeView) -> Discovery {
         let Some(v) = node.annotation(keys::DRS_CAPACITY) else { return Discovery::Absent };
         match decode_capacity(node.name(), v) {
-            Ok(devices) => Discovery::Devices { devices, extra: None },
+            Ok(devices) => {
+                // The profile list is the same for every device of the node; sort it once here
+                // instead of on every fit.
+                let extra = Extra { profiles: node_profiles(devices.iter()) };
+                Discovery::Devices { devices, extra: Some(Arc::new(extra)) }
+            }
             Err(codec::Error::NoDevices) => Discovery::Absent,
             Err(error) => Discovery::Malformed { key: keys::DRS_CAPACITY.into(), error },
         }
@@ -441,8 +453,15 @@ impl Vendor for EnflameDrs {
     /// `used < count`, so a large profile could over-commit slices its memory check let pass).
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let mut tally = Tally::new(cx.order.len());
-        let profiles = node_profiles(cx.devs, cx.order);
-        let Some(profile) = choose_profile(&profiles, &cx.req) else {
+        let computed;
+        let profiles = match cx.extra.and_then(|e| e.downcast_ref::<Extra>()) {
+            Some(e) => &e.profiles[..],
+            None => {
+                computed = node_profiles(cx.order.iter().map(|&p| &*cx.devs[usize::from(p)].info));
+                &computed[..]
+            }
+        };
+        let Some(profile) = choose_profile(profiles, &cx.req) else {
             tally.add(Reason::ModeNotFit, 1);
             return Err(Rejection::Devices(tally));
         };

@@ -58,7 +58,8 @@ impl Params {
 /// HAMi counts wings by position in the policy-sorted device list but answers device indexes,
 /// so once busy devices sort elsewhere the wings no longer match the hardware (scheduling.md §14
 /// row 13). hami-rs counts, picks and answers by device index throughout; devices whose index
-/// is 8 or more are outside the topology and never chosen.
+/// is 8 or more are outside the topology and never chosen. The GPU policy therefore decides only
+/// between devices that share an index.
 pub mod topology {
     /// Cross-wing links, in HAMi's order.
     pub const CROSS_PAIRS: [[usize; 2]; 4] = [[0, 4], [1, 5], [2, 6], [3, 7]];
@@ -161,7 +162,8 @@ pub mod topology {
         v(left) + v(right)
     }
 
-    /// The bubble node score: the pod's own bubbles against the busy devices' bubbles.
+    /// The bubble node score: the pod's own bubbles against the busy devices' bubbles (HAMi
+    /// compares the two sets, not the busy set with the pod's devices added).
     pub fn bubble_score(busy: &[u32], mine: &[u32]) -> f32 {
         match i64::from(bubbles(mine)) - i64::from(bubbles(busy)) {
             -1 => 3000.0,
@@ -254,6 +256,7 @@ impl Vendor for KunlunXpu {
         if self.count_name.is_empty() {
             return Discovery::Absent;
         }
+        // Devices are addressed by u16 positions; an absurd capacity is capped, not wrapped.
         let n = node.capacity(&self.count_name).min(i64::from(u16::MAX));
         if n <= 0 {
             return Discovery::Absent;

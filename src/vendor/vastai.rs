@@ -59,8 +59,8 @@ pub fn aic(d: &DeviceInfo) -> Option<&str> {
 /// groups first (ties in the order the cards were first met), and taken in that order. HAMi
 /// drops dies without a card id here and can then answer fewer dies than requested; hami-rs
 /// keeps them as one-die groups after the cards.
-fn best_combination(picks: Vec<Pick>, n: usize, aic_of: impl Fn(&Pick) -> Option<Arc<str>>) -> Vec<Pick> {
-    let mut groups: Vec<(Option<Arc<str>>, Vec<Pick>)> = Vec::new();
+fn best_combination<'a>(picks: Vec<Pick>, n: usize, aic_of: impl Fn(&Pick) -> Option<&'a str>) -> Vec<Pick> {
+    let mut groups: Vec<(Option<&'a str>, Vec<Pick>)> = Vec::new();
     for p in picks {
         let card = aic_of(&p);
         match groups.iter_mut().find(|(c, _)| card.is_some() && *c == card) {
@@ -199,7 +199,7 @@ impl Vendor for Vastai {
         if die && found >= n && n > 0 {
             if found > n {
                 let collected = out.split_off(start);
-                let card = |p: &Pick| aic(&cx.devs[usize::from(p.pos)].info).map(Arc::from);
+                let card = |p: &Pick| aic(&cx.devs[usize::from(p.pos)].info);
                 let chosen =
                     if n == 1 { collected.into_iter().take(1).collect() } else { best_combination(collected, n, card) };
                 out.extend(chosen);

@@ -269,8 +269,10 @@ fn profile_names_parse_as_hami_parses_them() {
 #[test]
 fn the_profile_is_chosen_before_any_device() {
     let snap = drs_node(CAPACITY).snapshot(&vendors());
-    let order: Vec<u16> = (0..snap.devices.len() as u16).collect();
-    let profiles = node_profiles(&snap.devices, &order);
+    let profiles = node_profiles(snap.devices.iter().map(|d| &*d.info));
+    // Discovery keeps the same list for fit.
+    let extra = snap.extra(id()).and_then(|e| e.downcast_ref::<Extra>()).unwrap();
+    assert_eq!(extra.profiles, profiles);
     let names: Vec<(&str, u32)> = profiles.iter().map(|p| (p.name.as_str(), p.core_pct)).collect();
     // Sorted by slices then GB; core % = ceil(slices × 100 / max slices).
     assert_eq!(names, [("1g.12gb", 25), ("2g.24gb", 50), ("4g.48gb", 100)]);
@@ -294,7 +296,7 @@ fn the_profile_is_chosen_before_any_device() {
         ("no constraint", spec(0, 0), Some("1g.12gb")),
     ];
     for (what, req, want) in rows {
-        assert_eq!(choose_profile(&profiles, &req).map(|p| p.name), want.map(str::to_owned), "{what}");
+        assert_eq!(choose_profile(&profiles, &req).map(|p| p.name.clone()), want.map(str::to_owned), "{what}");
     }
     // scheduling.md §12: no profile → ModeNotFit, counted once over the vendor's devices.
     assert_eq!(try_fit(&snap, &slices(3)), Err("1/2 ModeNotFit".into()));
