@@ -370,3 +370,66 @@ pub fn scheduler_flags(extra: &[&str]) -> crate::config::SchedulerFlags {
         Err(e) => panic!("fixture flags {extra:?} do not parse: {e}"),
     }
 }
+
+/// Sets one device's starting usage in a snapshot (vendors whose devices the builder does not
+/// describe as GPUs). Panics when the id is unknown: a fixture mistake.
+pub fn set_usage(snap: &mut NodeSnapshot, id: &str, used: u32, mem: u64, cores: u32) {
+    let d = snap.devices.iter_mut().find(|d| d.info.id.as_str() == id).unwrap_or_else(|| panic!("no device {id}"));
+    d.used = used;
+    d.used_mem = MemMiB(mem);
+    d.used_cores = cores;
+}
+
+/// Fits `pod` on `snap` and checks the allocation invariant (STYLE.md): the placement, collapsed
+/// as accounting stores it (scheduling.md §8.2), keeps every device within its slots, memory and
+/// cores, while init containers may run and after they are released. When the pod fits, the
+/// snapshot's usage becomes what the reservation holds, so the next pod sees it. `Ok(None)` when
+/// the pod does not fit; `Err` names the broken device.
+pub fn place(
+    snap: &mut NodeSnapshot,
+    pod: &PodRequest,
+    vendors: &Vendors,
+) -> Result<Option<crate::model::PodDevices>, String> {
+    use crate::sched::accounting::{Layout, apply, collapse};
+    let mut s = crate::sched::Scratch::default();
+    let Ok(fit) = crate::sched::fit::fit_pod_devices(snap, pod, vendors, &crate::vendor::NoQuota, &mut s) else {
+        return Ok(None);
+    };
+    let before = snap.devices.clone();
+    let info = |u: &crate::model::DeviceUuid| before.iter().find(|d| &d.info.id == u).map(|d| d.info.clone());
+    let mut held = None;
+    for init_released in [true, false] {
+        let layout = Layout { n_init: pod.n_init, sidecars: pod.sidecars.clone(), init_released };
+        let charges = collapse(&fit.devices, &layout, vendors, &info);
+        let mut devs = before.clone();
+        let unmatched = apply(&mut devs, &charges);
+        if !unmatched.0.is_empty() {
+            return Err(format!("charges for unknown devices {unmatched:?}"));
+        }
+        if let Some(d) = devs.iter().find(|d| !d.within_capacity()) {
+            return Err(format!(
+                "{} over capacity (init released {init_released}): used {}/{}, mem {}/{}, cores {}/{}; charges {charges:?}",
+                d.info.id,
+                d.used,
+                d.info.count,
+                d.used_mem.get(),
+                d.info.devmem.get(),
+                d.used_cores,
+                d.info.devcore
+            ));
+        }
+        held = Some(devs);
+    }
+    if let Some(devs) = held {
+        snap.devices = devs;
+    }
+    Ok(Some(fit.devices))
+}
+
+/// Places `pods` in order through the real engine over an in-memory cluster of `nodes` (filter,
+/// then bind, as `hami-rs simulate` does). Needs an actix system (`#[actix::test]`).
+pub async fn simulate(nodes: Vec<NodeView>, pods: Vec<PodView>) -> crate::simulate::Simulation {
+    let cluster = crate::backend::memory::ClusterObjects { nodes, ..Default::default() };
+    let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.expect("the chart's vendors load");
+    crate::simulate::simulate_pods(&engine, pods).await.expect("the simulation runs")
+}

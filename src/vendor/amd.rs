@@ -1,44 +1,258 @@
-//! Amd: not implemented yet; registers no devices and matches no pod.
+//! AMD (vendors.md §12, "AMD"): JSON registration `hami.io/node-amd-register` whose `devcore` is
+//! the number of compute units (CUs), requests whose cores are a percentage converted to CUs,
+//! type and UUID selection, allocation entries carrying the device's product name, the shared
+//! node lock, and a clean-up that removes the register annotation.
+
+use std::sync::Arc;
 
 use crate::config::device::AmdConfig;
+use crate::model::annotations::amd as keys;
+use crate::model::codec::{self, Selection, TypeList, UuidList};
+use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
-use crate::model::request::ContainerRequest;
-use crate::model::{ContainerView, PodView, VendorId};
-use crate::sched::reason::Rejection;
+use crate::model::quantity::Quantity;
+use crate::model::request::{ContainerRequest, VendorParams};
+use crate::model::{ContainerDevice, ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
+use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, Pick, Vendor, WriteCx};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx};
+
+pub const WORD: &str = "AMD";
+
+const I32_MAX: i64 = i32::MAX as i64;
 
 pub struct Amd {
-    word: String,
+    cfg: AmdConfig,
 }
 
 impl Amd {
-    pub fn new(_cfg: &AmdConfig) -> Amd {
-        Amd { word: String::from("AMD") }
+    pub fn new(cfg: &AmdConfig) -> Amd {
+        Amd { cfg: cfg.clone() }
     }
+}
+
+/// What the pod's annotations select, parsed once per pod.
+#[derive(Debug, Default)]
+pub struct Params {
+    pub types: Selection<TypeList>,
+    pub uuids: Selection<UuidList>,
+}
+
+fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
+    cx.params.and_then(|p| p.downcast_ref::<Params>())
+}
+
+/// The memory and CUs a request takes on `d` (vendors.md §12): memory 0 means the whole card;
+/// a core percentage becomes `floor(CUs × % ÷ 100)` clamped to [1, CUs]; without a percentage a
+/// whole-memory request takes every CU. `None` when a percentage meets a device without CUs.
+pub fn demand(memreq: MemMiB, pct: u32, d: &DeviceUsage) -> (MemMiB, Option<u32>) {
+    let total_mem = d.info.devmem;
+    let mem = if memreq.get() == 0 && total_mem.get() > 0 { total_mem } else { memreq };
+    let cus = d.info.devcore;
+    let cores = if pct > 0 {
+        (cus > 0).then(|| (u64::from(cus) * u64::from(pct) / 100).clamp(1, u64::from(cus)) as u32)
+    } else if total_mem.get() > 0 && mem >= total_mem {
+        Some(cus)
+    } else {
+        Some(0)
+    };
+    (mem, cores)
 }
 
 impl Vendor for Amd {
     fn name(&self) -> &str {
-        &self.word
+        WORD
     }
+
     fn resource_names(&self) -> Vec<String> {
-        Vec::new()
+        let c = &self.cfg;
+        [&c.resource_count_name, &c.resource_memory_name, &c.resource_core_name]
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect()
     }
-    fn request(&self, _id: VendorId, _c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        Ok(None)
+
+    fn quota_names(&self) -> QuotaNames {
+        let named = |n: &String| Some(n.clone()).filter(|n| !n.is_empty());
+        QuotaNames {
+            memory: named(&self.cfg.resource_memory_name),
+            cores: named(&self.cfg.resource_core_name),
+            memory_factor: 1,
+        }
     }
-    fn discover(&self, _node: &NodeView) -> Discovery {
-        Discovery::Absent
+
+    /// scheduling.md §4.2, AMD: everything from limits only. A count that is absent, not an
+    /// integer or not positive is no request; memory must be an int32 of MiB and cores an integer
+    /// percentage 1–100 (default 100). HAMi drops requests with a bad memory or core value;
+    /// hami-rs refuses them (scheduling.md §14 row 16).
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+        let cfg = &self.cfg;
+        if cfg.resource_count_name.is_empty() {
+            return Ok(None);
+        }
+        let exact = |name: &str| {
+            c.limit(name).filter(|_| !name.is_empty()).map(|q| q.parse().ok().and_then(|q| q.as_i64_exact()))
+        };
+        let nums = match exact(&cfg.resource_count_name).flatten() {
+            Some(n) if n > 0 => n,
+            _ => return Ok(None),
+        };
+        if nums > I32_MAX {
+            return Err(format!("{}: {nums} devices is out of range", cfg.resource_count_name));
+        }
+        let mem = match exact(&cfg.resource_memory_name) {
+            None => 0,
+            Some(Some(m)) if (0..=I32_MAX).contains(&m) => m as u64,
+            Some(_) => return Err(format!("{}: must be an integer between 0 and {I32_MAX}", cfg.resource_memory_name)),
+        };
+        let cores = match exact(&cfg.resource_core_name) {
+            None => 100,
+            Some(Some(p)) if (1..=100).contains(&p) => p as u32,
+            Some(_) => {
+                return Err(format!("{} must be an integer percentage between 1 and 100", cfg.resource_core_name));
+            }
+        };
+        Ok(Some(ContainerRequest::new(id, nums as u32, mem, 0, cores)))
     }
-    fn fit(&self, _cx: &FitCx<'_>, _out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        Err(Rejection::NodeUnregistered)
+
+    fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
+        let a = |k: &str| pod.annotation(k);
+        Some(Arc::new(Params {
+            types: Selection::types(a(keys::USE_TYPE), a(keys::NOUSE_TYPE)),
+            uuids: Selection::uuids(a(keys::USE_UUID), a(keys::NOUSE_UUID)),
+        }))
     }
+
+    /// protocol.md §6, AMD: recognised if the count, memory or cores is in limits; with the count,
+    /// cores must be an integer percentage 1–100. A pod with only memory or cores is recognised
+    /// but requests nothing, so Filter passes it through (as in HAMi).
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+        let cfg = &self.cfg;
+        let in_limits = |n: &String| !n.is_empty() && c.has_limit(n);
+        if in_limits(&cfg.resource_count_name)
+            && let Some(core) = Some(&cfg.resource_core_name).filter(|n| !n.is_empty()).and_then(|n| c.limit(n))
+        {
+            let ok = Quantity::parse(&core).ok().and_then(|q| q.as_i64_exact()).is_some_and(|p| (1..=100).contains(&p));
+            if !ok {
+                return Err(format!("{} must be an integer percentage between 1 and 100", cfg.resource_core_name));
+            }
+        }
+        Ok(in_limits(&cfg.resource_count_name)
+            || in_limits(&cfg.resource_memory_name)
+            || in_limits(&cfg.resource_core_name))
+    }
+
+    fn discover(&self, node: &NodeView) -> Discovery {
+        let Some(reg) = node.annotation(keys::REGISTER) else { return Discovery::Absent };
+        match codec::decode_node_devices(reg) {
+            Ok(devices) => Discovery::Devices { devices, extra: None },
+            Err(codec::Error::NoDevices) => Discovery::Absent,
+            Err(error) => Discovery::Malformed { key: keys::REGISTER.into(), error },
+        }
+    }
+
+    /// protocol.md §3.7: healthy while the node reports the count resource (always, when no count
+    /// name is configured).
+    fn health_rule(&self) -> HealthRule {
+        if self.cfg.resource_count_name.is_empty() {
+            HealthRule::AlwaysHealthy
+        } else {
+            HealthRule::CapacityPositive { resource: self.cfg.resource_count_name.clone() }
+        }
+    }
+
+    /// vendors.md §1: AMD's clean-up removes its register annotation, not a handshake.
+    fn cleanup(&self) -> Cleanup {
+        Cleanup::RemoveAnnotation(keys::REGISTER.into())
+    }
+
+    /// vendors.md §12: healthy, type, UUID, a free slot, mutex, then the memory and CUs of
+    /// [`demand`] must be free. Each entry carries the device's product name as its type.
+    fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
+        let p = params(cx);
+        let mut tally = Tally::new(cx.order.len());
+        let start = out.len();
+        let mut nums = cx.req.nums;
+        for &pos in cx.order.iter().rev() {
+            let d = &cx.devs[usize::from(pos)];
+            let at = usize::from(pos);
+            if !d.health {
+                tally.reject(Reason::CardNotHealth, at, Need::None);
+                continue;
+            }
+            if p.is_some_and(|p| !p.types.allows(&d.info.ty)) {
+                tally.reject(Reason::CardTypeMismatch, at, Need::None);
+                continue;
+            }
+            if p.is_some_and(|p| !p.uuids.allows(d.info.id.as_str())) {
+                tally.reject(Reason::CardUuidMismatch, at, Need::None);
+                continue;
+            }
+            if d.used >= d.info.count {
+                tally.reject(Reason::CardTimeSlicingExhausted, at, Need::Slots { used: d.used, count: d.info.count });
+                continue;
+            }
+            if cx.pod.gpu_policy.mutex && d.used > 0 {
+                tally.reject(Reason::ExclusiveDeviceAllocateConflict, at, Need::Busy { used: d.used });
+                continue;
+            }
+            let (mem, cores) = demand(cx.req.memreq, cx.req.cores, d);
+            let free_mem = d.free_mem();
+            if free_mem < mem {
+                tally.reject(
+                    Reason::CardInsufficientMemory,
+                    at,
+                    Need::Memory { requested: mem.get(), free: free_mem.get() },
+                );
+                continue;
+            }
+            let free = d.free_cores();
+            let Some(cores) = cores.filter(|c| *c <= free) else {
+                let requested = cores.unwrap_or(cx.req.cores);
+                tally.reject(Reason::CardInsufficientCore, at, Need::Cores { requested, free });
+                continue;
+            };
+            out.push(Pick {
+                pos,
+                dev: ContainerDevice {
+                    uuid: d.info.id.clone(),
+                    ty: d.info.ty.clone(),
+                    usedmem: mem,
+                    usedcores: cores,
+                    idx: d.info.index,
+                    mig: None,
+                },
+            });
+            nums = nums.saturating_sub(1);
+            if nums == 0 {
+                return Ok(());
+            }
+        }
+        let picked = out.len() - start;
+        if picked > 0 {
+            tally.add(Reason::AllocatedCardsInsufficientRequest, picked);
+        }
+        out.truncate(start);
+        Err(Rejection::Devices(tally))
+    }
+
     fn allocated_key(&self) -> Option<&str> {
-        None
+        Some(keys::ALLOCATED)
     }
+
     fn pod_keys(&self) -> Vec<String> {
-        Vec::new()
+        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
     }
-    fn annotations(&self, _cx: &WriteCx<'_>, _out: &mut Vec<(String, String)>) {}
+
+    /// protocol.md §4.1, §4.2: to-allocate and allocated, identical; the type field is the
+    /// device's product name.
+    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
+        let v = codec::encode_pod_devices(cx.devices);
+        out.push((keys::TO_ALLOCATE.into(), v.clone()));
+        out.push((keys::ALLOCATED.into(), v));
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,44 +1,389 @@
-//! AwsNeuron: not implemented yet; registers no devices and matches no pod.
+//! AWS Neuron (vendors.md §11, "AWSNeuron"): devices synthesised from node capacity and the
+//! instance-type label (protocol.md §3.4), requests by device or by NeuronCore, contiguous
+//! device blocks chosen by device index, per-core bitmasks, and the `AWS_NEURON_IDS` / `NEURON_*`
+//! pod keys. No lock, always healthy.
+//!
+//! The number of cores per device is learned from the first node that reports any (as HAMi does)
+//! and then used for every node and every request; it lives in a `OnceLock`, the one piece of
+//! state a vendor keeps. Until a node has been seen, core requests are split by two cores per
+//! device, HAMi's cap.
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Map, Value};
 
 use crate::config::device::AwsNeuronConfig;
+use crate::model::annotations::awsneuron as keys;
+use crate::model::codec::{self, Selection, UuidList};
+use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
-use crate::model::request::ContainerRequest;
-use crate::model::{ContainerView, PodView, VendorId};
-use crate::sched::reason::Rejection;
+use crate::model::quantity::Quantity;
+use crate::model::request::{ContainerRequest, VendorParams};
+use crate::model::{ContainerDevice, ContainerView, DeviceInfo, MemMiB, PodView, VendorId};
+use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, Pick, Vendor, WriteCx};
+use super::{Discovery, FitCx, LockKind, Pick, QuotaNames, Vendor, WriteCx};
+
+pub const WORD: &str = "AWSNeuron";
+
+/// `ContainerRequest::mode` of a request by device count (`aws.amazon.com/neuron`).
+pub const MODE_DEVICES: i32 = 1;
+/// `ContainerRequest::mode` of a request by NeuronCore count (`aws.amazon.com/neuroncore`).
+pub const MODE_CORES: i32 = 2;
+
+/// The custom-info key that carries the node's instance type on every device.
+pub const NODE_TYPE: &str = "AWSNodeType";
+
+const MAX_DEVICES: i64 = i32::MAX as i64;
+/// HAMi splits core requests by at most two cores per device.
+const MAX_CORES_PER_DEVICE: u32 = 2;
 
 pub struct AwsNeuron {
-    word: String,
+    count_name: String,
+    core_name: String,
+    word: Arc<str>,
+    /// Cores per device, learned from the first node that reports a positive figure.
+    cores_per_device: OnceLock<u32>,
 }
 
 impl AwsNeuron {
-    pub fn new(_cfg: &AwsNeuronConfig) -> AwsNeuron {
-        AwsNeuron { word: String::from("AWSNeuron") }
+    pub fn new(cfg: &AwsNeuronConfig) -> AwsNeuron {
+        AwsNeuron {
+            count_name: cfg.resource_count_name.clone(),
+            core_name: cfg.resource_core_name.clone(),
+            word: Arc::from(WORD),
+            cores_per_device: OnceLock::new(),
+        }
     }
+
+    /// The learned cores per device, if a node has been seen.
+    pub fn learned_cores(&self) -> Option<u32> {
+        self.cores_per_device.get().copied()
+    }
+
+    /// How a core request is split: `(devices, cores each)`. A count up to the cores per device
+    /// (capped at two) is one device with that many cores; a multiple of it is that many whole
+    /// devices; anything else is refused with HAMi's message.
+    pub fn split_cores(&self, cores: i64) -> Result<(u32, u32), String> {
+        let per = i64::from(
+            self.learned_cores().filter(|c| *c > 0).map_or(MAX_CORES_PER_DEVICE, |c| c.min(MAX_CORES_PER_DEVICE)),
+        );
+        if cores <= per {
+            return Ok((1, cores.max(0) as u32));
+        }
+        if cores % per != 0 {
+            return Err(format!("{} must be 1 or a multiple of {per}, got {cores}", self.core_name));
+        }
+        let nums = cores / per;
+        if nums > MAX_DEVICES {
+            return Err(format!("{} needs {nums} devices, which exceeds the maximum of {MAX_DEVICES}", self.core_name));
+        }
+        Ok((nums as u32, per as u32))
+    }
+}
+
+/// A positive integer no larger than `max`, with HAMi's messages.
+fn validate(text: &str, name: &str, max: i64) -> Result<i64, String> {
+    let v = Quantity::parse(text)
+        .ok()
+        .and_then(|q| q.as_i64_exact())
+        .ok_or_else(|| format!("{name} must be an integer"))?;
+    if v <= 0 {
+        return Err(format!("{name} must be greater than 0"));
+    }
+    if v > max {
+        return Err(format!("{name} must not exceed {max}"));
+    }
+    Ok(v)
+}
+
+/// The pod's UUID selection (used for single-device requests only, as in HAMi).
+#[derive(Debug, Default)]
+pub struct Params {
+    pub uuids: Selection<UuidList>,
+}
+
+fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
+    cx.params.and_then(|p| p.downcast_ref::<Params>())
+}
+
+/// The lowest `n` bits of `free`, or `None` when it has fewer.
+fn lowest_bits(free: u32, n: u32) -> Option<u32> {
+    if free.count_ones() < n {
+        return None;
+    }
+    let mut mask = 0u32;
+    let mut rest = free;
+    for _ in 0..n {
+        let bit = rest & rest.wrapping_neg();
+        mask |= bit;
+        rest &= !bit;
+    }
+    Some(mask)
+}
+
+/// A block of `n` device indexes starting at `start`, every one present, idle and healthy.
+fn block(free: &[Option<u16>], start: usize, n: usize) -> Option<Vec<u16>> {
+    let slice = free.get(start..start.checked_add(n)?)?;
+    slice.iter().copied().collect()
 }
 
 impl Vendor for AwsNeuron {
     fn name(&self) -> &str {
-        &self.word
+        WORD
     }
+
     fn resource_names(&self) -> Vec<String> {
-        Vec::new()
+        [&self.count_name, &self.core_name].into_iter().filter(|n| !n.is_empty()).cloned().collect()
     }
-    fn request(&self, _id: VendorId, _c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        Ok(None)
+
+    fn quota_names(&self) -> QuotaNames {
+        QuotaNames { memory: None, cores: Some(self.core_name.clone()).filter(|n| !n.is_empty()), memory_factor: 1 }
     }
-    fn discover(&self, _node: &NodeView) -> Discovery {
-        Discovery::Absent
+
+    /// scheduling.md §4.2: a device count (limits, else requests) asks for that many devices with
+    /// all their cores; otherwise a core count is split by [`AwsNeuron::split_cores`]. HAMi drops
+    /// requests the webhook would refuse; hami-rs refuses them with the webhook's message.
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+        let q = |name: &str| Some(name).filter(|n| !n.is_empty()).and_then(|n| c.quantity(n));
+        if let Some(count) = q(&self.count_name) {
+            let n = validate(&count.0, &self.count_name, MAX_DEVICES)?;
+            let cores = self.learned_cores().unwrap_or(0);
+            return Ok(Some(ContainerRequest {
+                mode: MODE_DEVICES,
+                ..ContainerRequest::new(id, n as u32, 0, 0, cores)
+            }));
+        }
+        let Some(cores) = q(&self.core_name) else { return Ok(None) };
+        let n = validate(&cores.0, &self.core_name, MAX_DEVICES * i64::from(MAX_CORES_PER_DEVICE))?;
+        let (nums, each) = self.split_cores(n)?;
+        Ok(Some(ContainerRequest { mode: MODE_CORES, ..ContainerRequest::new(id, nums, 0, 0, each) }))
     }
-    fn fit(&self, _cx: &FitCx<'_>, _out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        Err(Rejection::NodeUnregistered)
+
+    fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
+        let a = |k: &str| pod.annotation(k);
+        Some(Arc::new(Params { uuids: Selection::uuids(a(keys::USE_UUID), a(keys::NOUSE_UUID)) }))
     }
+
+    /// protocol.md §6, AWS Neuron: the count (limits, else requests), else the cores, must be a
+    /// positive integer within range, and cores must split into devices.
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+        if !self.count_name.is_empty()
+            && let Some(count) = c.quantity(&self.count_name)
+        {
+            validate(&count, &self.count_name, MAX_DEVICES)?;
+            return Ok(true);
+        }
+        if self.core_name.is_empty() {
+            return Ok(false);
+        }
+        let Some(cores) = c.quantity(&self.core_name) else { return Ok(false) };
+        let n = validate(&cores, &self.core_name, MAX_DEVICES * i64::from(MAX_CORES_PER_DEVICE))?;
+        self.split_cores(n)?;
+        Ok(true)
+    }
+
+    /// protocol.md §3.4: one device per unit of `aws.amazon.com/neuron`, id `<node>-AWSNeuron-<i>`,
+    /// a slot per core, no memory, a core bitmask, and the instance type in the custom info.
+    fn discover(&self, node: &NodeView) -> Discovery {
+        if self.count_name.is_empty() {
+            return Discovery::Absent;
+        }
+        let n = node.capacity(&self.count_name);
+        if n <= 0 {
+            return Discovery::Absent;
+        }
+        let here = if self.core_name.is_empty() { 0 } else { node.capacity(&self.core_name).max(0) / n };
+        let here = u32::try_from(here).unwrap_or(u32::MAX);
+        if here > 0 {
+            // Only the first node's figure counts; later ones are ignored, as in HAMi.
+            let _ = self.cores_per_device.set(here);
+        }
+        let per = self.learned_cores().unwrap_or(here);
+        let mask = if per >= 32 { u32::MAX } else { (1u32 << per) - 1 };
+        let mut custom = Map::new();
+        let instance = node.metadata.labels.get(keys::INSTANCE_TYPE_LABEL).cloned().unwrap_or_default();
+        custom.insert(NODE_TYPE.into(), Value::String(instance));
+        let custom = Arc::new(custom);
+        // Devices are addressed by u16 positions; an absurd capacity is capped, not wrapped.
+        let devices = (0..n.min(i64::from(u16::MAX)) as u32)
+            .map(|i| {
+                let mut d = DeviceInfo::new(&format!("{}-{WORD}-{i}", node.name()), i, per, 0, mask, WORD);
+                d.custom = Some(custom.clone());
+                d
+            })
+            .collect();
+        Discovery::Devices { devices, extra: None }
+    }
+
+    /// vendors.md §11. More than one device: a block of consecutive device indexes that are all
+    /// idle and healthy: anywhere on `inf` instances, aligned to the block size (only 4, 8 or 16)
+    /// elsewhere; UUID selections do not apply. HAMi checks list positions and then allocates the
+    /// devices whose index equals them (scheduling.md §14 row 13); hami-rs checks and allocates by
+    /// index. One device: healthy, type, UUID, a free slot, mutex, enough free core bits; the
+    /// entry's cores become the bits it takes.
+    fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
+        let mut tally = Tally::new(cx.order.len());
+        if cx.req.nums > 1 {
+            let n = cx.req.nums as usize;
+            let node_type = cx.order.first().and_then(|&p| cx.devs[usize::from(p)].info.custom_str(NODE_TYPE));
+            let max_index = cx.order.iter().map(|&p| cx.devs[usize::from(p)].info.index as usize).max().unwrap_or(0);
+            // Position of the idle, healthy device with each index (a duplicate keeps the first).
+            let mut free: Vec<Option<u16>> = vec![None; max_index + 1];
+            for &p in cx.order {
+                let d = &cx.devs[usize::from(p)];
+                let i = d.info.index as usize;
+                // hami-rs also needs a slot: a device registered with no cores has none.
+                if d.used == 0 && d.health && d.info.count > 0 && free[i].is_none() {
+                    free[i] = Some(p);
+                }
+            }
+            let chosen = match node_type {
+                None => None,
+                Some(t) if t.contains("inf") || t.contains("Inf") => (0..free.len()).find_map(|s| block(&free, s, n)),
+                Some(_) if matches!(n, 4 | 8 | 16) => (0..free.len()).step_by(n).find_map(|s| block(&free, s, n)),
+                Some(_) => None,
+            };
+            let Some(chosen) = chosen else {
+                tally.add(Reason::NumaNotFit, 1);
+                return Err(Rejection::Devices(tally));
+            };
+            for pos in chosen {
+                let d = &cx.devs[usize::from(pos)];
+                out.push(Pick {
+                    pos,
+                    dev: ContainerDevice {
+                        uuid: d.info.id.clone(),
+                        ty: self.word.clone(),
+                        usedmem: d.info.devmem,
+                        usedcores: d.info.devcore,
+                        idx: d.info.index,
+                        mig: None,
+                    },
+                });
+            }
+            return Ok(());
+        }
+        let p = params(cx);
+        for &pos in cx.order.iter().rev() {
+            let d = &cx.devs[usize::from(pos)];
+            let at = usize::from(pos);
+            if !d.health {
+                tally.reject(Reason::CardNotHealth, at, Need::None);
+                continue;
+            }
+            if !d.info.ty.contains(WORD) {
+                tally.reject(Reason::CardTypeMismatch, at, Need::None);
+                continue;
+            }
+            if p.is_some_and(|p| !p.uuids.allows(d.info.id.as_str())) {
+                tally.reject(Reason::CardUuidMismatch, at, Need::None);
+                continue;
+            }
+            if d.used >= d.info.count {
+                tally.reject(Reason::CardTimeSlicingExhausted, at, Need::Slots { used: d.used, count: d.info.count });
+                continue;
+            }
+            if cx.pod.gpu_policy.mutex && d.used > 0 {
+                tally.reject(Reason::ExclusiveDeviceAllocateConflict, at, Need::Busy { used: d.used });
+                continue;
+            }
+            // A device request takes every core of the device; a core request its count. The
+            // bits taken are the lowest free ones, which for HAMi's one- and two-core devices is
+            // exactly its rule (idle: 1 or 3; otherwise the complement of the used mask).
+            let need = if cx.req.mode == MODE_DEVICES { d.info.devcore.count_ones() } else { cx.req.cores };
+            let free_bits = d.info.devcore & !d.used_cores;
+            let Some(mask) = lowest_bits(free_bits, need) else {
+                let free = free_bits.count_ones();
+                tally.reject(Reason::CardInsufficientCore, at, Need::Cores { requested: need, free });
+                continue;
+            };
+            out.push(Pick {
+                pos,
+                dev: ContainerDevice {
+                    uuid: d.info.id.clone(),
+                    ty: self.word.clone(),
+                    usedmem: MemMiB::ZERO,
+                    usedcores: mask,
+                    idx: d.info.index,
+                    mig: None,
+                },
+            });
+            return Ok(());
+        }
+        Err(Rejection::Devices(tally))
+    }
+
     fn allocated_key(&self) -> Option<&str> {
-        None
+        Some(keys::ALLOCATED)
     }
+
     fn pod_keys(&self) -> Vec<String> {
-        Vec::new()
+        [
+            keys::ALLOCATED,
+            keys::NEURON_IDS,
+            keys::RESOURCE_TYPE,
+            keys::ALLOC_TIME,
+            keys::ALLOCATED_FLAG,
+            keys::PREDICATE_NODE,
+        ]
+        .map(String::from)
+        .to_vec()
     }
-    fn annotations(&self, _cx: &WriteCx<'_>, _out: &mut Vec<(String, String)>) {}
+
+    /// protocol.md §4.1, AWS Neuron: the allocated key, and `AWS_NEURON_IDS` accumulated over the
+    /// containers: device indexes for device requests, core indexes (`cores per device × index +
+    /// bit`) for core requests, which also set `NEURON_RESOURCE_TYPE`. HAMi decides the form by
+    /// whether the count is in the container's limits; hami-rs by how the request was read,
+    /// which agrees for every pod the API server admits (extended resources need limits).
+    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
+        out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
+        let vendor = cx
+            .devices
+            .iter()
+            .flatten()
+            .next()
+            .and_then(|e| cx.devs.iter().find(|d| d.info.id == e.uuid))
+            .map(|d| d.vendor);
+        let mut ids: Vec<String> = Vec::new();
+        let mut core_mode = false;
+        for (ci, c) in cx.devices.iter().enumerate() {
+            let mode = cx
+                .pod
+                .containers
+                .get(ci)
+                .and_then(|rs| rs.iter().find(|r| Some(r.vendor) == vendor))
+                .map_or(MODE_DEVICES, |r| r.mode);
+            for e in c {
+                if mode == MODE_DEVICES {
+                    ids.push(e.idx.to_string());
+                    continue;
+                }
+                let per = self
+                    .learned_cores()
+                    .unwrap_or_else(|| cx.devs.iter().find(|d| d.info.id == e.uuid).map_or(0, |d| d.info.count));
+                for bit in (0..32).filter(|b| e.usedcores & (1 << b) != 0) {
+                    ids.push((u64::from(per) * u64::from(e.idx) + bit).to_string());
+                    core_mode = true;
+                }
+            }
+        }
+        if ids.is_empty() {
+            return;
+        }
+        out.push((keys::NEURON_IDS.into(), ids.join(",")));
+        if core_mode {
+            out.push((keys::RESOURCE_TYPE.into(), self.core_name.clone()));
+        }
+        out.push((keys::ALLOC_TIME.into(), cx.unix_ns.to_string()));
+        out.push((keys::ALLOCATED_FLAG.into(), "false".into()));
+        out.push((keys::PREDICATE_NODE.into(), cx.node.to_string()));
+    }
+
+    fn lock(&self) -> LockKind {
+        LockKind::None
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,44 +1,200 @@
-//! KunlunVxpu: not implemented yet; registers no devices and matches no pod.
+//! Kunlun vXPU (vendors.md §10, "XPU"): shared XPUs from the JSON registration
+//! `hami.io/node-register-xpu`, memory templates of a quarter, half or whole device, equal-size
+//! sharing, the same two-wing topology selector as Kunlun XPU, the shared node lock and the
+//! `hami.io/node-handshake-xpu` handshake.
+
+use std::sync::Arc;
 
 use crate::config::device::KunlunConfig;
+use crate::model::annotations::kunlun_vxpu as keys;
+use crate::model::codec;
+use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
-use crate::model::request::ContainerRequest;
-use crate::model::{ContainerView, PodView, VendorId};
-use crate::sched::reason::Rejection;
+use crate::model::quantity::Quantity;
+use crate::model::request::{ContainerRequest, VendorParams};
+use crate::model::{ContainerDevice, ContainerView, DeviceUsage, PodView, VendorId};
+use crate::sched::reason::{Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, Pick, Vendor, WriteCx};
+use super::kunlun::{self, DEVICE_MEM, Params};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx};
+
+pub const WORD: &str = "XPU";
 
 pub struct KunlunVxpu {
-    word: String,
+    count_name: String,
+    mem_name: String,
+    word: Arc<str>,
 }
 
 impl KunlunVxpu {
-    pub fn new(_cfg: &KunlunConfig) -> KunlunVxpu {
-        KunlunVxpu { word: String::from("XPU") }
+    pub fn new(cfg: &KunlunConfig) -> KunlunVxpu {
+        KunlunVxpu {
+            count_name: cfg.resource_v_count_name.clone(),
+            mem_name: cfg.resource_v_memory_name.clone(),
+            word: Arc::from(WORD),
+        }
     }
+}
+
+/// The memory a vXPU gets: a quarter (24576 MiB), a half (49152) or the whole device (98304),
+/// the smallest that holds the request (HAMi's `trimMemory`; zero and negative values take a
+/// quarter).
+pub fn template(mem: i64) -> u64 {
+    [24576, 49152].into_iter().find(|&t| mem <= t as i64).unwrap_or(DEVICE_MEM)
+}
+
+/// A device a vXPU of `mem` MiB may join (HAMi's `FitVXPU`): healthy, the memory still free, and
+/// unused or running only slices of exactly this size. hami-rs also requires a free slot, which
+/// HAMi does not check (the memory rule bounds it only when the registered count matches).
+fn fits_vxpu(d: &DeviceUsage, mem: u64) -> bool {
+    if !d.health || d.used >= d.info.count {
+        return false;
+    }
+    if d.used_mem.get().saturating_add(mem) > d.info.devmem.get() {
+        return false;
+    }
+    d.used == 0 || d.used_mem.get() / u64::from(d.used) == mem
+}
+
+fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
+    cx.params.and_then(|p| p.downcast_ref::<Params>())
 }
 
 impl Vendor for KunlunVxpu {
     fn name(&self) -> &str {
-        &self.word
+        WORD
     }
+
     fn resource_names(&self) -> Vec<String> {
-        Vec::new()
+        [&self.count_name, &self.mem_name].into_iter().filter(|n| !n.is_empty()).cloned().collect()
     }
-    fn request(&self, _id: VendorId, _c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        Ok(None)
+
+    fn quota_names(&self) -> QuotaNames {
+        QuotaNames { memory: Some(self.mem_name.clone()).filter(|n| !n.is_empty()), cores: None, memory_factor: 1 }
     }
-    fn discover(&self, _node: &NodeView) -> Discovery {
-        Discovery::Absent
+
+    /// scheduling.md §4.2: memory rounded up to a template, cores = memory × 100 ÷ 98304; a
+    /// memory that is absent or not an integer asks for the whole device (98304 MiB, 100 %,
+    /// percentage 100), as HAMi does.
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+        if self.count_name.is_empty() {
+            return Ok(None);
+        }
+        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
+            Some(n) if n > 0 => {
+                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
+            }
+            _ => return Ok(None),
+        };
+        let mem = Some(&self.mem_name)
+            .filter(|n| !n.is_empty())
+            .and_then(|n| c.quantity(n))
+            .and_then(|q| q.parse().ok())
+            .and_then(|q| q.as_i64_exact())
+            .map(template);
+        Ok(Some(match mem {
+            Some(m) => ContainerRequest::new(id, nums, m, 0, (m * 100 / DEVICE_MEM) as u32),
+            None => ContainerRequest::new(id, nums, DEVICE_MEM, 100, 100),
+        }))
     }
-    fn fit(&self, _cx: &FitCx<'_>, _out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        Err(Rejection::NodeUnregistered)
+
+    fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
+        Some(Arc::new(Params::from_pod(pod)))
     }
+
+    /// protocol.md §6, Kunlun vXPU: recognised iff the count is in limits; a memory limit is
+    /// rounded up (Go's `Value`) to its template and written to limits and requests.
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+        if self.count_name.is_empty() || !c.has_limit(&self.count_name) {
+            return Ok(false);
+        }
+        if !self.mem_name.is_empty()
+            && let Some(text) = c.limit(&self.mem_name)
+        {
+            let q = Quantity::parse(&text).map_err(|e| format!("{}: {e}", self.mem_name))?;
+            let t = template(q.value_ceil()).to_string();
+            c.set_limit(&self.mem_name, &t);
+            c.set_request(&self.mem_name, &t);
+        }
+        Ok(true)
+    }
+
+    fn discover(&self, node: &NodeView) -> Discovery {
+        let Some(reg) = node.annotation(keys::REGISTER) else { return Discovery::Absent };
+        match codec::decode_node_devices(reg) {
+            Ok(devices) => Discovery::Devices { devices, extra: None },
+            Err(codec::Error::NoDevices) => Discovery::Absent,
+            Err(error) => Discovery::Malformed { key: keys::REGISTER.into(), error },
+        }
+    }
+
+    fn health_rule(&self) -> HealthRule {
+        HealthRule::Handshake { key: keys::HANDSHAKE.into(), count_resource: self.count_name.clone() }
+    }
+
+    fn cleanup(&self) -> Cleanup {
+        Cleanup::RemoveAnnotation(keys::HANDSHAKE.into())
+    }
+
+    /// vendors.md §10: the topology selector over devices that pass both UUID selections and
+    /// [`fits_vxpu`] (and, under mutex, are unused). On failure under mutex, the busy devices that
+    /// would otherwise have fitted count as `ExclusiveDeviceAllocateConflict`.
+    fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
+        let mem = cx.req.memreq.get();
+        let mutex = cx.pod.gpu_policy.mutex;
+        let fits = |d: &DeviceUsage| (!mutex || d.used == 0) && fits_vxpu(d, mem);
+        let chosen = match kunlun::select(cx, params(cx), &fits) {
+            Ok(c) => c,
+            Err(mismatched) => {
+                let mut tally = Tally::new(cx.order.len());
+                if mutex {
+                    let busy = cx
+                        .order
+                        .iter()
+                        .filter(|&&p| {
+                            let d = &cx.devs[usize::from(p)];
+                            d.used > 0 && fits_vxpu(d, mem)
+                        })
+                        .count();
+                    if busy > 0 {
+                        tally.add(Reason::ExclusiveDeviceAllocateConflict, busy);
+                    }
+                }
+                return Err(kunlun::selector_failure(tally, mismatched));
+            }
+        };
+        for pos in chosen {
+            let d = &cx.devs[usize::from(pos)];
+            out.push(Pick {
+                pos,
+                dev: ContainerDevice {
+                    uuid: d.info.id.clone(),
+                    ty: self.word.clone(),
+                    usedmem: cx.req.memreq,
+                    usedcores: cx.req.cores,
+                    idx: d.info.index,
+                    mig: None,
+                },
+            });
+        }
+        Ok(())
+    }
+
     fn allocated_key(&self) -> Option<&str> {
-        None
+        Some(keys::ALLOCATED)
     }
+
     fn pod_keys(&self) -> Vec<String> {
-        Vec::new()
+        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
     }
-    fn annotations(&self, _cx: &WriteCx<'_>, _out: &mut Vec<(String, String)>) {}
+
+    /// protocol.md §4.1: to-allocate and allocated, identical.
+    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
+        let v = codec::encode_pod_devices(cx.devices);
+        out.push((keys::TO_ALLOCATE.into(), v.clone()));
+        out.push((keys::ALLOCATED.into(), v));
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,6 @@
-//! Annotation keys of the EnflameGcu vendor.
+//! Annotation keys of the Enflame GCU vendor (whole devices; protocol.md §4.1).
+
+/// Pod: the devices the device plugin still has to hand out.
+pub const TO_ALLOCATE: &str = "hami.io/enflame-gcu-devices-to-allocate";
+/// Pod: what the scheduler allocated; read back when usage is rebuilt.
+pub const ALLOCATED: &str = "hami.io/enflame-gcu-devices-allocated";

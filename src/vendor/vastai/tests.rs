@@ -1,0 +1,391 @@
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::model::annotations::GPU_SCHEDULER_POLICY;
+use crate::model::edit::PodEdits;
+use crate::model::pod::QuantityText;
+use crate::model::request::NodePolicy;
+use crate::model::{ContainerDevices, NodeName};
+use crate::sched::NodeSnapshot;
+use crate::sched::fit::{Scratch, fit_pod_devices};
+use crate::testing::*;
+use crate::vendor::{LockKind, NoQuota};
+
+const VA: &str = "vastaitech.com/va";
+
+fn va() -> Vastai {
+    Vastai::new(&CountOnlyConfig { resource_count_name: VA.into() })
+}
+
+fn id() -> VendorId {
+    vendors().by_name(WORD).unwrap()
+}
+
+/// A registered Vastai device; `die` = `Some(card)` for a die in die mode.
+fn dev(id: &str, index: u32, die: Option<&str>) -> DeviceInfo {
+    let mut d = DeviceInfo::new(id, index, 4, 16384, 0, "VA1L");
+    if let Some(card) = die {
+        let mut m = Map::new();
+        m.insert("DeviceStrategy".into(), json!("die"));
+        m.insert("AIC".into(), json!(card));
+        d.custom = Some(std::sync::Arc::new(m));
+    }
+    d
+}
+
+fn va_node(devs: &[DeviceInfo]) -> NodeBuilder {
+    node("n1").annotation(keys::REGISTER, &codec::encode_node_devices_json(devs))
+}
+
+/// Cards A (dies 0, 1) and B (dies 2, 3, 4), in die mode.
+fn dies() -> NodeBuilder {
+    va_node(&[
+        dev("d0", 0, Some("A")),
+        dev("d1", 1, Some("A")),
+        dev("d2", 2, Some("B")),
+        dev("d3", 3, Some("B")),
+        dev("d4", 4, Some("B")),
+    ])
+}
+
+fn cards(n: u32) -> NodeBuilder {
+    va_node(&(0..n).map(|i| dev(&format!("va-{i}"), i, None)).collect::<Vec<_>>())
+}
+
+/// Resource quantities of a container: `(name, value)` pairs.
+type Quantities = &'static [(&'static str, &'static str)];
+
+fn container(limits: &[(&str, &str)], requests: &[(&str, &str)]) -> ContainerView {
+    let mut c = ContainerView { name: "c".into(), ..Default::default() };
+    for (k, v) in limits {
+        c.resources.limits.insert((*k).to_owned(), QuantityText((*v).to_owned()));
+    }
+    for (k, v) in requests {
+        c.resources.requests.insert((*k).to_owned(), QuantityText((*v).to_owned()));
+    }
+    c
+}
+
+fn try_fit(snap: &NodeSnapshot, p: &PodBuilder) -> Result<String, String> {
+    let v = vendors();
+    let req = p.request_with(&v);
+    match fit_pod_devices(snap, &req, &v, &NoQuota, &mut Scratch::default()) {
+        Ok(fit) => Ok(codec::encode_pod_devices(fit.devices.vendor(id()).unwrap_or(&[]))),
+        Err(r) => Err(r.hami_text()),
+    }
+}
+
+/// The ids a fit chose, comma-joined.
+fn ids(snap: &NodeSnapshot, p: &PodBuilder) -> Result<String, String> {
+    try_fit(snap, p).map(|e| {
+        e.split([':', ';'])
+            .filter(|x| !x.is_empty())
+            .map(|x| x.split(',').next().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+fn ask(n: u32) -> PodBuilder {
+    pod().limit(VA, &n.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request derivation (scheduling.md §4.2) and the webhook (protocol.md §6)
+
+#[test]
+fn requests_are_counts_only() {
+    // scheduling.md §4.2, Vastai: nums = count (limits, else requests), mempct 100, cores 0.
+    let rows: [(&str, Quantities, Quantities, Option<u32>); 5] = [
+        ("count", &[(VA, "2")], &[], Some(2)),
+        ("from requests", &[], &[(VA, "1")], Some(1)),
+        ("fractional", &[(VA, "0.5")], &[], None),
+        ("zero", &[(VA, "0")], &[], None),
+        ("absent", &[], &[], None),
+    ];
+    for (what, l, r, want) in rows {
+        let got = va().request(VendorId(12), &container(l, r), &PodView::default()).unwrap();
+        assert_eq!(got, want.map(|n| ContainerRequest::new(VendorId(12), n, 0, 100, 0)), "{what}");
+    }
+    let mutate = |c: Value| {
+        let mut c = c;
+        let annotations = Map::new();
+        let mut edits = PodEdits::default();
+        let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
+        let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
+        va().mutate(&mut e, &mut p)
+    };
+    // protocol.md §6: recognised iff the count is in limits.
+    assert_eq!(mutate(json!({"resources": {"limits": {VA: "1"}}})), Ok(true));
+    assert_eq!(mutate(json!({"resources": {"requests": {VA: "1"}}})), Ok(false));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Discovery, health, clean-up, lock
+
+#[test]
+fn registration_forces_devcore_to_100_and_keeps_the_die_info() {
+    // protocol.md §3.1: JSON list, devcore forced to 100 on read; custominfo DeviceStrategy and
+    // AIC passed through. The colon form is accepted too.
+    let Discovery::Devices { devices, .. } = va().discover(&dies().view()) else { panic!("none") };
+    assert_eq!(devices.len(), 5);
+    assert!(devices.iter().all(|d| d.devcore == 100));
+    assert!(is_die(&devices[0]));
+    assert_eq!(aic(&devices[3]), Some("B"));
+    let colon = node("n1").annotation(keys::REGISTER, "va-0,4,16384,7,VA1L,0,true:");
+    let Discovery::Devices { devices, .. } = va().discover(&colon.view()) else { panic!("none") };
+    assert_eq!((devices[0].devcore, is_die(&devices[0])), (100, false));
+    assert!(matches!(va().discover(&node("n1").annotation(keys::REGISTER, "{").view()), Discovery::Malformed { .. }));
+    assert!(matches!(va().discover(&node("n1").view()), Discovery::Absent));
+}
+
+#[test]
+fn handshake_health_clean_up_and_the_shared_lock() {
+    // protocol.md §3.1, §3.7, §3.8: hami.io/node-handshake-va; clean-up removes it; shared lock.
+    assert_eq!(
+        va().health_rule(),
+        HealthRule::Handshake { key: "hami.io/node-handshake-va".into(), count_resource: VA.into() }
+    );
+    assert_eq!(va().cleanup(), Cleanup::RemoveAnnotation("hami.io/node-handshake-va".into()));
+    assert_eq!(va().lock(), LockKind::Shared);
+    assert_eq!(va().resource_names(), [VA]);
+    assert_eq!(
+        Vastai::new(&CountOnlyConfig::default()).request(
+            VendorId(12),
+            &container(&[(VA, "1")], &[]),
+            &PodView::default()
+        ),
+        Ok(None)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fit (vendors.md §13)
+
+#[test]
+fn card_mode_checks_health_type_uuid_slots_and_mutex_only() {
+    let v = vendors();
+    let snap = cards(2).snapshot(&v);
+    // No memory or core checks; the entries reserve nothing.
+    assert_eq!(try_fit(&snap, &ask(2)), Ok("va-0,Vastai,0,0:va-1,Vastai,0,0:;".into()));
+    let mut s = cards(2).snapshot(&v);
+    s.devices[0].health = false;
+    set_usage(&mut s, "va-1", 4, 0, 0);
+    assert_eq!(try_fit(&s, &ask(1)), Err("1/2 CardNotHealth, 1/2 CardTimeSlicingExhausted".into()));
+    let mut s = cards(2).snapshot(&v);
+    set_usage(&mut s, "va-0", 1, 0, 0);
+    let mutex = ask(1).annotation(GPU_SCHEDULER_POLICY, "mutex");
+    assert_eq!(ids(&s, &mutex), Ok("va-1".into()));
+    assert_eq!(
+        try_fit(&s, &ask(2).annotation(GPU_SCHEDULER_POLICY, "mutex")),
+        Err("1/2 AllocatedCardsInsufficientRequest, 1/2 ExclusiveDeviceAllocateConflict".into())
+    );
+    // UUID selection with vastaitech.com/use-gpuuuid / nouse-gpuuuid.
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_UUID, "va-1")), Ok("va-1".into()));
+    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::NOUSE_UUID, "va-0,va-1")), Err("2/2 CardUuidMismatch".into()));
+}
+
+#[test]
+fn use_va_and_nouse_va_select_device_types() {
+    // HAMi declares vastaitech.com/use-va / nouse-va without enforcing them; hami-rs enforces
+    // them as type lists (case-insensitive substrings of the device type, protocol.md §4.5).
+    let mut devs = vec![dev("va-0", 0, None), dev("va-1", 1, None)];
+    devs[1].ty = std::sync::Arc::from("VA16");
+    let snap = va_node(&devs).snapshot(&vendors());
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_TYPE, "va16")), Ok("va-1".into()));
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "VA1L")), Ok("va-1".into()));
+    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_TYPE, "VA10")), Err("2/2 CardTypeMismatch".into()));
+    // A blank value is no constraint.
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_TYPE, " ")), Ok("va-0".into()));
+}
+
+#[test]
+fn die_mode_takes_whole_cards_first() {
+    // vendors.md §13: die mode (decided by the first candidate) collects every fitting die; one
+    // requested → the first; more → grouped by AIC, largest groups first, filled in order.
+    let snap = dies().snapshot(&vendors());
+    assert_eq!(ids(&snap, &ask(1)), Ok("d0".into()));
+    assert_eq!(ids(&snap, &ask(2)), Ok("d2,d3".into()));
+    assert_eq!(ids(&snap, &ask(3)), Ok("d2,d3,d4".into()));
+    assert_eq!(ids(&snap, &ask(4)), Ok("d2,d3,d4,d0".into()));
+    // Exactly as many dies as requested: taken as collected.
+    assert_eq!(ids(&snap, &ask(5)), Ok("d0,d1,d2,d3,d4".into()));
+    assert_eq!(try_fit(&snap, &ask(6)), Err("NodeInsufficientDevice".into()));
+    // A busy die is still a candidate; with equal groups the card met first wins.
+    let mut s = dies().snapshot(&vendors());
+    set_usage(&mut s, "d4", 4, 0, 0);
+    assert_eq!(ids(&s, &ask(2)), Ok("d0,d1".into()));
+    assert_eq!(try_fit(&s, &ask(5)), Err("1/5 CardTimeSlicingExhausted, 4/5 AllocatedCardsInsufficientRequest".into()));
+}
+
+#[test]
+fn mutex_in_die_mode_keeps_busy_cards_whole() {
+    // vendors.md §13, scheduling.md §5.11: under mutex an idle die on a card with a busy die
+    // conflicts too.
+    let mut s = dies().snapshot(&vendors());
+    set_usage(&mut s, "d3", 1, 0, 0);
+    let p = ask(2).annotation(GPU_SCHEDULER_POLICY, "mutex");
+    assert_eq!(ids(&s, &p), Ok("d0,d1".into()));
+    let p = ask(3).annotation(GPU_SCHEDULER_POLICY, "mutex");
+    assert_eq!(
+        try_fit(&s, &p),
+        Err("2/5 AllocatedCardsInsufficientRequest, 3/5 ExclusiveDeviceAllocateConflict".into())
+    );
+}
+
+#[test]
+fn dies_without_a_card_id_come_after_whole_cards() {
+    // HAMi drops card-less dies from the grouping and can answer fewer dies than requested;
+    // hami-rs keeps them, after the cards.
+    let loose = |id: &str, index| {
+        let mut d = dev(id, index, Some("-"));
+        let mut m = (*d.custom.clone().unwrap()).clone();
+        m.remove("AIC");
+        d.custom = Some(std::sync::Arc::new(m));
+        d
+    };
+    let devs = vec![dev("d0", 0, Some("A")), dev("d1", 1, Some("A")), loose("x", 2), loose("y", 3)];
+    let snap = va_node(&devs).snapshot(&vendors());
+    assert_eq!(ids(&snap, &ask(3)), Ok("d0,d1,x".into()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node score (vendors.md §13)
+
+fn score(snap: &NodeSnapshot, containers: &[&[&str]]) -> f32 {
+    let v = vendors();
+    let req = ask(1).request_with(&v);
+    let devices: Vec<ContainerDevices> =
+        containers.iter().map(|c| c.iter().map(|u| ContainerDevice::new(u, WORD, 0, 0)).collect()).collect();
+    let name = NodeName::new("n1");
+    va().node_score(&ScoreCx {
+        node: &name,
+        extra: None,
+        before: &snap.devices,
+        devices: &devices,
+        pod: &req,
+        policy: NodePolicy::Binpack,
+    })
+}
+
+#[test]
+fn the_die_score_rewards_dies_on_one_card() {
+    // vendors.md §13: Σ over containers of the largest same-AIC group ÷ dies.
+    let snap = dies().snapshot(&vendors());
+    assert_eq!(score(&snap, &[&["d2", "d3"]]), 1.0);
+    assert_eq!(score(&snap, &[&["d1", "d2"]]), 0.5);
+    assert_eq!(score(&snap, &[&["d0", "d1", "d2"], &[], &["d4"]]), 2.0 / 3.0 + 1.0);
+    // Devices not in die mode, or without card ids, score 0.
+    assert_eq!(score(&cards(2).snapshot(&vendors()), &[&["va-0"]]), 0.0);
+    let mut card = dev("c0", 0, Some("A"));
+    let mut m = (*card.custom.clone().unwrap()).clone();
+    m.insert("DeviceStrategy".into(), json!("card"));
+    card.custom = Some(std::sync::Arc::new(m));
+    assert_eq!(score(&va_node(&[card]).snapshot(&vendors()), &[&["c0"]]), 0.0);
+    // Through fit, the score is added to the node's (HAMi adds vendor scores whatever the policy).
+    let v = vendors();
+    let req = ask(2).request_with(&v);
+    let s = crate::sched::fit::fit_pod(&dies().snapshot(&v), &req, &v, &NoQuota, &mut Scratch::default()).unwrap();
+    assert_eq!(s, 1.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Annotations (protocol.md §4.1)
+
+#[test]
+fn filter_writes_both_keys_with_a_capital_v() {
+    let v = vendors();
+    let snap = cards(1).snapshot(&v);
+    let req = ask(1).request_with(&v);
+    let fit = fit_pod_devices(&snap, &req, &v, &NoQuota, &mut Scratch::default()).unwrap();
+    let cs = fit.devices.vendor(id()).unwrap();
+    let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: cs, pod: &req, unix_s: 1, unix_ns: 1 };
+    let mut out = Vec::new();
+    va().annotations(&cx, &mut out);
+    let want = "va-0,Vastai,0,0:;".to_owned();
+    assert_eq!(
+        out,
+        [
+            ("hami.io/Vastai-devices-to-allocate".to_owned(), want.clone()),
+            ("hami.io/Vastai-devices-allocated".to_owned(), want)
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The allocation invariant (STYLE.md, property tests)
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn accepted_placements_never_overcommit_slots(
+        die_mode in any::<bool>(),
+        cards_of in prop::collection::vec(0u8..3, 1..=8),
+        slots in 1u32..=3,
+        policy in prop::sample::select(vec!["binpack", "spread", "mutex"]),
+        pods in prop::collection::vec((prop::collection::vec(prop::option::of(1u32..=4), 1..=3), prop::option::of(1u32..=3)), 1..=6),
+    ) {
+        let devs: Vec<DeviceInfo> = cards_of
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let card = format!("card-{c}");
+                let mut d = dev(&format!("d{i}"), i as u32, die_mode.then_some(card.as_str()));
+                d.count = slots;
+                d
+            })
+            .collect();
+        let v = vendors();
+        let mut snap = va_node(&devs).snapshot(&v);
+        for (i, (apps, init)) in pods.iter().enumerate() {
+            let mut p = pod().name(&format!("p{i}")).annotation(GPU_SCHEDULER_POLICY, policy);
+            if let Some(n) = apps[0] {
+                p = p.limit(VA, &n.to_string());
+            }
+            for (j, a) in apps.iter().enumerate().skip(1) {
+                p = p.container(&format!("c{j}"));
+                if let Some(n) = a {
+                    p = p.limit(VA, &n.to_string());
+                }
+            }
+            if let Some(n) = init {
+                p = p.init("i").limit(VA, &n.to_string());
+            }
+            let req = p.request_with(&v);
+            if let Some(got) = place(&mut snap, &req, &v).map_err(TestCaseError::fail)? {
+                // Each request got exactly what it asked for, on distinct dies.
+                for (ci, c) in got.vendor(id()).unwrap_or(&[]).iter().enumerate() {
+                    let want = req.containers[ci].first().map_or(0, |r| r.nums as usize);
+                    let mut u: Vec<&str> = c.iter().map(|d| d.uuid.as_str()).collect();
+                    u.dedup();
+                    prop_assert_eq!((c.len(), u.len()), (want, want));
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the engine
+
+#[actix::test]
+async fn the_engine_keeps_multi_die_pods_on_one_card() {
+    // vendors.md §13: the two-die pod takes card B's dies; the next two-die pod takes card A
+    // (B has one die left); a single die fills B's last one.
+    let pods = vec![ask(2).name("p0").view(), ask(2).name("p1").view(), ask(1).name("p2").view()];
+    // Each die takes one task, so a chosen die is full.
+    let devs: Vec<DeviceInfo> = ["d0", "d1", "d2", "d3", "d4"]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut x = dev(d, i as u32, Some(if i < 2 { "A" } else { "B" }));
+            x.count = 1;
+            x
+        })
+        .collect();
+    let sim = simulate(vec![va_node(&devs).view()], pods).await;
+    let alloc: Vec<&str> = sim.pods.iter().map(|p| p.annotations[keys::ALLOCATED].as_str()).collect();
+    assert_eq!(alloc, ["d2,Vastai,0,0:d3,Vastai,0,0:;", "d0,Vastai,0,0:d1,Vastai,0,0:;", "d4,Vastai,0,0:;"]);
+}
