@@ -287,3 +287,14 @@ impl PodBuilder {
         vendors.pod_request(&self.view, &defaults()).expect("fixture pods are valid")
     }
 }
+
+/// The scheduler flags `hami-rs serve <args>` parses to (e.g. `["--enable-ascend"]`), for tests
+/// that run the real engine.
+pub fn scheduler_flags(args: &[&str]) -> crate::config::SchedulerFlags {
+    use clap::Parser;
+    let argv = ["hami-rs", "serve"].into_iter().chain(args.iter().copied());
+    match crate::config::Cli::try_parse_from(argv).expect("test flags parse").command {
+        crate::config::Command::Serve(s) => s.sched,
+        crate::config::Command::Simulate(_) => unreachable!("serve was asked for"),
+    }
+}

@@ -220,7 +220,10 @@ pub trait Vendor: Send + Sync + 'static {
 
     /// The task class and QoS a pod's allocation carries on this vendor's devices (Metax sGPU
     /// co-locates online/offline pods by them); `None` for plain pods.
-    fn task_tag(&self, _annotations: &crate::model::pod::Annotations) -> Option<(crate::model::device::TaskClass, Option<Arc<str>>)> {
+    fn task_tag(
+        &self,
+        _annotations: &crate::model::pod::Annotations,
+    ) -> Option<(crate::model::device::TaskClass, Option<Arc<str>>)> {
         None
     }
 
