@@ -102,11 +102,13 @@ pub struct Tally {
     /// Number of candidate devices of the requested vendor (the `m` of `n/m`).
     pub total: u16,
     pub detail: Option<Detail>,
+    /// Reasons listed even at a zero count (bit per `Reason`), set through [`Tally::set`].
+    listed: u32,
 }
 
 impl Tally {
     pub fn new(total: usize) -> Tally {
-        Tally { counts: [0; REASONS], total: total.min(u16::MAX as usize) as u16, detail: None }
+        Tally { counts: [0; REASONS], total: total.min(u16::MAX as usize) as u16, detail: None, listed: 0 }
     }
     /// Counts one device rejected for `reason`, keeping the detail of the device that got
     /// furthest through the checks (the most useful one to show).
@@ -122,15 +124,25 @@ impl Tally {
         let c = &mut self.counts[reason as usize];
         *c = c.saturating_add(n.min(u16::MAX as usize) as u16);
     }
+    /// Sets `reason`'s count outright and lists it even when `n` is 0: HAMi assigns some counts
+    /// (`reason[AllocatedCardsInsufficientRequest] = n`), so `0/m …` items can appear.
+    pub fn set(&mut self, reason: Reason, n: usize) {
+        self.counts[reason as usize] = n.min(u16::MAX as usize) as u16;
+        self.listed |= 1 << reason as u32;
+    }
     pub fn count(&self, reason: Reason) -> u16 {
         self.counts[reason as usize]
     }
     pub fn is_empty(&self) -> bool {
-        self.counts.iter().all(|&c| c == 0)
+        self.listed == 0 && self.counts.iter().all(|&c| c == 0)
     }
-    /// `(reason, count)` for every non-zero reason.
+    /// `(reason, count)` for every non-zero reason, and for reasons [`Tally::set`] listed at zero.
     pub fn items(&self) -> impl Iterator<Item = (Reason, u16)> + '_ {
-        Reason::ALL.iter().copied().zip(self.counts.iter().copied()).filter(|(_, c)| *c > 0)
+        Reason::ALL
+            .iter()
+            .copied()
+            .zip(self.counts.iter().copied())
+            .filter(|(r, c)| *c > 0 || self.listed & (1 << *r as u32) != 0)
     }
     /// HAMi's reason list: `<n>/<m> <Reason>` items sorted as text, joined with `, `.
     pub fn hami_text(&self) -> String {
@@ -222,6 +234,18 @@ mod tests {
         t.add(Reason::CardInsufficientMemory, 10);
         t.add(Reason::CardNotHealth, 2);
         assert_eq!(t.hami_text(), "10/10 CardInsufficientMemory, 2/10 CardNotHealth, 2/10 CardUuidMismatch");
+    }
+
+    #[test]
+    fn a_set_count_is_listed_even_at_zero() {
+        // HAMi's Ascend 910C fit assigns `AllocatedCardsInsufficientRequest = len(pairs)`, which
+        // GenReason prints even when it is 0.
+        let mut t = Tally::new(4);
+        t.set(Reason::AllocatedCardsInsufficientRequest, 0);
+        assert!(!t.is_empty());
+        assert_eq!(t.hami_text(), "0/4 AllocatedCardsInsufficientRequest");
+        t.set(Reason::AllocatedCardsInsufficientRequest, 2);
+        assert_eq!(t.hami_text(), "2/4 AllocatedCardsInsufficientRequest");
     }
 
     #[test]

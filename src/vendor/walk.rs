@@ -39,6 +39,9 @@ pub struct Rules<'a> {
     pub uuid_ok: Check<'a>,
     /// A vendor rule run after the UUID check (same-device rules: `CardNotFoundCustomFilterRule`).
     pub custom: Option<CustomRule<'a>>,
+    /// Run `custom` after the capacity checks instead, where HAMi's Metax GPU and Mthreads run their
+    /// same-device rule (so a busy device counts as `CardTimeSlicingExhausted`, not as the rule).
+    pub custom_after_capacity: bool,
     /// Check 10: namespace quota.
     pub quota: bool,
     /// Checks 11–14: memory, cores, exclusive 100 cores, no core-less task on a full device.
@@ -64,6 +67,7 @@ impl<'a> Rules<'a> {
             numa_bind: false,
             uuid_ok: &always,
             custom: None,
+            custom_after_capacity: false,
             quota: false,
             capacity: true,
             clamp_cores: true,
@@ -132,6 +136,33 @@ fn collapsed_with(cx: &FitCx<'_>, picks: &[Pick], cand: &DeviceUuid, m: MemMiB, 
 /// counting the devices that were found.
 pub fn walk(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>) -> Result<(), Tally> {
     let start = out.len();
+    let (mut tally, done) = scan(cx, r, out, !r.collect_all);
+    if done {
+        return Ok(());
+    }
+    let original = cx.req.nums;
+    if r.collect_all && out.len() - start >= original as usize && original > 0 {
+        return Ok(());
+    }
+    let picked = out.len() - start;
+    if picked > 0 {
+        tally.add(Reason::AllocatedCardsInsufficientRequest, picked);
+    }
+    out.truncate(start);
+    Err(tally)
+}
+
+/// Runs the checks over every candidate without stopping at `nums`, appending each fitting device
+/// to `out`, and returns what the other devices were rejected for. For vendors that choose among
+/// all fitting devices and word their own failure (Ascend 910C module pairs).
+pub fn collect(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>) -> Tally {
+    scan(cx, r, out, false).0
+}
+
+/// The walk itself: appends every device that passes, stopping once `nums` are picked when `stop`
+/// is set (then the flag in the answer is true).
+fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tally, bool) {
+    let start = out.len();
     let mut tally = Tally::new(cx.order.len());
     let original = cx.req.nums;
     let mut nums = cx.req.nums;
@@ -183,7 +214,7 @@ pub fn walk(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>) -> Result<(), Ta
         if !(r.uuid_ok)(d) {
             reject!(Reason::CardUuidMismatch, Need::None);
         }
-        if let Some(custom) = r.custom
+        if let Some(custom) = r.custom.filter(|_| !r.custom_after_capacity)
             && let Some(reason) = custom(d)
         {
             reject!(reason, Need::None);
@@ -223,6 +254,11 @@ pub fn walk(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>) -> Result<(), Ta
                 reject!(Reason::CardComputeUnitsExhausted, Need::None);
             }
         }
+        if let Some(custom) = r.custom.filter(|_| r.custom_after_capacity)
+            && let Some(reason) = custom(d)
+        {
+            reject!(reason, Need::None);
+        }
         if let Some(mig) = r.mig
             && d.info.is_mig()
         {
@@ -242,23 +278,15 @@ pub fn walk(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>) -> Result<(), Ta
                 mig: None,
             },
         });
-        if !r.collect_all {
+        if stop {
             nums = nums.saturating_sub(1);
             if nums == 0 {
-                return Ok(());
+                return (tally, true);
             }
         }
         if !revisit {
             i -= 1;
         }
     }
-    if r.collect_all && out.len() - start >= original as usize && original > 0 {
-        return Ok(());
-    }
-    let picked = out.len() - start;
-    if picked > 0 {
-        tally.add(Reason::AllocatedCardsInsufficientRequest, picked);
-    }
-    out.truncate(start);
-    Err(tally)
+    (tally, false)
 }
