@@ -543,19 +543,14 @@ proptest! {
 // Through the engine (in-memory backend)
 
 #[actix::test]
-async fn mlu_pods_are_placed_and_locked_through_the_engine() {
-    // Another pod holds the shared lock, so an NVIDIA pod's bind fails on this node.
-    let n1 = mlus(2).gpu(gpu("GPU-0", 16384)).annotation(common::NODE_LOCK, "2099-01-01T00:00:00Z,default,holder");
-    let cluster = ClusterObjects { nodes: vec![n1.view()], pods: vec![pod().name("holder").view()], quotas: vec![] };
+async fn mlu_pods_are_placed_through_the_engine_and_their_lock_released_after_allocation() {
+    let cluster = ClusterObjects { nodes: vec![mlus(2).view()], pods: vec![], quotas: vec![] };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
         mlu_pod(1, 16, 50).name("mlu-a").view(),
         // protocol.md §3.8: mlu-a's bind took `cambricon.com/dsmlu.lock`; the device plugin
-        // releases it after Allocate, which the in-memory cluster does not play, so it is held.
+        // (played by the in-memory cluster) releases it after Allocate, so mlu-b can bind.
         pod().name("mlu-b").limit(VMLU, "1").view(),
-        // An NVIDIA pod's bind fails on the shared lock. HAMi would then also remove the MLU
-        // lock (scheduling.md §14 row 9); hami-rs releases only locks this pod took.
-        pod().name("gpu-c").gpu(1).mem_mib(1000).view(),
     ];
     let sim = crate::simulate::simulate_pods(&engine, pods).await.unwrap();
     let a = &sim.pods[0];
@@ -565,12 +560,34 @@ async fn mlu_pods_are_placed_and_locked_through_the_engine() {
     assert_eq!(got(keys::ALLOCATED), Some("n1-cambricon-mlu-0,MLU,4096,50:;"));
     assert_eq!(got(keys::DSMLU_PROFILE), Some("0_50_16"));
     assert_eq!(got(keys::DSMLU_ASSIGNED), Some("false"));
-    let b = &sim.pods[1];
+    assert_eq!(sim.pods[1].node.as_deref(), Some("n1"), "{:?}", sim.pods[1]);
+    assert!(engine.backend().node("n1").unwrap().annotation(common::CAMBRICON_LOCK).is_none());
+}
+
+#[actix::test]
+async fn a_held_mlu_lock_blocks_mlu_pods_and_survives_another_pods_failed_bind() {
+    // Another pod holds the shared lock, so an NVIDIA pod's bind fails on this node; a fresh
+    // Cambricon lock is held too.
+    let n1 = mlus(2)
+        .gpu(gpu("GPU-0", 16384))
+        .annotation(common::NODE_LOCK, "2099-01-01T00:00:00Z,default,holder")
+        .annotation(common::CAMBRICON_LOCK, "2099-01-01T00:00:00Z");
+    let cluster = ClusterObjects { nodes: vec![n1.view()], pods: vec![pod().name("holder").view()], quotas: vec![] };
+    let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
+    let pods = vec![
+        // protocol.md §3.8: a Cambricon lock younger than 2 minutes fails the bind.
+        pod().name("mlu-b").limit(VMLU, "1").view(),
+        // An NVIDIA pod's bind fails on the shared lock. HAMi would then also remove the MLU
+        // lock (scheduling.md §14 row 9); hami-rs releases only locks this pod took.
+        pod().name("gpu-c").gpu(1).mem_mib(1000).view(),
+    ];
+    let sim = crate::simulate::simulate_pods(&engine, pods).await.unwrap();
+    let b = &sim.pods[0];
     assert_eq!(b.node, None);
     assert!(b.error.as_deref().is_some_and(|e| e.contains("node n1 has been locked within 2m0s")), "{b:?}");
-    let c = &sim.pods[2];
+    let c = &sim.pods[1];
     assert!(c.error.as_deref().is_some_and(|e| e.contains("node lock contention")), "{c:?}");
     let node = engine.backend().node("n1").unwrap();
-    assert!(node.annotation(common::CAMBRICON_LOCK).is_some(), "the MLU lock survives another pod's failed bind");
+    assert_eq!(node.annotation(common::CAMBRICON_LOCK), Some("2099-01-01T00:00:00Z"), "the MLU lock survives");
     assert_eq!(node.annotation(common::NODE_LOCK), Some("2099-01-01T00:00:00Z,default,holder"));
 }
