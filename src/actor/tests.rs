@@ -1,1 +1,712 @@
 use super::*;
+use crate::backend::memory::{ClusterObjects, MemoryBackend};
+use crate::model::VendorId;
+use crate::model::codec;
+use crate::testing::*;
+
+type Mem = Engine<MemoryBackend>;
+
+/// An engine over an in-memory cluster holding `nodes`, each registered.
+async fn engine_with(cfg: EngineConfig, nodes: &[NodeBuilder]) -> (Mem, MemoryBackend) {
+    let backend = MemoryBackend::new(Duration::from_secs(300));
+    let engine = Engine::start(cfg, Arc::new(vendors()), backend.clone(), None);
+    for n in nodes {
+        backend.insert_node(n.view());
+        let r = engine.register_node(Arc::new(n.view())).await;
+        assert!(matches!(r, Registration::Ok { .. }), "{}: {r:?}", n.name);
+    }
+    (engine, backend)
+}
+
+async fn engine(nodes: &[NodeBuilder]) -> (Mem, MemoryBackend) {
+    engine_with(EngineConfig { arbiters: 2, ..Default::default() }, nodes).await
+}
+
+fn cfg_ttl(ttl: Duration) -> EngineConfig {
+    EngineConfig { arbiters: 2, reservation_ttl: ttl, ..Default::default() }
+}
+
+fn names(ns: &[&'static str]) -> Vec<Cow<'static, str>> {
+    ns.iter().map(|n| Cow::Borrowed(*n)).collect()
+}
+
+fn pref(p: &PodBuilder) -> PodRef {
+    let m = &p.view.metadata;
+    PodRef { namespace: m.namespace.clone(), name: m.name.clone(), uid: m.uid.clone() }
+}
+
+/// Inserts the pod into the cluster and filters it over `candidates`.
+async fn filter(e: &Mem, b: &MemoryBackend, p: &PodBuilder, candidates: &[&'static str]) -> FilterOutcome {
+    b.insert_pod(p.view());
+    e.filter(&p.view(), &names(candidates)).await
+}
+
+fn chosen(o: &FilterOutcome) -> &str {
+    match o {
+        FilterOutcome::Chosen { node, .. } => node.as_str(),
+        other => panic!("expected a node, got {other:?}"),
+    }
+}
+
+/// Observes a pod that is already in the cluster and waits until every node actor has seen it.
+async fn observe(e: &Mem, b: &MemoryBackend, p: &PodBuilder) {
+    b.insert_pod(p.view());
+    e.observe_pod(&p.view());
+    let _ = e.reports().await;
+}
+
+/// (slots, MiB, cores) in use on the node's first device, as Filter sees it.
+fn used(e: &Mem, node: &str) -> (u32, u64, u32) {
+    let s = e.snapshot(node).unwrap();
+    let d = &s.devices[0];
+    (d.used, d.used_mem.get(), d.used_cores)
+}
+
+/// Every allocation the engine holds: (node, pod name, state).
+async fn allocs(e: &Mem) -> Vec<(String, String, AllocState)> {
+    let mut v: Vec<_> = e
+        .reports()
+        .await
+        .iter()
+        .flat_map(|r| r.allocs.iter().map(|a| (r.name.to_string(), a.name.to_string(), a.state)))
+        .collect();
+    v.sort_by(|a, b| a.1.cmp(&b.1));
+    v
+}
+
+/// Per node and device: (uuid, slots, MiB, cores), for comparing two engines' usage.
+async fn usage(e: &Mem) -> Vec<(String, Vec<(String, u32, u64, u32)>)> {
+    e.reports()
+        .await
+        .iter()
+        .map(|r| {
+            let devs =
+                r.snapshot.devices.iter().map(|d| (d.info.id.to_string(), d.used, d.used_mem.get(), d.used_cores));
+            (r.name.to_string(), devs.collect())
+        })
+        .collect()
+}
+
+fn messages(b: &MemoryBackend, p: &PodBuilder, reason: &str) -> Vec<String> {
+    b.events_for(&pref(p)).into_iter().filter(|e| e.reason == reason).map(|e| e.message).collect()
+}
+
+/// Waits (bounded) until the engine holds no allocation for `pod`; for reservations expiring on
+/// the engine's own arbiter threads, where paused test time does not reach.
+async fn until_expired(e: &Mem, pod: &str) {
+    for _ in 0..500 {
+        if !allocs(e).await.iter().any(|a| a.1 == pod) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the reservation of {pod} never expired");
+}
+
+#[actix::test]
+async fn binpack_picks_the_fuller_node_and_spread_the_emptier_one() {
+    // scheduling.md §5.13: binpack takes the highest node score, spread the lowest.
+    let nodes = [node("a").gpus(1, 16384), node("b").gpus(1, 16384)];
+    let busy = pod().gpu(1).mem_mib(4096).name("busy").placed("b", "GPU-b-0,NVIDIA,4096,0:;").bound_to("b");
+
+    let (e, b) = engine(&nodes).await;
+    observe(&e, &b, &busy).await;
+    let p = pod().gpu(1).mem_mib(2048).name("packed");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a", "b"]).await), "b");
+
+    let (e, b) = engine(&nodes).await;
+    observe(&e, &b, &busy).await;
+    let p = pod().gpu(1).mem_mib(2048).name("spread").annotation(keys::NODE_SCHEDULER_POLICY, "spread");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a", "b"]).await), "a");
+}
+
+#[actix::test]
+async fn ties_between_nodes_are_broken_by_name() {
+    // scheduling.md §14 row 18: HAMi breaks ties arbitrarily; hami-rs by node name.
+    let (e, b) = engine(&[node("b").gpus(1, 16384), node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(2048).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["b", "a"]).await), "a");
+}
+
+#[actix::test]
+async fn filter_writes_hamis_exact_annotation_set_and_label() {
+    // protocol.md §4.1: one merge patch with vgpu-node, vgpu-time, NVIDIA's to-allocate and
+    // allocated keys (identical values), and the hami.io/vgpu-node label.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).cores(30).name("p1");
+    let before = unix_now().0;
+    let out = filter(&e, &b, &p, &["a"]).await;
+    assert_eq!(out, FilterOutcome::Chosen { node: NodeName::new("a"), failed: BTreeMap::new() });
+
+    let written = b.written("default", "p1");
+    let keys_written: Vec<&str> = written.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys_written,
+        [keys::NVIDIA_ALLOCATED, keys::NVIDIA_TO_ALLOCATE, keys::ASSIGNED_NODE, keys::ASSIGNED_TIME]
+    );
+    assert_eq!(written[keys::ASSIGNED_NODE], "a");
+    assert_eq!(written[keys::NVIDIA_ALLOCATED], "GPU-a-0,NVIDIA,4096,30:;");
+    assert_eq!(written[keys::NVIDIA_TO_ALLOCATE], written[keys::NVIDIA_ALLOCATED]);
+    let t: i64 = written[keys::ASSIGNED_TIME].parse().unwrap();
+    assert!(t >= before, "vgpu-time is the unix-s of the decision");
+
+    let view = b.pod("default", "p1").unwrap();
+    assert_eq!(view.metadata.labels.get(keys::ASSIGNED_NODE).map(String::as_str), Some("a"));
+    assert_eq!(view.annotation(keys::NVIDIA_ALLOCATED), Some("GPU-a-0,NVIDIA,4096,30:;"));
+
+    // protocol.md §10: FilteringSucceed with the fitting nodes and their scores.
+    let ok = messages(&b, &p, reasons::FILTERING_SUCCEED);
+    assert_eq!(ok.len(), 1);
+    assert!(ok[0].starts_with("find fit node(a), 0 nodes not fit, 1 nodes fit(a:"), "{}", ok[0]);
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Reserved)]);
+}
+
+#[actix::test]
+async fn a_node_name_too_long_for_a_label_gets_the_annotation_without_the_label() {
+    // scheduling.md §14 row 15: HAMi's label patch fails for node names over 63 characters, so
+    // such nodes never get pods; hami-rs writes the annotation and skips the label.
+    const LONG: &str = "a-node-name-that-is-much-longer-than-sixty-three-characters-allowed-in-labels";
+    let (e, b) = engine(&[node(LONG).gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &[LONG]).await), LONG);
+    let view = b.pod("default", "p1").unwrap();
+    assert_eq!(view.annotation(keys::ASSIGNED_NODE), Some(LONG));
+    assert!(!view.metadata.labels.contains_key(keys::ASSIGNED_NODE));
+}
+
+#[actix::test]
+async fn a_repeated_filter_of_the_same_pod_does_not_count_it_twice() {
+    // scheduling.md §5.15: the earlier reservation of the same UID is released first, so the pod
+    // does not compete with itself (10000 MiB twice would not fit in 16384 MiB).
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(10000).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    assert_eq!(used(&e, "a"), (1, 10000, 0));
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Reserved)]);
+}
+
+#[actix::test]
+async fn a_refiltered_pod_moves_to_the_node_chosen_the_second_time() {
+    // A pod filtered again over other candidates is held only where it was placed last.
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["b"]).await), "b");
+    assert_eq!(used(&e, "a"), (0, 0, 0));
+    assert_eq!(used(&e, "b"), (1, 4096, 0));
+    assert_eq!(b.written("default", "p1")[keys::ASSIGNED_NODE], "b");
+}
+
+#[actix::test]
+async fn bind_writes_bind_phase_sets_the_node_commits_and_the_lock_is_released() {
+    // protocol.md §4.4, §7.4: bind-phase allocating and bind-time before the Binding, then
+    // BindingSucceed; the reservation no longer expires; the in-memory plugin releases the lock.
+    let ttl = Duration::from_millis(100);
+    let (e, b) = engine_with(cfg_ttl(ttl), &[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let before = unix_now().0;
+    e.bind(&pref(&p), "a").await.unwrap();
+
+    let written = b.written("default", "p1");
+    assert_eq!(written[keys::BIND_PHASE], keys::BIND_PHASE_ALLOCATING);
+    assert!(written[keys::BIND_TIME].parse::<i64>().unwrap() >= before);
+    let view = b.pod("default", "p1").unwrap();
+    assert_eq!(view.spec.node_name.as_deref(), Some("a"));
+    assert_eq!(view.annotation(keys::BIND_PHASE), Some(keys::BIND_PHASE_SUCCESS), "the plugin's part");
+    assert_eq!(view.annotation(keys::NVIDIA_TO_ALLOCATE), Some(";;"), "the plugin served the container");
+    assert!(!b.node("a").unwrap().metadata.annotations.contains_key(keys::NODE_LOCK));
+    assert_eq!(messages(&b, &p, reasons::BINDING_SUCCEED), ["Successfully binding node [a] to default/p1"]);
+    assert!(messages(&b, &p, reasons::BINDING_FAILED).is_empty());
+
+    tokio::time::sleep(ttl * 3).await;
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
+    assert_eq!(used(&e, "a"), (1, 4096, 0));
+    let rep = e.reports().await;
+    assert_eq!(rep[0].locked_by, None, "the in-process lock is released");
+}
+
+#[actix::test]
+async fn binding_a_pod_that_does_not_exist_fails_without_an_event() {
+    // scheduling.md §6 step 1: the lookup error, no Event, and any reservation under the UID dropped.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    b.remove_pod("default", "p1");
+    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    assert_eq!(err, "pod default/p1 not found");
+    assert!(b.events_for(&pref(&p)).iter().all(|ev| ev.reason == reasons::FILTERING_SUCCEED));
+    assert!(allocs(&e).await.is_empty());
+    assert_eq!(used(&e, "a"), (0, 0, 0));
+}
+
+#[actix::test]
+async fn binding_to_an_unknown_node_fails_with_hamis_message_and_event() {
+    // scheduling.md §6 step 2: `failed to get node <n>` as BindingFailed, reservation dropped.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let err = e.bind(&pref(&p), "zz").await.unwrap_err();
+    assert_eq!(err, "failed to get node zz");
+    assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), ["failed to get node zz"]);
+    assert!(allocs(&e).await.is_empty());
+
+    // A node the engine knows but the cluster no longer has fails the same way.
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    b.remove_node("a");
+    assert_eq!(e.bind(&pref(&p), "a").await.unwrap_err(), "failed to get node a");
+}
+
+#[actix::test]
+async fn a_failing_binding_releases_the_reservation_and_the_locks() {
+    // protocol.md §7.4: on a Binding error the node lock is released and BindingFailed recorded;
+    // hami-rs also releases the reservation so the devices are free for the requeued pod.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    b.fail_binds(true);
+    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    assert_eq!(err, "pods \"p1\" binding refused");
+    assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
+    assert!(!b.node("a").unwrap().metadata.annotations.contains_key(keys::NODE_LOCK));
+    assert!(allocs(&e).await.is_empty());
+    assert_eq!(e.reports().await[0].locked_by, None);
+    assert_eq!(used(&e, "a"), (0, 0, 0));
+    assert_eq!(b.pod("default", "p1").unwrap().spec.node_name, None);
+
+    // The requeued pod goes through again.
+    b.fail_binds(false);
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    e.bind(&pref(&p), "a").await.unwrap();
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
+}
+
+#[actix::test]
+async fn a_node_locked_by_another_pod_fails_the_bind_with_contention() {
+    // protocol.md §3.8, scheduling.md §13: a fresh lock held by another live pod is contention;
+    // with no wait configured the bind fails at once with HAMi's wording and releases what it took.
+    let cfg = EngineConfig { arbiters: 2, bind_lock_wait: Duration::ZERO, ..Default::default() };
+    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
+    let lock = lock_node_for_holder(&b, "a");
+
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    assert_eq!(err, "node a has been locked within 5m0s: node lock contention");
+    assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
+    assert_eq!(b.node("a").unwrap().annotation(keys::NODE_LOCK), Some(lock.as_str()), "not ours to release");
+    assert!(allocs(&e).await.is_empty());
+    assert_eq!(e.reports().await[0].locked_by, None);
+}
+
+/// Puts a fresh node lock on `node` held by the live pod `default/holder`; returns its value.
+fn lock_node_for_holder(b: &MemoryBackend, node_name: &str) -> String {
+    b.insert_pod(pod().name("holder").view());
+    let lock = codec::encode_node_lock(chrono::Utc::now(), "default", "holder");
+    b.insert_node(node(node_name).gpus(1, 16384).annotation(keys::NODE_LOCK, &lock).view());
+    lock
+}
+
+#[actix::test]
+async fn a_bind_waits_a_bounded_time_for_a_node_lock_another_pod_holds() {
+    // hami-rs: HAMi retries contention only for PodGroup members; hami-rs lets every bind wait
+    // up to --bind-lock-wait for the holder's device plugin to release the lock.
+    let cfg = EngineConfig { arbiters: 2, bind_lock_wait: Duration::from_secs(20), ..Default::default() };
+    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
+    lock_node_for_holder(&b, "a");
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+
+    let plugin = b.clone();
+    actix::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        plugin.insert_node(node("a").gpus(1, 16384).view());
+    });
+    e.bind(&pref(&p), "a").await.unwrap();
+    assert_eq!(b.pod("default", "p1").unwrap().spec.node_name.as_deref(), Some("a"));
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
+}
+
+#[actix::test]
+async fn a_pod_group_member_gives_up_after_the_retry_timeout_with_hamis_message() {
+    // scheduling.md §6 step 3: PodGroup members retry contention up to --node-lock-retry-timeout,
+    // then fail with `timed out after <d> waiting for node <n> to be unlocked: node lock contention`.
+    let cfg = EngineConfig { arbiters: 2, node_lock_retry_timeout: Duration::from_millis(200), ..Default::default() };
+    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
+    lock_node_for_holder(&b, "a");
+    let p = pod().gpu(1).mem_mib(4096).name("p1").label(keys::POD_GROUP_LABEL, "job-1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    assert_eq!(err, "timed out after 0.2s waiting for node a to be unlocked: node lock contention");
+    assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
+    assert!(allocs(&e).await.is_empty());
+}
+
+#[actix::test]
+async fn binding_twice_is_idempotent() {
+    // A retried Bind of a pod already bound to that node succeeds without doing anything again.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    e.bind(&pref(&p), "a").await.unwrap();
+    let written = b.written("default", "p1");
+    e.bind(&pref(&p), "a").await.unwrap();
+    assert_eq!(b.written("default", "p1"), written);
+    assert_eq!(messages(&b, &p, reasons::BINDING_SUCCEED).len(), 1);
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
+    assert_eq!(used(&e, "a"), (1, 4096, 0));
+}
+
+#[actix::test]
+async fn a_bind_after_the_reservation_expired_retakes_the_annotated_devices() {
+    // scheduling.md §14 row 6 (expiry) meets §6: the devices written on the pod are reserved
+    // again, exactly, when still free.
+    let (e, b) = engine_with(cfg_ttl(Duration::from_millis(30)), &[node("a").gpus(2, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).cores(20).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let annotated = b.written("default", "p1")[keys::NVIDIA_ALLOCATED].clone();
+    until_expired(&e, "p1").await;
+
+    e.bind(&pref(&p), "a").await.unwrap();
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
+    let rep = e.reports().await;
+    let devices = &rep[0].allocs[0].devices;
+    assert_eq!(codec::encode_pod_devices(devices.vendor(VendorId(0)).unwrap()), annotated);
+}
+
+#[actix::test]
+async fn a_bind_after_the_reservation_expired_fails_when_the_devices_were_taken() {
+    // The expired pod's devices went to another pod in the meantime: a clear error, not an
+    // over-committed device.
+    let (e, b) = engine_with(cfg_ttl(Duration::from_millis(30)), &[node("a").gpus(1, 16384)]).await;
+    let p1 = pod().gpu(1).mem_mib(16384).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p1, &["a"]).await), "a");
+    until_expired(&e, "p1").await;
+    let p2 = pod().gpu(1).mem_mib(16384).name("p2");
+    assert_eq!(chosen(&filter(&e, &b, &p2, &["a"]).await), "a");
+    e.bind(&pref(&p2), "a").await.unwrap();
+
+    let err = e.bind(&pref(&p1), "a").await.unwrap_err();
+    assert!(
+        err.starts_with("reservation of pod default/p1 on node a expired and its devices are no longer free: 1/1 CardInsufficientMemory"),
+        "{err}"
+    );
+    assert_eq!(messages(&b, &p1, reasons::BINDING_FAILED), [err]);
+    assert_eq!(allocs(&e).await, [("a".into(), "p2".into(), AllocState::Committed)]);
+    assert_eq!(used(&e, "a"), (1, 16384, 0));
+    assert_eq!(b.pod("default", "p1").unwrap().spec.node_name, None);
+}
+
+#[actix::test]
+async fn a_bind_to_a_node_the_pod_was_not_filtered_onto_fails() {
+    // Bind trusts only its own decision: a pod annotated for `a` is not bound to `b`.
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let err = e.bind(&pref(&p), "b").await.unwrap_err();
+    assert_eq!(err, "pod default/p1 was not filtered onto node b");
+    assert_eq!(used(&e, "b"), (0, 0, 0));
+    assert_eq!(b.pod("default", "p1").unwrap().spec.node_name, None);
+}
+
+#[actix::test]
+async fn no_fitting_node_answers_failed_nodes_and_records_hamis_events() {
+    // scheduling.md §5.14: per-node reasons; one FilteringFailed per reason word of the
+    // `<n>/<m> <Reason>` items, then `no available node, <candidates> nodes do not meet`.
+    let nodes = [node("a").gpus(1, 4096), node("b").gpus(1, 8192), node("c").gpus(1, 32768)];
+    let (e, b) = engine(&nodes).await;
+    let hog = pod().gpu(1).mem_mib(1000).cores(80).name("hog").placed("c", "GPU-c-0,NVIDIA,1000,80:;").bound_to("c");
+    observe(&e, &b, &hog).await;
+
+    let p = pod().gpu(1).mem_mib(10000).cores(50).name("p1");
+    let FilterOutcome::NoFit { failed } = filter(&e, &b, &p, &["a", "b", "c", "zz"]).await else {
+        panic!("expected NoFit")
+    };
+    let failed_names: Vec<&str> = failed.keys().map(String::as_str).collect();
+    assert_eq!(failed_names, ["a", "b", "c", "zz"]);
+    assert!(failed["a"].starts_with("1/1 CardInsufficientMemory"), "{}", failed["a"]);
+    assert!(failed["a"].contains("GPU-a-0"), "the detail names the device: {}", failed["a"]);
+    assert!(failed["b"].starts_with("1/1 CardInsufficientMemory"), "{}", failed["b"]);
+    assert!(failed["c"].starts_with("1/1 CardInsufficientCore"), "{}", failed["c"]);
+    assert_eq!(failed["zz"], "node unregistered");
+
+    assert_eq!(
+        messages(&b, &p, reasons::FILTERING_FAILED),
+        [
+            "1 nodes CardInsufficientCore(c)",
+            "2 nodes CardInsufficientMemory(a,b)",
+            "no available node, 4 nodes do not meet",
+        ]
+    );
+    assert!(b.written("default", "p1").is_empty(), "nothing is written on no fit");
+    assert_eq!(allocs(&e).await, [("c".into(), "hog".into(), AllocState::Committed)]);
+}
+
+#[actix::test]
+async fn a_pod_requesting_nothing_passes_through() {
+    // protocol.md §7.3: a pod with no HAMi request is answered with the input node names.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().name("plain").limit("cpu", "2");
+    assert_eq!(filter(&e, &b, &p, &["a"]).await, FilterOutcome::PassThrough);
+    assert!(b.written("default", "plain").is_empty());
+    assert!(b.events_for(&pref(&p)).is_empty());
+    assert!(allocs(&e).await.is_empty());
+}
+
+#[actix::test]
+async fn a_stale_mig_allocation_from_an_earlier_decision_is_removed() {
+    // scheduling.md §14 row 10, protocol.md §4.1: HAMi leaves hami.io/vgpu-mig-allocations of an
+    // earlier MIG attempt on the pod; hami-rs removes vendor keys it does not write this time.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let stale = r#"[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-old","profile":"1g.5gb","placement":{"start":0,"size":1}}]"#;
+    let p = pod().gpu(1).mem_mib(4096).name("p1").annotation(keys::NVIDIA_MIG_ALLOCATIONS, stale);
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let view = b.pod("default", "p1").unwrap();
+    assert_eq!(view.annotation(keys::NVIDIA_MIG_ALLOCATIONS), None);
+    assert_eq!(view.annotation(keys::NVIDIA_ALLOCATED), Some("GPU-a-0,NVIDIA,4096,0:;"));
+}
+
+#[actix::test]
+async fn a_failing_pod_patch_releases_the_reservation_and_answers_the_error() {
+    // scheduling.md §5.15 step 3, §13: FilteringFailed with the error, reservation undone, `Error`.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(16384).name("p1");
+    b.fail_patches(true);
+    let out = filter(&e, &b, &p, &["a"]).await;
+    assert_eq!(out, FilterOutcome::Error("pod default/p1: patch refused".into()));
+    assert_eq!(messages(&b, &p, reasons::FILTERING_FAILED), ["pod default/p1: patch refused"]);
+    assert!(allocs(&e).await.is_empty());
+    assert_eq!(used(&e, "a"), (0, 0, 0));
+
+    b.fail_patches(false);
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a", "the whole device is free again");
+}
+
+#[actix::test]
+async fn a_finished_pod_frees_its_devices_and_a_terminating_one_keeps_them() {
+    // scheduling.md §8.1: Succeeded/Failed drop the pod's usage; terminating pods keep their
+    // devices until deleted, also when first seen after a restart (§14 row 7).
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let run = pod().gpu(1).mem_mib(4096).name("run").placed("a", "GPU-a-0,NVIDIA,4096,10:;").bound_to("a");
+    observe(&e, &b, &run.clone().phase("Running")).await;
+    assert_eq!(used(&e, "a"), (1, 4096, 10));
+    observe(&e, &b, &run.clone().phase("Succeeded")).await;
+    assert_eq!(used(&e, "a"), (0, 0, 0));
+    assert!(allocs(&e).await.is_empty());
+
+    let fail = pod().gpu(1).mem_mib(2048).name("fail").placed("a", "GPU-a-0,NVIDIA,2048,0:;").bound_to("a");
+    observe(&e, &b, &fail.clone().phase("Failed")).await;
+    assert_eq!(used(&e, "a"), (0, 0, 0), "a finished pod first seen is not counted");
+
+    let term = pod().gpu(1).mem_mib(8192).name("term").placed("a", "GPU-a-0,NVIDIA,8192,0:;").bound_to("a");
+    observe(&e, &b, &term.clone().phase("Running").terminating()).await;
+    assert_eq!(used(&e, "a"), (1, 8192, 0));
+    assert_eq!(allocs(&e).await, [("a".into(), "term".into(), AllocState::Committed)]);
+    e.delete_pod(&PodUid::new("uid-term"));
+    let _ = e.reports().await;
+    assert_eq!(used(&e, "a"), (0, 0, 0));
+}
+
+#[actix::test]
+async fn pods_without_the_node_annotation_or_with_malformed_devices_are_not_counted() {
+    // scheduling.md §8.1: only pods with hami.io/vgpu-node count; a decode error ignores the pod.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let plain = pod().gpu(1).mem_mib(4096).name("plain").bound_to("a");
+    observe(&e, &b, &plain).await;
+    let bad = pod().gpu(1).mem_mib(4096).name("bad").placed("a", "GPU-a-0,NVIDIA,lots,0:;").bound_to("a");
+    observe(&e, &b, &bad).await;
+    assert_eq!(used(&e, "a"), (0, 0, 0));
+    assert!(allocs(&e).await.is_empty());
+}
+
+#[actix::test]
+async fn a_restarted_engine_rebuilds_the_same_usage_from_the_pods() {
+    // scheduling.md §10: nothing is persisted; usage is rebuilt from the pods' allocated keys.
+    // Bound pods come back committed, a filtered but unbound one provisionally (§14 row 6).
+    let nodes = [node("a").gpus(2, 16384), node("b").gpus(1, 8192)];
+    let (e, b) = engine(&nodes).await;
+    let pods = [
+        pod().gpu(1).mem_mib(4096).cores(30).name("p1"),
+        pod().gpu(2).mem_mib(2048).name("p2"),
+        pod().gpu(1).mem_mib(6000).cores(50).name("p3").annotation(keys::NODE_SCHEDULER_POLICY, "spread"),
+    ];
+    for p in &pods {
+        let out = filter(&e, &b, p, &["a", "b"]).await;
+        e.bind(&pref(p), chosen(&out)).await.unwrap();
+        e.observe_pod(&b.pod("default", &p.view.metadata.name).unwrap());
+    }
+    let pending = pod().gpu(1).mem_mib(1000).name("pending");
+    filter(&e, &b, &pending, &["a", "b"]).await;
+    let before = usage(&e).await;
+    let states = allocs(&e).await;
+    assert_eq!(states.len(), 4);
+
+    let cluster = ClusterObjects {
+        nodes: b.nodes().iter().map(|n| (**n).clone()).collect(),
+        pods: b.pods().iter().map(|p| (**p).clone()).collect(),
+        quotas: Vec::new(),
+    };
+    let restarted = Engine::start(
+        EngineConfig { arbiters: 3, ..Default::default() },
+        Arc::new(vendors()),
+        MemoryBackend::new(Duration::from_secs(300)),
+        None,
+    );
+    crate::app::load_cluster(&restarted, cluster).await;
+    assert_eq!(usage(&restarted).await, before);
+    assert_eq!(allocs(&restarted).await, states, "same pods, same nodes, same states");
+    assert!(states.iter().any(|s| s.1 == "pending" && s.2 == AllocState::Reserved));
+}
+
+#[actix::test]
+async fn messages_mode_decides_like_snapshot_mode() {
+    // The two evaluation paths (config.rs FilterMode) must agree: same node, same devices, same
+    // failure reasons, pod after pod.
+    let nodes =
+        [node("a").gpus(2, 16384), node("b").gpus(1, 8192), node("c").gpu(gpu("GPU-c-0", 32768).ty("NVIDIA-A100"))];
+    let pods = [
+        pod().gpu(1).mem_mib(4096).cores(30).name("p1"),
+        pod().gpu(2).mem_mib(8000).name("p2"),
+        pod().gpu(1).mem_mib(6000).name("p3").annotation(keys::NODE_SCHEDULER_POLICY, "spread"),
+        pod().gpu(1).mem_mib(30000).name("p4"),
+        pod().gpu(1).mem_mib(30000).name("p5"),
+        pod().gpu(1).mem_mib(20000).cores(100).name("p6"),
+        pod().gpu(1).mem_mib(1000).name("p7").annotation(keys::NVIDIA_USE_TYPE, "A100"),
+    ];
+    let candidates = ["a", "b", "c", "unknown"];
+    let mut runs = Vec::new();
+    for mode in [FilterMode::Snapshot, FilterMode::Messages] {
+        let (e, b) = engine_with(EngineConfig { arbiters: 2, filter_mode: mode, ..Default::default() }, &nodes).await;
+        let mut seen = Vec::new();
+        for p in &pods {
+            let out = filter(&e, &b, p, &candidates).await;
+            let mut written = b.written("default", &p.view.metadata.name);
+            written.remove(keys::ASSIGNED_TIME);
+            seen.push((out, written));
+        }
+        seen.push((FilterOutcome::PassThrough, BTreeMap::new()));
+        runs.push((seen, usage(&e).await));
+    }
+    let placed = runs[0].0.iter().filter(|(o, _)| matches!(o, FilterOutcome::Chosen { .. })).count();
+    assert!(placed >= 5, "the scenario places most pods: {:?}", runs[0].0);
+    assert!(runs[0].0.iter().any(|(o, _)| matches!(o, FilterOutcome::NoFit { .. })), "and refuses some");
+    assert_eq!(runs[0], runs[1]);
+}
+
+#[actix::test]
+async fn a_malformed_node_registration_is_reported_and_the_node_skipped() {
+    // hami-rs: a registration that cannot be decoded makes that node's devices unusable, with
+    // the reason in FailedNodes and a DeviceRegistrationInvalid Event; other nodes are unaffected.
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
+    let mut bad = node("a").gpus(1, 16384).view();
+    bad.metadata.annotations.insert(keys::NVIDIA_REGISTER.into(), "[{".into());
+    b.insert_node(bad.clone());
+    let r = e.register_node(Arc::new(bad)).await;
+    let Registration::Malformed { reason } = r else { panic!("expected Malformed, got {r:?}") };
+    let ev: Vec<_> = b.events().into_iter().filter(|ev| ev.reason == reasons::DEVICE_REGISTRATION_INVALID).collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        (ev[0].object, ev[0].pod.name.as_str(), ev[0].message.as_str()),
+        (ObjectKind::Node, "a", reason.as_str())
+    );
+
+    let p = pod().gpu(1).mem_mib(1000).name("p1");
+    let FilterOutcome::Chosen { node, failed } = filter(&e, &b, &p, &["a", "b"]).await else { panic!() };
+    assert_eq!(node.as_str(), "b");
+    assert_eq!(failed["a"], format!("node unregistered ({reason})"));
+}
+
+#[actix::test]
+async fn the_coordinator_falls_back_to_the_next_node_when_the_best_one_refuses() {
+    // STYLE.md "Actors": the Filter answer is advisory; when the winner's Reserve re-validation
+    // says no, the coordinator tries the next best node and reports the refusal.
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
+    let full = pod().gpu(1).mem_mib(16384).name("full").placed("a", "GPU-a-0,NVIDIA,16384,0:;").bound_to("a");
+    observe(&e, &b, &full).await;
+    let req = Arc::new(pod().gpu(1).mem_mib(4096).name("p1").request_with(e.vendors()));
+    let coordinator = e.inner.coordinator.clone();
+
+    let ranked = vec![NodeName::new("a"), NodeName::new("b")];
+    let Decision::Reserved { node, reserved, refused } =
+        coordinator.send(Decide { pod: req.clone(), ranked }).await.unwrap()
+    else {
+        panic!("expected a reservation on b")
+    };
+    assert_eq!(node.as_str(), "b");
+    assert_eq!(codec::encode_pod_devices(reserved.devices.vendor(VendorId(0)).unwrap()), "GPU-b-0,NVIDIA,4096,0:;");
+    assert_eq!(refused.len(), 1);
+    assert_eq!((refused[0].0.as_str(), refused[0].1.hami_text()), ("a", "1/1 CardInsufficientMemory".to_owned()));
+
+    let ranked = vec![NodeName::new("a"), NodeName::new("zz")];
+    let Decision::Refused(refused) = coordinator.send(Decide { pod: req, ranked }).await.unwrap() else {
+        panic!("expected every node to refuse")
+    };
+    let refused: Vec<(&str, Rejection)> = refused.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+    assert_eq!(refused[1], ("zz", Rejection::NodeUnregistered));
+    assert_eq!(refused[0].1.hami_text(), "1/1 CardInsufficientMemory");
+}
+
+#[actix::test]
+async fn concurrent_filters_never_overcommit_a_node() {
+    // scheduling.md §14 row 5: concurrent Filters reading the same snapshot all pick the same
+    // device; the owning actor accepts only what fits and the rest answer NoFit.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let pods: Vec<PodBuilder> = (0..40).map(|i| pod().gpu(1).mem_mib(1000).cores(10).name(&format!("p{i}"))).collect();
+    for p in &pods {
+        b.insert_pod(p.view());
+    }
+    let candidates = names(&["a"]);
+    let outs = futures::future::join_all(pods.iter().map(|p| {
+        let (e, v, c) = (e.clone(), p.view(), candidates.clone());
+        async move { e.filter(&v, &c).await }
+    }))
+    .await;
+    let chosen = outs.iter().filter(|o| matches!(o, FilterOutcome::Chosen { .. })).count();
+    assert_eq!(chosen, 10, "10 slots: {outs:?}");
+    assert_eq!(outs.iter().filter(|o| matches!(o, FilterOutcome::NoFit { .. })).count(), 30);
+    assert_eq!(used(&e, "a"), (10, 10000, 100));
+    assert!(e.snapshot("a").unwrap().devices.iter().all(|d| d.within_capacity()));
+    assert_eq!(allocs(&e).await.len(), 10);
+}
+
+#[actix::test]
+async fn concurrent_filters_for_the_last_gpu_of_the_best_node_spill_to_the_next() {
+    // Two pods both rank `a` first; one gets it, the other is placed on `b` with a's reason.
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
+    let p1 = pod().gpu(1).mem_mib(16384).name("p1");
+    let p2 = pod().gpu(1).mem_mib(16384).name("p2");
+    b.insert_pod(p1.view());
+    b.insert_pod(p2.view());
+    let c = names(&["a", "b"]);
+    let (v1, v2) = (p1.view(), p2.view());
+    let (o1, o2) = futures::join!(e.filter(&v1, &c), e.filter(&v2, &c));
+    let mut placed = vec![chosen(&o1).to_owned(), chosen(&o2).to_owned()];
+    let loser = if chosen(&o1) == "b" { &o1 } else { &o2 };
+    let FilterOutcome::Chosen { failed, .. } = loser else { unreachable!() };
+    assert!(failed["a"].starts_with("1/1 CardInsufficientMemory"), "{failed:?}");
+    placed.sort();
+    assert_eq!(placed, ["a", "b"]);
+    assert_eq!(used(&e, "a"), (1, 16384, 0));
+    assert_eq!(used(&e, "b"), (1, 16384, 0));
+}
+
+#[actix::test]
+async fn concurrent_binds_to_one_node_are_serialized_and_all_succeed() {
+    // HAMi's per-node bind mutex: binds to one node wait for each other instead of failing on
+    // the node lock the previous bind took (the in-memory plugin releases it after each bind).
+    let (e, b) = engine(&[node("a").gpus(2, 16384)]).await;
+    let pods: Vec<PodBuilder> = (0..6).map(|i| pod().gpu(1).mem_mib(1000).name(&format!("p{i}"))).collect();
+    for p in &pods {
+        assert_eq!(chosen(&filter(&e, &b, p, &["a"]).await), "a");
+    }
+    let results = futures::future::join_all(pods.iter().map(|p| {
+        let (e, r) = (e.clone(), pref(p));
+        async move { e.bind(&r, "a").await }
+    }))
+    .await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert!(allocs(&e).await.iter().all(|a| a.2 == AllocState::Committed));
+    assert!(!b.node("a").unwrap().metadata.annotations.contains_key(keys::NODE_LOCK));
+    assert_eq!(e.reports().await[0].locked_by, None);
+}
