@@ -131,6 +131,9 @@ impl<B: Backend> Clone for Engine<B> {
     }
 }
 
+/// Fitting nodes with their scores, and the reason for every other candidate.
+type Evaluation = (Vec<(NodeName, f32, ())>, BTreeMap<String, String>);
+
 thread_local! {
     /// Filter evaluation buffers, one set per HTTP worker thread.
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
@@ -281,6 +284,7 @@ impl<B: Backend> Engine<B> {
                 sidecars: pod.spec.init_containers.iter().map(|c| c.is_sidecar()).collect(),
                 init_released: !pod.spec.init_containers.is_empty() && pod.init_containers_succeeded(),
             },
+            tags: accounting::tags_of(&self.inner.vendors, &pod.metadata.annotations),
             bound: pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()),
             ttl: self.inner.cfg.reservation_ttl,
         };
@@ -423,11 +427,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Fits the pod on every candidate's published snapshot, on this thread.
-    fn evaluate_snapshots(
-        &self,
-        req: &PodRequest,
-        names: &[Cow<'_, str>],
-    ) -> (Vec<(NodeName, f32, ())>, BTreeMap<String, String>) {
+    fn evaluate_snapshots(&self, req: &PodRequest, names: &[Cow<'_, str>]) -> Evaluation {
         let i = &*self.inner;
         let view = i.quota.as_ref().and_then(|q| q.view(&req.namespace));
         let quota: &dyn QuotaCheck = match &view {
@@ -459,11 +459,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Sends `Filter` to every candidate node actor through the coordinator.
-    async fn evaluate_messages(
-        &self,
-        req: &Arc<PodRequest>,
-        names: &[Cow<'_, str>],
-    ) -> (Vec<(NodeName, f32, ())>, BTreeMap<String, String>) {
+    async fn evaluate_messages(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Evaluation {
         let i = &*self.inner;
         let ids: Vec<NodeName> = names.iter().map(|n| NodeName::new(n)).collect();
         let answers = i.coordinator.send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();

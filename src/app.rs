@@ -7,9 +7,9 @@ use actix_web::{App, HttpServer, web};
 
 use crate::actor::quota::QuotaBook;
 use crate::actor::{Engine, EngineConfig};
+use crate::backend::Backend;
 use crate::backend::kube::watch::{self, LeaderOptions, WatchOptions};
 use crate::backend::kube::{KubeBackend, KubeOptions};
-use crate::backend::Backend;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::config::{ServeArgs, parse_listen};
 use crate::http::{self, AppState, Readiness};
@@ -87,8 +87,11 @@ fn hostname() -> String {
 /// `serve` against the Kubernetes API: watchers, the registration loop, leader following.
 async fn serve_kube(args: &ServeArgs, metrics: Option<crate::metrics::Handle>) -> Result<(), Error> {
     let vendors = vendors_from(&args.sched)?;
-    let component =
-        if args.sched.scheduler_name.is_empty() { "hami-scheduler".to_owned() } else { args.sched.scheduler_name.clone() };
+    let component = if args.sched.scheduler_name.is_empty() {
+        "hami-scheduler".to_owned()
+    } else {
+        args.sched.scheduler_name.clone()
+    };
     let opts = KubeOptions {
         qps: args.kube_qps,
         burst: args.kube_burst,

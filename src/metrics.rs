@@ -34,7 +34,8 @@ pub const BUILD_INFO: &str = "hami_build_info";
 
 /// Latency buckets in seconds, from 50 µs to 30 s (filters are sub-millisecond; binds wait on the API).
 const BUCKETS: &[f64] = &[
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0,
 ];
 
 /// Installs the process-wide Prometheus recorder and its upkeep task. `None` when a recorder is
@@ -179,7 +180,9 @@ pub fn rejections(c: &RejectionCounts) {
             counter!(REJECTIONS, "reason" => r.as_str()).increment(*n);
         }
     }
-    for (label, n) in [("NodeInsufficientDevice", c.insufficient_device), ("NodeUnregistered", c.unregistered), ("Other", c.other)] {
+    for (label, n) in
+        [("NodeInsufficientDevice", c.insufficient_device), ("NodeUnregistered", c.unregistered), ("Other", c.other)]
+    {
         if n > 0 {
             counter!(REJECTIONS, "reason" => label).increment(n);
         }
@@ -192,7 +195,8 @@ pub fn reservation_expired() {
 
 /// One Kubernetes API request by verb, resource and result.
 pub fn api_request(verb: &'static str, resource: &'static str, ok: bool) {
-    counter!(API_REQUESTS, "verb" => verb, "resource" => resource, "result" => if ok { "ok" } else { "error" }).increment(1);
+    counter!(API_REQUESTS, "verb" => verb, "resource" => resource, "result" => if ok { "ok" } else { "error" })
+        .increment(1);
 }
 
 /// A bind found the node locked by another pod and waited.
@@ -286,11 +290,24 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
             } else {
                 (f64::from(d.info.devcore), f64::from(d.used_cores))
             };
-            let base = [("node", node), ("device_uuid", uuid), ("device_index", idx.as_str()), ("device_type", ty.as_str()), z];
+            let base = [
+                ("node", node),
+                ("device_uuid", uuid),
+                ("device_index", idx.as_str()),
+                ("device_type", ty.as_str()),
+                z,
+            ];
             mem_limit.sample(&base, d.info.devmem.get() as f64 * MIB);
             core_limit.sample(&base, core_total);
             mem_alloc.sample(
-                &[("node", node), ("device_uuid", uuid), ("device_index", &idx), ("device_cores", &cores), ("device_type", &ty), z],
+                &[
+                    ("node", node),
+                    ("device_uuid", uuid),
+                    ("device_index", &idx),
+                    ("device_cores", &cores),
+                    ("device_type", &ty),
+                    z,
+                ],
                 d.used_mem.get() as f64 * MIB,
             );
             shared.sample(&base, f64::from(d.used));
@@ -312,7 +329,11 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
             }
             if legacy {
                 let mut l = |k: &'static str, v: f64, extra: &str| {
-                    let line = format!("{k}{{nodeid=\"{}\",deviceuuid=\"{}\",deviceidx=\"{idx}\"{extra}}} {v}\n", esc(node), esc(uuid));
+                    let line = format!(
+                        "{k}{{nodeid=\"{}\",deviceuuid=\"{}\",deviceidx=\"{idx}\"{extra}}} {v}\n",
+                        esc(node),
+                        esc(uuid)
+                    );
                     legacy_out.entry(k).or_default().push_str(&line);
                 };
                 let t = format!(",devicetype=\"{}\"", esc(&ty));
@@ -321,7 +342,11 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
                 l("GPUDeviceMemoryAllocated", d.used_mem.get() as f64 * MIB, &format!(",devicecores=\"{cores}\"{t}"));
                 l("GPUDeviceSharedNum", f64::from(d.used), &t);
                 l("GPUDeviceCoreAllocated", f64::from(d.used_cores), &t);
-                l("nodeGPUOverview", d.used_mem.get() as f64 * MIB, &format!(",devicecores=\"{cores}\",devicememorylimit=\"{memlim}\"{t}"));
+                l(
+                    "nodeGPUOverview",
+                    d.used_mem.get() as f64 * MIB,
+                    &format!(",devicecores=\"{cores}\",devicememorylimit=\"{memlim}\"{t}"),
+                );
                 if d.info.devmem.get() > 0 {
                     l("nodeGPUMemoryPercentage", d.used_mem.get() as f64 / d.info.devmem.get() as f64, "");
                 }
@@ -339,7 +364,14 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
                 p.1 += e.usedcores;
             }
             for (uuid, (mem, cores)) in per {
-                let labels = [("namespace", &*a.namespace), ("node", node), ("pod", &*a.name), ("container_index", "0"), ("device_uuid", uuid), z];
+                let labels = [
+                    ("namespace", &*a.namespace),
+                    ("node", node),
+                    ("pod", &*a.name),
+                    ("container_index", "0"),
+                    ("device_uuid", uuid),
+                    z,
+                ];
                 vmem.sample(&labels, mem as f64 * MIB);
                 vcore.sample(&labels, f64::from(cores));
                 if legacy {
@@ -350,23 +382,37 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
                         esc(&a.name),
                         esc(uuid)
                     );
-                    let _ = writeln!(legacy_out.entry("vGPUMemoryAllocated").or_default(), "vGPUMemoryAllocated{l} {}", mem as f64 * MIB);
-                    let _ = writeln!(legacy_out.entry("vGPUCoreAllocated").or_default(), "vGPUCoreAllocated{l} {cores}");
+                    let _ = writeln!(
+                        legacy_out.entry("vGPUMemoryAllocated").or_default(),
+                        "vGPUMemoryAllocated{l} {}",
+                        mem as f64 * MIB
+                    );
+                    let _ =
+                        writeln!(legacy_out.entry("vGPUCoreAllocated").or_default(), "vGPUCoreAllocated{l} {cores}");
                 }
             }
         }
     }
     if let Some(q) = quota {
-        for (ns, res, name, used, limit) in q.entries() {
-            let name = name.unwrap_or_default();
+        for e in q.entries() {
+            let (ns, res, used, limit) = (e.namespace, e.resource, e.used, e.limit);
+            let name = e.quota_name.unwrap_or_default();
             let lim = limit.unwrap_or(0).to_string();
             // hami-rs adds `resource`: one namespace's memory and core quotas would otherwise share labels.
-            q_used.sample(&[("namespace", &ns), ("quota_name", &name), ("resource", &res), ("limit", &lim), z], used as f64);
+            q_used.sample(
+                &[("namespace", &ns), ("quota_name", &name), ("resource", &res), ("limit", &lim), z],
+                used as f64,
+            );
             if let Some(l) = limit {
                 q_limit.sample(&[("namespace", &ns), ("quota_name", &name), ("resource", &res), z], l as f64);
             }
             if legacy {
-                let _ = writeln!(legacy_out.entry("QuotaUsed").or_default(), "QuotaUsed{{quotanamespace=\"{}\",quotaName=\"{}\",limit=\"{lim}\"}} {used}", esc(&ns), esc(&name));
+                let _ = writeln!(
+                    legacy_out.entry("QuotaUsed").or_default(),
+                    "QuotaUsed{{quotanamespace=\"{}\",quotaName=\"{}\",limit=\"{lim}\"}} {used}",
+                    esc(&ns),
+                    esc(&name)
+                );
             }
         }
     }

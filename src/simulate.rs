@@ -103,7 +103,9 @@ fn short(uuid: &str) -> String {
 }
 
 fn bar(used: u64, total: u64, width: usize) -> String {
-    let filled = (used.min(total) * width as u64).checked_div(total).map_or(0, |_| (used.min(total) * width as u64).div_ceil(total) as usize);
+    let filled = (used.min(total) * width as u64)
+        .checked_div(total)
+        .map_or(0, |_| (used.min(total) * width as u64).div_ceil(total) as usize);
     format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
 }
 
@@ -141,11 +143,8 @@ pub fn render_table(sim: &Simulation) -> String {
     let placed = sim.pods.iter().filter(|p| p.node.is_some()).count();
     let _ = writeln!(s, "  {placed} of {} pods placed\n", sim.pods.len());
     let _ = writeln!(s, "DEVICES");
-    let _ = writeln!(
-        s,
-        "  {:<14} {:<22} {:<28} {:>7}  {:<34} CORES",
-        "NODE", "DEVICE", "TYPE", "SLOTS", "MEMORY (MiB)"
-    );
+    let _ =
+        writeln!(s, "  {:<14} {:<22} {:<28} {:>7}  {:<34} CORES", "NODE", "DEVICE", "TYPE", "SLOTS", "MEMORY (MiB)");
     for n in &sim.nodes {
         if let Some(u) = &n.unusable {
             let _ = writeln!(s, "  {:<14} unusable: {u}", n.name);

@@ -111,6 +111,8 @@ pub struct PodObserved {
     pub name: Arc<str>,
     pub devices: PodDevices,
     pub layout: Layout,
+    /// The pod's task class and QoS per vendor (from its annotations).
+    pub tags: crate::sched::accounting::Tags,
     /// `spec.nodeName` is set: the pod is bound and its devices are committed.
     pub bound: bool,
     pub ttl: Duration,

@@ -46,6 +46,7 @@ struct Alloc {
     state: State,
     devices: PodDevices,
     layout: Layout,
+    tags: accounting::Tags,
     charges: Vec<Charge>,
 }
 
@@ -147,10 +148,12 @@ impl NodeActor {
         }
     }
 
-    fn collapse(&self, devices: &PodDevices, layout: &Layout) -> Vec<Charge> {
+    fn collapse(&self, devices: &PodDevices, layout: &Layout, tags: &accounting::Tags) -> Vec<Charge> {
         let base = &self.base;
         let info = |u: &crate::model::DeviceUuid| base.iter().find(|d| d.info.id == *u).map(|d| d.info.clone());
-        accounting::collapse(devices, layout, &self.vendors, &info)
+        let mut charges = accounting::collapse(devices, layout, &self.vendors, &info);
+        accounting::tag(&mut charges, tags);
+        charges
     }
 
     /// Applies `charges` on top of the current usage and checks every touched device stays
@@ -268,7 +271,8 @@ impl Handler<Reserve> for NodeActor {
                 }
             }
         };
-        let charges = self.collapse(&devices, &layout);
+        let tags = accounting::tags_of(&self.vendors, &msg.pod.annotations);
+        let charges = self.collapse(&devices, &layout, &tags);
         if let Err(r) = self.validate(&charges, Some(&uid)) {
             return MessageResult(Err(r));
         }
@@ -292,6 +296,7 @@ impl Handler<Reserve> for NodeActor {
                 state: State::Reserved { seq },
                 devices: devices.clone(),
                 layout,
+                tags,
                 charges,
             },
         );
@@ -380,7 +385,7 @@ impl NodeActor {
             self.base = nd.devices;
             // Charges may depend on the devices (slices per entry), so recompute them.
             let recomputed: Vec<(PodUid, Vec<Charge>)> =
-                self.allocs.iter().map(|(u, a)| (u.clone(), self.collapse(&a.devices, &a.layout))).collect();
+                self.allocs.iter().map(|(u, a)| (u.clone(), self.collapse(&a.devices, &a.layout, &a.tags))).collect();
             for (u, c) in recomputed {
                 if let Some(a) = self.allocs.get_mut(&u) {
                     a.charges = c;
@@ -432,7 +437,7 @@ impl Handler<NodeRemoved> for NodeActor {
 impl Handler<PodObserved> for NodeActor {
     type Result = ();
     fn handle(&mut self, msg: PodObserved, ctx: &mut Context<Self>) {
-        let charges = self.collapse(&msg.devices, &msg.layout);
+        let charges = self.collapse(&msg.devices, &msg.layout, &msg.tags);
         let state = match self.allocs.get(&msg.uid).map(|a| a.state.clone()) {
             Some(State::Committed) => State::Committed,
             _ if msg.bound => State::Committed,
@@ -465,6 +470,7 @@ impl Handler<PodObserved> for NodeActor {
                 state,
                 devices: msg.devices,
                 layout: msg.layout,
+                tags: msg.tags,
                 charges,
             },
         );

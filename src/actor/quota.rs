@@ -28,6 +28,16 @@ pub fn usage_of(charges: &[Charge]) -> Usage {
     u
 }
 
+/// One namespace's usage of one resource, and the limit a ResourceQuota sets on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaEntry {
+    pub namespace: String,
+    pub resource: String,
+    pub quota_name: Option<String>,
+    pub used: i64,
+    pub limit: Option<i64>,
+}
+
 pub struct QuotaBook {
     names: Vec<QuotaNames>,
     resources: Vec<String>,
@@ -155,21 +165,21 @@ impl QuotaBook {
         }
     }
 
-    /// `(namespace, resource, quota name, used, limit)` for metrics.
-    pub fn entries(&self) -> Vec<(String, String, Option<String>, i64, Option<i64>)> {
+    /// Every namespace's usage and limit per resource, for metrics.
+    pub fn entries(&self) -> Vec<QuotaEntry> {
         let mut out = Vec::new();
         for e in self.ns.iter() {
             for (ns, res, en) in e.value().entries() {
-                out.push((
-                    ns.to_owned(),
-                    res.to_owned(),
-                    en.limit.as_ref().map(|l| l.quota_name.clone()),
-                    en.used,
-                    en.limit.as_ref().map(|l| l.value),
-                ));
+                out.push(QuotaEntry {
+                    namespace: ns.to_owned(),
+                    resource: res.to_owned(),
+                    quota_name: en.limit.as_ref().map(|l| l.quota_name.clone()),
+                    used: en.used,
+                    limit: en.limit.as_ref().map(|l| l.value),
+                });
             }
         }
-        out.sort();
+        out.sort_by(|a, b| (&a.namespace, &a.resource).cmp(&(&b.namespace, &b.resource)));
         out
     }
 }
@@ -187,7 +197,9 @@ mod tests {
         book.set_quota("ns", "q", &[("limits.nvidia.com/gpumem".into(), 10_000)]);
         let nv = v.by_name("NVIDIA").unwrap();
         let ok: usize = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..8).map(|_| s.spawn(|| (0..10).filter(|_| book.try_add("ns", &vec![(nv, 1000, 0)])).count())).collect();
+            let hs: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| (0..10).filter(|_| book.try_add("ns", &vec![(nv, 1000, 0)])).count()))
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap()).sum()
         });
         assert_eq!(ok, 10, "exactly the limit is handed out");

@@ -13,10 +13,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::{Mutex as AsyncMutex, mpsc};
 
+use crate::model::PodView;
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::pod::NodeView;
-use crate::model::PodView;
 use crate::vendor::LockKind;
 
 use super::{Backend, Error, Event, EventType, ObjectKind, PodPatch, PodRef, Result};
@@ -139,7 +139,12 @@ impl KubeBackend {
     }
 
     /// One API call: waits for the rate limiter, counts the request by verb and result.
-    async fn call<T>(&self, verb: &'static str, resource: &'static str, f: impl std::future::Future<Output = kube::Result<T>>) -> kube::Result<T> {
+    async fn call<T>(
+        &self,
+        verb: &'static str,
+        resource: &'static str,
+        f: impl std::future::Future<Output = kube::Result<T>>,
+    ) -> kube::Result<T> {
         self.inner.limiter.acquire().await;
         let r = f.await;
         crate::metrics::api_request(verb, resource, r.is_ok());
@@ -177,9 +182,18 @@ impl KubeBackend {
     }
 
     /// Merge-patches node annotations (set or remove), optionally as a compare-and-swap.
-    pub async fn patch_node_annotations(&self, name: &str, annos: &[(&str, Option<&str>)], resource_version: Option<&str>) -> kube::Result<Node> {
-        let map: serde_json::Map<String, serde_json::Value> =
-            annos.iter().map(|(k, v)| ((*k).to_owned(), v.map_or(serde_json::Value::Null, |s| serde_json::Value::String(s.to_owned())))).collect();
+    pub async fn patch_node_annotations(
+        &self,
+        name: &str,
+        annos: &[(&str, Option<&str>)],
+        resource_version: Option<&str>,
+    ) -> kube::Result<Node> {
+        let map: serde_json::Map<String, serde_json::Value> = annos
+            .iter()
+            .map(|(k, v)| {
+                ((*k).to_owned(), v.map_or(serde_json::Value::Null, |s| serde_json::Value::String(s.to_owned())))
+            })
+            .collect();
         let mut meta = serde_json::json!({ "annotations": map });
         if let Some(rv) = resource_version {
             meta["resourceVersion"] = serde_json::Value::String(rv.to_owned());
@@ -193,7 +207,8 @@ impl KubeBackend {
         let map: serde_json::Map<String, serde_json::Value> =
             labels.iter().map(|(k, v)| ((*k).to_owned(), serde_json::Value::String((*v).to_owned()))).collect();
         let body = serde_json::json!({ "metadata": { "labels": map } });
-        self.call("patch", "pods", self.pods_api(namespace).patch(name, &PatchParams::default(), &Patch::Merge(&body))).await
+        self.call("patch", "pods", self.pods_api(namespace).patch(name, &PatchParams::default(), &Patch::Merge(&body)))
+            .await
     }
 
     /// Whether the holder of a lock may be displaced once the lock expired: it is gone, no longer
@@ -207,14 +222,17 @@ impl KubeBackend {
                 let pending = p.status.as_ref().and_then(|s| s.phase.as_deref()).is_none_or(|ph| ph == "Pending");
                 let phase = p.metadata.annotations.as_ref().and_then(|a| a.get(keys::BIND_PHASE)).map(String::as_str);
                 let deleting = p.metadata.deletion_timestamp.is_some();
-                Ok(deleting || !pending || matches!(phase, Some(keys::BIND_PHASE_SUCCESS) | Some(keys::BIND_PHASE_FAILED)))
+                Ok(deleting
+                    || !pending
+                    || matches!(phase, Some(keys::BIND_PHASE_SUCCESS) | Some(keys::BIND_PHASE_FAILED)))
             }
         }
     }
 
     async fn lock_shared(&self, node: &str, pod: &PodRef) -> Result<()> {
         let timeout = self.inner.opts.lock_timeout;
-        let contention = || Error::LockContention { node: node.to_owned(), within: crate::config::format_go_duration(timeout) };
+        let contention =
+            || Error::LockContention { node: node.to_owned(), within: crate::config::format_go_duration(timeout) };
         let mut delay = Duration::from_millis(100);
         let mut last = Error::Api("node lock not taken".into());
         for attempt in 0..LOCK_ATTEMPTS {
@@ -222,12 +240,18 @@ impl KubeBackend {
             let (annos, rv) = match (attempt, self.node(node)) {
                 (0, Some(v)) => (v.metadata.annotations.clone(), v.metadata.resource_version.clone()),
                 _ => {
-                    let n = self.get_node(node).await.map_err(|e| if is_not_found(&e) { Error::NodeNotFound(node.to_owned()) } else { api_err(e) })?;
-                    (n.metadata.annotations.clone().unwrap_or_default().into_iter().collect(), n.metadata.resource_version.clone())
+                    let n = self.get_node(node).await.map_err(|e| {
+                        if is_not_found(&e) { Error::NodeNotFound(node.to_owned()) } else { api_err(e) }
+                    })?;
+                    (
+                        n.metadata.annotations.clone().unwrap_or_default().into_iter().collect(),
+                        n.metadata.resource_version.clone(),
+                    )
                 }
             };
             if let Some(v) = annos.get(keys::NODE_LOCK) {
-                let l = codec::decode_node_lock(v).map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
+                let l = codec::decode_node_lock(v)
+                    .map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
                 if l.is_held_by(&pod.namespace, &pod.name) {
                     return Ok(());
                 }
@@ -279,7 +303,10 @@ impl KubeBackend {
             if v.contains(',') && !v.ends_with(&format!(",{},{}", pod.namespace, pod.name)) {
                 return Ok(());
             }
-            match self.patch_node_annotations(node, &[(keys::NODE_LOCK, None)], n.metadata.resource_version.as_deref()).await {
+            match self
+                .patch_node_annotations(node, &[(keys::NODE_LOCK, None)], n.metadata.resource_version.as_deref())
+                .await
+            {
                 Ok(n) => {
                     self.cache_node(Arc::new(to_view(&n)));
                     return Ok(());
@@ -326,7 +353,11 @@ impl KubeBackend {
                 ObjectKind::Node => ("default".to_owned(), "Node"),
             };
             let ev = KEvent {
-                metadata: ObjectMeta { generate_name: Some(format!("{}.", e.pod.name)), namespace: Some(ns.clone()), ..Default::default() },
+                metadata: ObjectMeta {
+                    generate_name: Some(format!("{}.", e.pod.name)),
+                    namespace: Some(ns.clone()),
+                    ..Default::default()
+                },
                 involved_object: ObjectReference {
                     api_version: Some("v1".into()),
                     kind: Some(kind.into()),
@@ -416,14 +447,27 @@ impl Backend for KubeBackend {
         };
         self.patch_pod(pod, &patch).await?;
         let binding = Binding {
-            metadata: ObjectMeta { name: Some(pod.name.clone()), uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()), ..Default::default() },
-            target: ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.to_owned()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(pod.name.clone()),
+                uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.to_owned()),
+                ..Default::default()
+            },
         };
         let api = self.pods_api(&pod.namespace);
-        self.call("create", "pods/binding", api.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &binding))
-            .await
-            .map(|_| ())
-            .map_err(api_err)
+        self.call(
+            "create",
+            "pods/binding",
+            api.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &binding),
+        )
+        .await
+        .map(|_| ())
+        .map_err(api_err)
     }
 
     fn record_event(&self, event: Event) {

@@ -278,7 +278,8 @@ impl MemoryBackend {
         });
         let _ = self.release(node, pod, LockKind::Shared);
         // Cambricon's lock names no owner; its plugin releases it after serving the pod that took it.
-        let took = self.inner.cambricon_holders.remove_if(node, |_, h| h.0 == pod.namespace && h.1 == pod.name).is_some();
+        let took =
+            self.inner.cambricon_holders.remove_if(node, |_, h| h.0 == pod.namespace && h.1 == pod.name).is_some();
         if took {
             let _ = self.release(node, pod, LockKind::Cambricon);
         }

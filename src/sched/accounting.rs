@@ -123,6 +123,24 @@ pub fn collapse(
     out
 }
 
+/// The task class and QoS of a pod per vendor (Metax sGPU co-locates by them).
+pub type Tags = Vec<(VendorId, TaskClass, Option<Arc<str>>)>;
+
+/// Asks every vendor what its part of a pod's allocation is tagged with.
+pub fn tags_of(vendors: &Vendors, annotations: &crate::model::pod::Annotations) -> Tags {
+    vendors.iter().filter_map(|(id, v)| v.task_tag(annotations).map(|(c, q)| (id, c, q))).collect()
+}
+
+/// Sets each charge's class and QoS from the pod's tags.
+pub fn tag(charges: &mut [Charge], tags: &Tags) {
+    for c in charges.iter_mut() {
+        if let Some((_, class, qos)) = tags.iter().find(|(v, _, _)| *v == c.vendor) {
+            c.class = *class;
+            c.qos.clone_from(qos);
+        }
+    }
+}
+
 /// Devices whose usage a charge could not be applied to (unknown UUID), for logging.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Unmatched(pub Vec<DeviceUuid>);

@@ -89,6 +89,7 @@ fn observed(uid: &str, devices: PodDevices, bound: bool, ttl: Duration) -> PodOb
         name: Arc::from(uid.trim_start_matches("uid-")),
         devices,
         layout: Layout { n_init: 0, sidecars: vec![false], init_released: false },
+        tags: Vec::new(),
         bound,
         ttl,
     }

@@ -12,12 +12,12 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use kube::api::{Api, ListParams};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 
 use crate::actor::Engine;
-use crate::backend::Backend;
 use crate::actor::quota::QuotaBook;
+use crate::backend::Backend;
 use crate::http::Readiness;
 use crate::model::annotations as keys;
 use crate::model::codec::{self, Handshake};
@@ -50,13 +50,25 @@ pub struct WatchOptions {
 }
 
 /// Starts every watcher and the registration loop on the current runtime.
-pub fn start(engine: Engine<KubeBackend>, backend: KubeBackend, readiness: Readiness, quota: Arc<QuotaBook>, opts: WatchOptions) {
+pub fn start(
+    engine: Engine<KubeBackend>,
+    backend: KubeBackend,
+    readiness: Readiness,
+    quota: Arc<QuotaBook>,
+    opts: WatchOptions,
+) {
     let nodes_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pods_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let quota_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (kick_tx, kick_rx) = tokio::sync::mpsc::channel::<()>(16);
 
-    tokio::spawn(watch_nodes(engine.clone(), backend.clone(), opts.node_selector.clone(), nodes_synced.clone(), kick_tx.clone()));
+    tokio::spawn(watch_nodes(
+        engine.clone(),
+        backend.clone(),
+        opts.node_selector.clone(),
+        nodes_synced.clone(),
+        kick_tx.clone(),
+    ));
     tokio::spawn(watch_pods(engine.clone(), backend.clone(), pods_synced.clone()));
     tokio::spawn(watch_quotas(backend.clone(), quota, quota_synced.clone()));
     match &opts.leader {
@@ -68,7 +80,10 @@ pub fn start(engine: Engine<KubeBackend>, backend: KubeBackend, readiness: Readi
     {
         let r = readiness.clone();
         tokio::spawn(async move {
-            while !(nodes_synced.load(Ordering::SeqCst) && pods_synced.load(Ordering::SeqCst) && quota_synced.load(Ordering::SeqCst)) {
+            while !(nodes_synced.load(Ordering::SeqCst)
+                && pods_synced.load(Ordering::SeqCst)
+                && quota_synced.load(Ordering::SeqCst))
+            {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             r.synced.store(true, Ordering::SeqCst);
@@ -147,7 +162,8 @@ async fn watch_nodes(
 /// Whether a pod concerns the scheduler: annotated by it, or requesting a managed resource.
 fn concerns_us(p: &PodView, managed: &HashSet<String>) -> bool {
     p.annotation(keys::ASSIGNED_NODE).is_some()
-        || p.all_containers().any(|c| c.resources.limits.keys().chain(c.resources.requests.keys()).any(|k| managed.contains(k)))
+        || p.all_containers()
+            .any(|c| c.resources.limits.keys().chain(c.resources.requests.keys()).any(|k| managed.contains(k)))
 }
 
 async fn watch_pods(engine: Engine<KubeBackend>, backend: KubeBackend, synced: Arc<std::sync::atomic::AtomicBool>) {
@@ -202,7 +218,9 @@ async fn watch_quotas(backend: KubeBackend, quota: Arc<QuotaBook>, synced: Arc<s
             .and_then(|s| s.hard.as_ref())
             .map(|h| {
                 h.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), crate::model::quantity::Quantity::parse(&v.0).ok()?.as_i64_exact()?)))
+                    .filter_map(|(k, v)| {
+                        Some((k.clone(), crate::model::quantity::Quantity::parse(&v.0).ok()?.as_i64_exact()?))
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -210,11 +228,15 @@ async fn watch_quotas(backend: KubeBackend, quota: Arc<QuotaBook>, synced: Arc<s
     loop {
         match stream.try_next().await {
             Ok(Some(Event::InitApply(q) | Event::Apply(q))) => {
-                let (ns, name) = (q.metadata.namespace.clone().unwrap_or_default(), q.metadata.name.clone().unwrap_or_default());
+                let (ns, name) =
+                    (q.metadata.namespace.clone().unwrap_or_default(), q.metadata.name.clone().unwrap_or_default());
                 quota.set_quota(&ns, &name, &hard(&q));
             }
             Ok(Some(Event::Delete(q))) => {
-                quota.remove_quota(&q.metadata.namespace.clone().unwrap_or_default(), &q.metadata.name.clone().unwrap_or_default());
+                quota.remove_quota(
+                    &q.metadata.namespace.clone().unwrap_or_default(),
+                    &q.metadata.name.clone().unwrap_or_default(),
+                );
             }
             Ok(Some(Event::InitDone)) => synced.store(true, Ordering::SeqCst),
             Ok(Some(Event::Init)) => {}
@@ -229,7 +251,12 @@ async fn watch_quotas(backend: KubeBackend, quota: Arc<QuotaBook>, synced: Arc<s
 
 /// Leader iff the Lease's holder starts with our identity and we saw it renewed within its
 /// duration (observed time, not renewTime, as HAMi does).
-async fn follow_lease(backend: KubeBackend, l: LeaderOptions, readiness: Readiness, kick: tokio::sync::mpsc::Sender<()>) {
+async fn follow_lease(
+    backend: KubeBackend,
+    l: LeaderOptions,
+    readiness: Readiness,
+    kick: tokio::sync::mpsc::Sender<()>,
+) {
     let api: Api<Lease> = Api::namespaced(backend.client(), &l.lease_namespace);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={}", l.lease_name));
     let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
@@ -256,7 +283,11 @@ async fn follow_lease(backend: KubeBackend, l: LeaderOptions, readiness: Readine
         let lead = holder.as_ref().is_some_and(|(h, seen, dur)| h.starts_with(&l.identity) && seen.elapsed() < *dur);
         let was = readiness.leader.swap(lead, Ordering::SeqCst);
         if lead != was {
-            tracing::info!(leader = lead, holder = holder.as_ref().map(|h| h.0.as_str()).unwrap_or(""), "leadership changed");
+            tracing::info!(
+                leader = lead,
+                holder = holder.as_ref().map(|h| h.0.as_str()).unwrap_or(""),
+                "leadership changed"
+            );
             crate::metrics::leader(lead);
             if lead {
                 let _ = kick.try_send(());
@@ -342,7 +373,9 @@ async fn registration_loop(
                         }
                         if h.request {
                             let value = codec::encode_handshake_requesting(now);
-                            if let Err(e) = backend.patch_node_annotations(&name, &[(key.as_str(), Some(&value))], None).await {
+                            if let Err(e) =
+                                backend.patch_node_annotations(&name, &[(key.as_str(), Some(&value))], None).await
+                            {
                                 tracing::warn!(node = %name, error = %e, "handshake not written");
                             }
                         }
@@ -401,9 +434,15 @@ mod tests {
     fn handshake_follows_hamis_rules() {
         // protocol.md §3.7: not Requesting → write Requesting, healthy.
         assert_eq!(handshake_health("", t("2026-08-21 06:20:39"), 0), Health { healthy: true, request: true });
-        assert_eq!(handshake_health("Reported 2024-01-01", t("2026-08-21 06:20:39"), 0), Health { healthy: true, request: true });
+        assert_eq!(
+            handshake_health("Reported 2024-01-01", t("2026-08-21 06:20:39"), 0),
+            Health { healthy: true, request: true }
+        );
         // Requesting with an unparsable time: healthy forever, nothing written.
-        assert_eq!(handshake_health("Requesting_2024.01.10 04:06:57", t("2026-08-21 06:20:39"), 0), Health { healthy: true, request: false });
+        assert_eq!(
+            handshake_health("Requesting_2024.01.10 04:06:57", t("2026-08-21 06:20:39"), 0),
+            Health { healthy: true, request: false }
+        );
         // Under 60 s: healthy.
         assert!(handshake_health("Requesting_2026-08-21 06:20:00", t("2026-08-21 06:20:39"), 0).healthy);
         // Over 60 s: healthy only while the count resource is allocatable.
