@@ -12,6 +12,7 @@ use crate::backend::Backend;
 
 pub mod error;
 pub mod extender;
+pub mod status;
 pub mod tls;
 pub mod webhook;
 pub mod wire;
@@ -117,7 +118,8 @@ pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
         .route("/webhook", web::post().to(webhook::webhook::<B>))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz::<B>))
-        .route("/usage", web::get().to(usage::<B>));
+        .route("/usage", web::get().to(usage::<B>))
+        .route("/", web::get().to(status::page::<B>));
 }
 
 #[cfg(test)]

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Renders the status page (GET /) of `hami-rs serve --cluster-file examples/cluster.json` after a few
+# pods were scheduled through /filter and /bind, in headless Chromium, and keeps a screenshot in
+# target/artifacts/status-page.png. Fails if Chromium is missing, the page lacks the nodes or the
+# decisions, or the screenshot is empty.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+browser=$(command -v chromium || command -v chromium-browser || true)
+[[ -n "$browser" ]] || { echo "status page: Chromium is required (apt-get install chromium)" >&2; exit 1; }
+bin=${HAMI_RS_BIN:-target/release/hami-rs}
+[[ -x "$bin" ]] || cargo build --release --bin hami-rs
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+out=target/artifacts
+mkdir -p "$out"
+"$bin" serve --cluster-file examples/cluster.json --http_bind "127.0.0.1:$port" --metrics-bind-address "127.0.0.1:$mport" \
+  --scheduler-name hami-scheduler >"$out/status-page-server.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+
+pod() { # pod NAME MEM CORES
+  printf '{"Pod":{"metadata":{"name":"%s","namespace":"demo","uid":"uid-%s"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"%s","nvidia.com/gpucores":"%s"}}}]}},"NodeNames":["node-a","node-b","node-c","node-cpu"]}' "$1" "$1" "$2" "$3"
+}
+for spec in "web-1 4000 20" "web-2 6000 30" "train-1 20000 60" "huge 900000 10"; do
+  set -- $spec
+  answer=$(curl -fsS -X POST -H 'Content-Type: application/json' --data "$(pod "$1" "$2" "$3")" "http://127.0.0.1:$port/filter")
+  node=$(python3 -c 'import json,sys; n=json.loads(sys.argv[1]).get("NodeNames"); print(n[0] if n else "")' "$answer")
+  if [[ -n "$node" ]]; then
+    curl -fsS -X POST --data "{\"PodName\":\"$1\",\"PodNamespace\":\"demo\",\"PodUID\":\"uid-$1\",\"Node\":\"$node\"}" "http://127.0.0.1:$port/bind" >/dev/null
+  fi
+done
+
+flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
+  --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --window-size=1500,1000)
+"$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/" >"$out/status-page.html" 2>/dev/null
+for want in node-a node-b node-c "Last decisions" "demo/web-1" "no-fit" "MiB"; do
+  grep -q "$want" "$out/status-page.html" || { echo "status page: '$want' missing from the page" >&2; exit 1; }
+done
+"$browser" "${flags[@]}" --screenshot="$out/status-page.png" "http://127.0.0.1:$port/" >/dev/null 2>&1
+size=$(stat -c %s "$out/status-page.png" 2>/dev/null || echo 0)
+(( size > 10000 )) || { echo "status page: screenshot missing or empty ($size bytes)" >&2; exit 1; }
+echo "status page: ok, screenshot $out/status-page.png ($size bytes)"
