@@ -11,6 +11,7 @@ use crate::actor::{Engine, FilterOutcome};
 use crate::backend::PodRef;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::config::SimulateArgs;
+use crate::http::webhook::WebhookConfig;
 use crate::report::{NodeJson, node_json};
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -38,12 +39,24 @@ pub async fn run(args: &SimulateArgs) -> Result<Simulation, crate::app::Error> {
     let cluster = ClusterObjects::load(&args.cluster_file)?;
     let pods = ClusterObjects::load(&args.pods)?.pods;
     let engine = crate::app::memory_engine(&args.sched, cluster).await?;
-    simulate_pods(&engine, pods).await
+    let webhook = WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
+    simulate_pods_with(&engine, &webhook, pods).await
 }
 
-/// Places `pods` one after another on the engine's cluster.
+/// Places `pods` one after another on the engine's cluster, with the webhook's default flags.
 pub async fn simulate_pods(
     engine: &Engine<MemoryBackend>,
+    pods: Vec<crate::model::PodView>,
+) -> Result<Simulation, crate::app::Error> {
+    let webhook = WebhookConfig { quota: engine.quota().cloned(), ..WebhookConfig::default() };
+    simulate_pods_with(engine, &webhook, pods).await
+}
+
+/// Places `pods` one after another: each goes through the webhook's admission, then filter, then
+/// bind, so every placement counts for the next pod.
+pub async fn simulate_pods_with(
+    engine: &Engine<MemoryBackend>,
+    webhook: &WebhookConfig,
     pods: Vec<crate::model::PodView>,
 ) -> Result<Simulation, crate::app::Error> {
     let backend = engine.backend().clone();
@@ -61,6 +74,23 @@ pub async fn simulate_pods(
             namespace: pod.metadata.namespace.clone(),
             name: pod.metadata.name.clone(),
             uid: pod.metadata.uid.clone(),
+        };
+        // Pods reach the scheduler through the webhook, which adds HAMi's defaults (e.g. 100 cores
+        // for a whole-GPU request) and denies what HAMi denies.
+        let pod = match crate::http::webhook::admit_pod(engine.vendors(), webhook, &engine.config().defaults, &pod) {
+            Ok(p) => p,
+            Err(e) => {
+                results.push(PodResult {
+                    namespace: pref.namespace,
+                    name: pref.name,
+                    uid: pref.uid,
+                    node: None,
+                    error: Some(format!("denied by the webhook: {e}")),
+                    failed_nodes: BTreeMap::new(),
+                    annotations: BTreeMap::new(),
+                });
+                continue;
+            }
         };
         backend.insert_pod(pod.clone());
         let (node, error, failed) = match engine.filter(&pod, &names).await {

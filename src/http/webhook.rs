@@ -364,6 +364,24 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
     }
 }
 
+/// The webhook's decision on one pod as the simulator needs it: the pod as admission would leave
+/// it (mutations applied), or the denial's message.
+pub fn admit_pod(vendors: &Vendors, cfg: &WebhookConfig, defaults: &PolicyDefaults, pod: &PodView) -> Result<PodView, String> {
+    let mut value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
+    let cx = Cx { cfg, vendors, defaults, namespace: &pod.metadata.namespace };
+    match admit(&cx, value.clone()) {
+        Decision::Allow { patch: None, .. } => Ok(pod.clone()),
+        Decision::Allow { patch: Some((b64, _)), .. } => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).map_err(|e| e.to_string())?;
+            let patch: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+            json_patch::patch(&mut value, &patch).map_err(|e| e.to_string())?;
+            serde_json::from_value(value).map_err(|e| e.to_string())
+        }
+        Decision::Deny(m) => Err(m),
+        Decision::Failed { message, .. } => Err(message),
+    }
+}
+
 fn json_response(v: &impl Serialize) -> HttpResponse {
     match serde_json::to_vec(v) {
         Ok(b) => HttpResponse::Ok().content_type("application/json").body(b),
