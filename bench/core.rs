@@ -1,0 +1,248 @@
+//! Criterion benchmarks of the scheduling core and the engine: codecs, one-node fit, the full
+//! filter over N nodes × 8 GPUs with P running pods, reserve + commit, and allocations per filter
+//! call (a counting allocator). Run with `cargo bench --bench core`; under `cargo test` every
+//! benchmark runs once on small sizes.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use hami_rs::actor::{Engine, EngineConfig, FilterOutcome};
+use hami_rs::backend::PodRef;
+use hami_rs::backend::memory::MemoryBackend;
+use hami_rs::model::annotations as keys;
+use hami_rs::model::codec;
+use hami_rs::model::{ContainerDevice, DeviceInfo, PodView};
+use hami_rs::sched::{Scratch, fit};
+use hami_rs::testing::{gpu, node, pod, vendors};
+use hami_rs::vendor::NoQuota;
+
+/// Counts allocations so the filter path's allocation count can be reported.
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwards to the system allocator with the caller's layout.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `alloc` above with the same layout.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwards to the system allocator.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Full sizes only under `cargo bench`; `cargo test` runs each benchmark once on small sizes.
+fn full() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+fn gpus8(name: &str) -> Vec<DeviceInfo> {
+    (0..8)
+        .map(|i| {
+            let mut d = DeviceInfo::new(&format!("GPU-{name}-{i}"), i, 10, 81920, 100, "NVIDIA-NVIDIA A100-SXM4-80GB");
+            d.numa = (i / 4) as i32;
+            d.mode = Arc::from("hami-core");
+            d
+        })
+        .collect()
+}
+
+fn bench_codecs(c: &mut Criterion) {
+    let devs = gpus8("n1");
+    let json = codec::encode_node_devices_json(&devs);
+    let colon = codec::encode_node_devices_colon(&devs);
+    let pd = vec![
+        vec![
+            ContainerDevice::new("GPU-n1-0", "NVIDIA", 4000, 30),
+            ContainerDevice::new("GPU-n1-1", "NVIDIA", 4000, 30),
+        ],
+        vec![],
+        vec![ContainerDevice::new("GPU-n1-2", "NVIDIA", 8000, 50)],
+    ];
+    let pds = codec::encode_pod_devices(&pd);
+    let mut g = c.benchmark_group("codec");
+    g.bench_function("decode_register_json_8_gpus", |b| {
+        b.iter(|| codec::decode_node_devices(std::hint::black_box(&json)))
+    });
+    g.bench_function("decode_register_colon_8_gpus", |b| {
+        b.iter(|| codec::decode_node_devices(std::hint::black_box(&colon)))
+    });
+    g.bench_function("encode_register_json_8_gpus", |b| {
+        b.iter(|| codec::encode_node_devices_json(std::hint::black_box(&devs)))
+    });
+    g.bench_function("decode_pod_devices", |b| b.iter(|| codec::decode_pod_devices(std::hint::black_box(&pds))));
+    g.bench_function("encode_pod_devices", |b| b.iter(|| codec::encode_pod_devices(std::hint::black_box(&pd))));
+    g.finish();
+}
+
+fn bench_fit_one_node(c: &mut Criterion) {
+    let v = vendors();
+    let mut nb = node("n1");
+    for (i, d) in gpus8("n1").into_iter().enumerate() {
+        nb = nb.gpu(
+            gpu(d.id.as_str(), 81920).used((i % 3) as u32, 8000 * (i as u64 % 4), 10 * (i as u32 % 5)).numa(d.numa),
+        );
+    }
+    let snap = nb.snapshot(&v);
+    let typical = pod().gpu(1).mem_mib(8000).cores(30).request_with(&v);
+    // Worst case: four containers, two GPUs each, NUMA bind, topology-aware, UUID and type lists.
+    let mut wb = pod().gpu(2).mem_mib(4000).cores(10);
+    for i in 1..4 {
+        wb = wb.container(&format!("c{i}")).gpu(2).mem_mib(4000).cores(10);
+    }
+    let worst = wb
+        .annotation(keys::GPU_SCHEDULER_POLICY, "topology-aware")
+        .annotation(keys::NVIDIA_NUMA_BIND, "true")
+        .annotation(keys::NVIDIA_USE_TYPE, "A100,H100")
+        .annotation(keys::NVIDIA_NOUSE_UUID, "GPU-x,GPU-y")
+        .request_with(&v);
+    let mut s = Scratch::default();
+    let mut g = c.benchmark_group("fit_one_node");
+    g.bench_function("typical_1_gpu", |b| b.iter(|| fit::fit_pod(&snap, &typical, &v, &NoQuota, &mut s)));
+    g.bench_function("worst_4x2_gpus_topology_numa", |b| b.iter(|| fit::fit_pod(&snap, &worst, &v, &NoQuota, &mut s)));
+    g.finish();
+}
+
+/// An engine over an in-memory cluster of `n` nodes × 8 A100s with `p` running pods spread over
+/// them (8000 MiB and 10 cores each on one GPU).
+async fn engine(n: usize, p: usize) -> (Engine<MemoryBackend>, Vec<String>) {
+    let v = Arc::new(vendors());
+    let backend = MemoryBackend::new(Duration::from_secs(300));
+    let cfg = EngineConfig { reservation_ttl: Duration::from_secs(600), ..EngineConfig::default() };
+    let engine = Engine::start(cfg, v, backend.clone(), None);
+    let mut names = Vec::with_capacity(n);
+    for i in 0..n {
+        let name = format!("node-{i:05}");
+        let mut view = hami_rs::model::pod::NodeView::default();
+        view.metadata.name = name.clone();
+        view.metadata.annotations.insert(keys::NVIDIA_REGISTER.into(), codec::encode_node_devices_json(&gpus8(&name)));
+        let view = Arc::new(view);
+        backend.insert_node((*view).clone());
+        engine.register_node(view).await;
+        names.push(name);
+    }
+    for j in 0..p {
+        let node = &names[j % n];
+        let gpu = (j / n) % 8;
+        let mut pv = PodView::default();
+        pv.metadata.name = format!("running-{j}");
+        pv.metadata.namespace = "load".into();
+        pv.metadata.uid = format!("uid-running-{j}");
+        pv.metadata.annotations.insert(keys::ASSIGNED_NODE.into(), node.clone());
+        pv.metadata.annotations.insert(keys::NVIDIA_ALLOCATED.into(), format!("GPU-{node}-{gpu},NVIDIA,8000,10:;"));
+        pv.spec.node_name = Some(node.clone());
+        pv.status.phase = Some("Running".into());
+        engine.observe_pod(&pv);
+    }
+    let _ = engine.reports().await;
+    (engine, names)
+}
+
+fn load_pod(i: u64) -> PodView {
+    pod().name(&format!("bench-{i}")).namespace("bench").gpu(1).mem_mib(4000).cores(20).view()
+}
+
+/// One filter of a fresh pod over every node, then the reservation is dropped so the cluster
+/// stays the same from one iteration to the next.
+async fn filter_once(engine: &Engine<MemoryBackend>, names: &[Cow<'_, str>], i: u64) {
+    let p = load_pod(i);
+    engine.backend().insert_pod(p.clone());
+    match engine.filter(&p, names).await {
+        FilterOutcome::Chosen { .. } => {}
+        other => panic!("the bench pod must fit: {other:?}"),
+    }
+    engine.delete_pod(&hami_rs::model::PodUid::new(&p.metadata.uid));
+    engine.backend().remove_pod(&p.metadata.namespace, &p.metadata.name);
+}
+
+fn bench_filter(c: &mut Criterion) {
+    let sizes: Vec<(usize, usize)> = if full() {
+        vec![(100, 0), (1000, 0), (1000, 20_000), (1000, 100_000), (5000, 0), (5000, 20_000), (5000, 100_000)]
+    } else {
+        vec![(100, 0), (100, 1000)]
+    };
+    let mut g = c.benchmark_group("filter_engine");
+    g.sample_size(if full() { 30 } else { 10 });
+    for (n, p) in sizes {
+        let sys = actix_rt::System::new();
+        let (engine, names) = sys.block_on(engine(n, p));
+        let cows: Vec<Cow<'_, str>> = names.iter().map(|s| Cow::Borrowed(s.as_str())).collect();
+        let mut i = 0u64;
+        g.bench_with_input(BenchmarkId::new(format!("nodes_{n}"), format!("running_{p}")), &(n, p), |b, _| {
+            b.iter_custom(|iters| {
+                sys.block_on(async {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        i += 1;
+                        filter_once(&engine, &cows, i).await;
+                    }
+                    t.elapsed()
+                })
+            })
+        });
+        // Allocations per filter call (filter + reserve + patch), averaged over 200 calls.
+        let calls = 200u64;
+        let before = ALLOCS.load(Ordering::Relaxed);
+        sys.block_on(async {
+            for _ in 0..calls {
+                i += 1;
+                filter_once(&engine, &cows, i).await;
+            }
+        });
+        let per = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / calls as f64;
+        println!("allocations per filter call: nodes={n} running={p}: {per:.0}");
+        drop(engine);
+    }
+    g.finish();
+}
+
+/// Filter + reserve + commit (bind) per second, engine only: the reservation is committed by a
+/// bind and the pod then deleted, so the cluster stays the same.
+fn bench_reserve_commit(c: &mut Criterion) {
+    let n = if full() { 1000 } else { 50 };
+    let sys = actix_rt::System::new();
+    let (engine, names) = sys.block_on(engine(n, 0));
+    let cows: Vec<Cow<'_, str>> = names.iter().map(|s| Cow::Borrowed(s.as_str())).collect();
+    let mut i = 0u64;
+    let mut g = c.benchmark_group("filter_reserve_commit");
+    g.sample_size(if full() { 30 } else { 10 });
+    g.bench_function(format!("nodes_{n}"), |b| {
+        b.iter_custom(|iters| {
+            sys.block_on(async {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    i += 1;
+                    let p = load_pod(i);
+                    engine.backend().insert_pod(p.clone());
+                    let FilterOutcome::Chosen { node, .. } = engine.filter(&p, &cows).await else { panic!("fits") };
+                    let r = PodRef {
+                        namespace: p.metadata.namespace.clone(),
+                        name: p.metadata.name.clone(),
+                        uid: p.metadata.uid.clone(),
+                    };
+                    engine.bind(&r, node.as_str()).await.expect("binds");
+                    engine.delete_pod(&hami_rs::model::PodUid::new(&p.metadata.uid));
+                    engine.backend().remove_pod(&r.namespace, &r.name);
+                }
+                t.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_codecs, bench_fit_one_node, bench_filter, bench_reserve_commit);
+criterion_main!(benches);
