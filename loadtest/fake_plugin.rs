@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
+use hami_rs::model::DeviceInfo;
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec;
-use hami_rs::model::DeviceInfo;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
 use serde_json::json;
 use tokio::sync::Mutex;
 
@@ -163,7 +163,9 @@ pub async fn run(a: FakePluginArgs) -> anyhow::Result<()> {
     {
         let (nodes, ours, locks, answer) = (nodes.clone(), ours.clone(), locks.clone(), a.answer_handshake);
         tokio::spawn(async move {
-            let mut s = Box::pin(watcher::watcher(nodes.clone(), watcher::Config::default()).default_backoff().applied_objects());
+            let mut s = Box::pin(
+                watcher::watcher(nodes.clone(), watcher::Config::default()).default_backoff().applied_objects(),
+            );
             while let Ok(Some(n)) = s.try_next().await {
                 let name = n.metadata.name.clone().unwrap_or_default();
                 if !ours.contains(&name) {
@@ -187,20 +189,33 @@ pub async fn run(a: FakePluginArgs) -> anyhow::Result<()> {
     let mut s = Box::pin(watcher::watcher(pods, cfg).default_backoff().applied_objects());
     let mut done: HashSet<String> = HashSet::new();
     while let Some(p) = s.try_next().await? {
-        let (ns, name) = (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
+        let (ns, name) =
+            (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
         let annos: BTreeMap<String, String> = p.metadata.annotations.clone().unwrap_or_default();
-        if !ours.contains(&node) || done.contains(&uid) || annos.get(keys::BIND_PHASE).map(String::as_str) != Some(keys::BIND_PHASE_ALLOCATING) {
+        if !ours.contains(&node)
+            || done.contains(&uid)
+            || annos.get(keys::BIND_PHASE).map(String::as_str) != Some(keys::BIND_PHASE_ALLOCATING)
+        {
             continue;
         }
         // The plugin finds "its" pod through the node lock; without a lock (legacy), any pending
         // pod on the node with bind-time and bind-phase allocating.
-        let lock = locks.lock().await.get(&node).cloned();
-        let named = match lock.as_deref().map(codec::decode_node_lock) {
+        let names_pod = |lock: Option<&str>| match lock.map(codec::decode_node_lock) {
             Some(Ok(l)) => l.owner.is_none() || l.is_held_by(&ns, &name),
             _ => annos.contains_key(keys::BIND_TIME),
         };
+        let cached = locks.lock().await.get(&node).cloned();
+        // The node watch and the pod watch are separate streams: the cached lock may still be the
+        // previous holder's (already released) when this pod's bind arrives, so read it afresh.
+        let named = names_pod(cached.as_deref())
+            || match nodes.get(&node).await {
+                Ok(n) => {
+                    names_pod(n.metadata.annotations.as_ref().and_then(|a| a.get(keys::NODE_LOCK)).map(String::as_str))
+                }
+                Err(_) => false,
+            };
         if !named {
             continue;
         }
@@ -208,7 +223,9 @@ pub async fn run(a: FakePluginArgs) -> anyhow::Result<()> {
             served(&annos).into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
         patch.insert(keys::BIND_PHASE.into(), keys::BIND_PHASE_SUCCESS.into());
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": patch}}))).await {
+        if let Err(e) =
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": patch}}))).await
+        {
             tracing::warn!(pod = %format_args!("{ns}/{name}"), error = %e, "allocation not recorded");
             continue;
         }

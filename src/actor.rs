@@ -638,29 +638,61 @@ impl<B: Backend> Engine<B> {
             }
         }
 
-        // This process's own lock on the node, so its binds to one node do not race each other.
-        let deadline = Instant::now() + i.cfg.bind_lock_wait.max(Duration::from_millis(100));
-        loop {
-            match addr.send(Lock { uid: uid.clone() }).await {
-                Ok(true) => break,
-                Ok(false) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(5)).await,
-                _ => {
-                    release("in-process lock busy").await;
-                    let msg = backend::Error::LockContention {
-                        node: node.to_owned(),
-                        within: crate::config::format_go_duration(i.cfg.node_lock_timeout),
+        // HAMi retries contention only for PodGroup members; hami-rs lets every pod wait a bounded
+        // time, since the holder is usually a bind whose device plugin answers within moments.
+        let pod_group = view.is_pod_group_member();
+        let (wait, every) = if pod_group {
+            (i.cfg.node_lock_retry_timeout, Duration::from_millis(100))
+        } else {
+            (i.cfg.bind_lock_wait, Duration::from_millis(50))
+        };
+        let deadline = Instant::now() + wait;
+        let kinds = self.lock_kinds(&req);
+        // Each attempt takes this process's own lock on the node (so its binds to one node do not
+        // race each other) and then HAMi's node locks once. Between attempts both are let go, so
+        // the pod a leftover lock names can get in and finish.
+        let taken = loop {
+            let attempt = match addr.send(Lock { uid: uid.clone() }).await {
+                Ok(true) => match self.take_locks(pod, node, &kinds).await {
+                    Ok(taken) => Ok(taken),
+                    Err(e) => {
+                        addr.do_send(Unlock { uid: uid.clone() });
+                        Err(e)
                     }
-                    .to_string();
+                },
+                Ok(false) => Err(backend::Error::LockContention {
+                    node: node.to_owned(),
+                    within: crate::config::format_go_duration(i.cfg.node_lock_timeout),
+                }),
+                Err(e) => Err(backend::Error::Api(format!("node {node}: {e}"))),
+            };
+            match attempt {
+                Ok(taken) => break taken,
+                Err(e) if e.is_contention() && Instant::now() < deadline => {
+                    crate::metrics::lock_wait();
+                    tokio::time::sleep(every).await;
+                }
+                Err(e) => {
+                    if e.is_contention() {
+                        crate::metrics::lock_timeout();
+                    }
+                    let e = if pod_group && e.is_contention() && !wait.is_zero() {
+                        backend::Error::Api(format!(
+                            "timed out after {} waiting for node {node} to be unlocked: node lock contention",
+                            crate::config::format_go_duration(wait)
+                        ))
+                    } else {
+                        e
+                    };
+                    release("node lock not taken").await;
+                    let msg = e.to_string();
                     self.event(pod, reasons::BINDING_FAILED, EventType::Warning, msg.clone());
                     return Err(msg);
                 }
             }
-        }
-        let result = self.lock_and_bind(pod, node, &req, view.is_pod_group_member()).await;
-        if result.as_ref().is_err_and(|e| e.is_contention()) {
-            crate::metrics::lock_timeout();
-        }
-        match result {
+        };
+        let (bind_time, _) = unix_now();
+        match i.backend.bind(pod, node, bind_time).await {
             Ok(()) => {
                 let _ = addr.send(Commit { uid: uid.clone() }).await;
                 addr.do_send(Unlock { uid });
@@ -673,6 +705,9 @@ impl<B: Backend> Engine<B> {
                 Ok(())
             }
             Err(e) => {
+                for t in taken.iter().rev() {
+                    let _ = i.backend.unlock_node(node, pod, *t).await;
+                }
                 addr.do_send(Unlock { uid: uid.clone() });
                 release("bind failed").await;
                 let msg = e.to_string();
@@ -682,59 +717,31 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// HAMi's node locks, sorted by kind, for every vendor the pod requests in any container;
-    /// then bind-phase and the Binding. Locks taken are released again if a later step fails.
-    async fn lock_and_bind(&self, pod: &PodRef, node: &str, req: &PodRequest, pod_group: bool) -> backend::Result<()> {
-        let i = &*self.inner;
+    /// HAMi's node locks the pod needs, sorted: every vendor it requests in any container (HAMi
+    /// locks for regular containers only; scheduling.md §14 row 8).
+    fn lock_kinds(&self, req: &PodRequest) -> Vec<LockKind> {
         let mut kinds: Vec<LockKind> =
-            req.vendors().iter().map(|v| i.vendors.get(*v).lock()).filter(|k| *k != LockKind::None).collect();
+            req.vendors().iter().map(|v| self.inner.vendors.get(*v).lock()).filter(|k| *k != LockKind::None).collect();
         kinds.sort();
         kinds.dedup();
-        let mut taken: Vec<LockKind> = Vec::new();
-        // HAMi retries contention only for PodGroup members; hami-rs lets every pod wait a bounded
-        // time, since the holder is usually a bind whose device plugin answers within moments.
-        let (wait, every) = if pod_group {
-            (i.cfg.node_lock_retry_timeout, Duration::from_millis(100))
-        } else {
-            (i.cfg.bind_lock_wait, Duration::from_millis(50))
-        };
-        for k in &kinds {
-            let retry_until = Instant::now() + wait;
-            let r = loop {
-                match i.backend.lock_node(node, pod, *k).await {
-                    Err(e) if e.is_contention() && !wait.is_zero() => {
-                        if Instant::now() >= retry_until {
-                            break Err(if pod_group {
-                                backend::Error::Api(format!(
-                                    "timed out after {} waiting for node {node} to be unlocked: node lock contention",
-                                    crate::config::format_go_duration(wait)
-                                ))
-                            } else {
-                                e
-                            });
-                        }
-                        crate::metrics::lock_wait();
-                        tokio::time::sleep(every).await;
-                    }
-                    other => break other,
-                }
-            };
-            if let Err(e) = r {
+        kinds
+    }
+
+    /// Takes each of HAMi's node locks once, in order; on the first failure the ones already
+    /// taken are released again, in reverse.
+    async fn take_locks(&self, pod: &PodRef, node: &str, kinds: &[LockKind]) -> backend::Result<Vec<LockKind>> {
+        let b = &self.inner.backend;
+        let mut taken: Vec<LockKind> = Vec::with_capacity(kinds.len());
+        for k in kinds {
+            if let Err(e) = b.lock_node(node, pod, *k).await {
                 for t in taken.iter().rev() {
-                    let _ = i.backend.unlock_node(node, pod, *t).await;
+                    let _ = b.unlock_node(node, pod, *t).await;
                 }
                 return Err(e);
             }
             taken.push(*k);
         }
-        let (bind_time, _) = unix_now();
-        if let Err(e) = i.backend.bind(pod, node, bind_time).await {
-            for t in taken.iter().rev() {
-                let _ = i.backend.unlock_node(node, pod, *t).await;
-            }
-            return Err(e);
-        }
-        Ok(())
+        Ok(taken)
     }
 
     // --- reporting ----------------------------------------------------------------------------

@@ -112,6 +112,73 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// client-go's Event spam filter, which HAMi's recorder applies: per object, a burst of 25 Events,
+/// then one every 5 minutes. A pod that keeps failing to schedule must not flood the API server.
+pub struct EventBudget {
+    buckets: std::collections::HashMap<String, (f64, std::time::Instant)>,
+}
+
+impl EventBudget {
+    const BURST: f64 = 25.0;
+    const REFILL_PER_SEC: f64 = 1.0 / 300.0;
+
+    pub fn new() -> EventBudget {
+        EventBudget { buckets: std::collections::HashMap::new() }
+    }
+
+    /// Whether an Event about `object` may be written at `now`.
+    pub fn allow(&mut self, object: &str, now: std::time::Instant) -> bool {
+        if self.buckets.len() > 100_000 {
+            // Forget objects whose bucket has refilled completely: they behave as new ones.
+            self.buckets.retain(|_, (tokens, t)| {
+                *tokens + now.duration_since(*t).as_secs_f64() * Self::REFILL_PER_SEC < Self::BURST
+            });
+        }
+        let (tokens, last) = self.buckets.entry(object.to_owned()).or_insert((Self::BURST, now));
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * Self::REFILL_PER_SEC).min(Self::BURST);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Default for EventBudget {
+    fn default() -> Self {
+        EventBudget::new()
+    }
+}
+
+/// Whether the pod a node lock names still needs the lock on `node`: it is headed for the node
+/// and its device plugin has not answered yet. A lock whose holder does not need it any more (gone,
+/// finished, terminating, answered, moved elsewhere, or never got as far as writing its bind-phase)
+/// may be taken over, expired or not; one whose holder still waits for its Allocate may not, even
+/// when it expired, since the plugin finds "its" pod through the lock (HAMi issue 3096).
+pub fn holder_needs_lock(p: &PodView, node: &str) -> bool {
+    use crate::model::annotations as keys;
+    if p.is_terminating() || p.is_finished() {
+        return false;
+    }
+    if p.status.phase.as_deref().is_some_and(|ph| ph != "Pending") {
+        return false;
+    }
+    let phase = p.annotation(keys::BIND_PHASE);
+    if matches!(phase, Some(keys::BIND_PHASE_SUCCESS) | Some(keys::BIND_PHASE_FAILED)) {
+        return false;
+    }
+    if p.annotation(keys::ASSIGNED_NODE) != Some(node) {
+        return false;
+    }
+    match p.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+        Some(n) => n == node,
+        // Between the bind-phase patch and the Binding: its bind will be retried.
+        None => phase == Some(keys::BIND_PHASE_ALLOCATING),
+    }
+}
+
 /// Everything the engine needs from a cluster.
 pub trait Backend: Clone + Send + Sync + 'static {
     /// The pod as the backend's cache holds it.
@@ -139,4 +206,78 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// in-memory backend adds a pod it does not know yet, so a client can drive
     /// `serve --cluster-file` with pods that are not in the file.
     fn learn_pod(&self, _pod: &PodView) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::annotations as keys;
+    use crate::testing::pod;
+
+    fn holder(f: impl FnOnce(&mut PodView)) -> PodView {
+        let mut p = pod()
+            .name("holder")
+            .annotation(keys::ASSIGNED_NODE, "n1")
+            .annotation(keys::BIND_PHASE, "allocating")
+            .view();
+        p.spec.node_name = Some("n1".into());
+        f(&mut p);
+        p
+    }
+
+    #[test]
+    fn a_holder_bound_here_and_waiting_for_its_plugin_needs_the_lock() {
+        // HAMi issue 3096: handing the lock over now would let the plugin serve the wrong pod.
+        assert!(holder_needs_lock(&holder(|_| {}), "n1"));
+        // Between the bind-phase patch and the Binding, the bind will be retried.
+        assert!(holder_needs_lock(&holder(|p| p.spec.node_name = None), "n1"));
+    }
+
+    #[test]
+    fn a_holder_that_is_done_or_elsewhere_does_not() {
+        let cases: Vec<(&str, PodView)> = vec![
+            (
+                "plugin answered",
+                holder(|p| {
+                    p.metadata.annotations.insert(keys::BIND_PHASE.into(), "success".into());
+                }),
+            ),
+            (
+                "plugin failed",
+                holder(|p| {
+                    p.metadata.annotations.insert(keys::BIND_PHASE.into(), "failed".into());
+                }),
+            ),
+            ("running", holder(|p| p.status.phase = Some("Running".into()))),
+            ("finished", holder(|p| p.status.phase = Some("Succeeded".into()))),
+            ("terminating", holder(|p| p.metadata.deletion_timestamp = Some("2026-01-01T00:00:00Z".into()))),
+            ("bound elsewhere", holder(|p| p.spec.node_name = Some("n2".into()))),
+            (
+                "filtered elsewhere",
+                holder(|p| {
+                    p.metadata.annotations.insert(keys::ASSIGNED_NODE.into(), "n2".into());
+                }),
+            ),
+            (
+                "never wrote bind-phase",
+                holder(|p| {
+                    p.spec.node_name = None;
+                    p.metadata.annotations.remove(keys::BIND_PHASE);
+                }),
+            ),
+        ];
+        for (why, p) in cases {
+            assert!(!holder_needs_lock(&p, "n1"), "{why}");
+        }
+    }
+
+    #[test]
+    fn events_follow_client_gos_spam_filter() {
+        let mut b = EventBudget::new();
+        let t = std::time::Instant::now();
+        assert_eq!((0..30).filter(|_| b.allow("Pod/ns/p", t)).count(), 25, "a burst of 25");
+        assert!(b.allow("Pod/ns/other", t), "other objects are not affected");
+        assert!(!b.allow("Pod/ns/p", t + std::time::Duration::from_secs(100)));
+        assert!(b.allow("Pod/ns/p", t + std::time::Duration::from_secs(301)), "one more every 5 minutes");
+    }
 }

@@ -377,6 +377,13 @@ impl Vendors {
         for (id, v) in self.iter() {
             match v.discover(node) {
                 Discovery::Absent => out.extras.push(None),
+                // Positions are u16: a node past that is malformed, not silently truncated.
+                Discovery::Devices { devices, .. } if out.devices.len() + devices.len() > codec::MAX_NODE_DEVICES => {
+                    let total = out.devices.len() + devices.len();
+                    let key = v.resource_names().into_iter().next().unwrap_or_default();
+                    out.malformed.push((id, key, codec::Error::TooManyDevices(total)));
+                    out.extras.push(None);
+                }
                 Discovery::Devices { devices, extra } => {
                     out.devices.extend(devices.into_iter().map(|d| DeviceUsage::idle(Arc::new(d), id)));
                     out.extras.push(extra);

@@ -302,7 +302,14 @@ async fn a_node_locked_by_another_pod_fails_the_bind_with_contention() {
 
 /// Puts a fresh node lock on `node` held by the live pod `default/holder`; returns its value.
 fn lock_node_for_holder(b: &MemoryBackend, node_name: &str) -> String {
-    b.insert_pod(pod().name("holder").view());
+    // A holder that still needs the lock: bound to the node, its device plugin not yet answered.
+    let mut holder = pod()
+        .name("holder")
+        .annotation(keys::ASSIGNED_NODE, node_name)
+        .annotation(keys::BIND_PHASE, "allocating")
+        .view();
+    holder.spec.node_name = Some(node_name.to_owned());
+    b.insert_pod(holder);
     let lock = codec::encode_node_lock(chrono::Utc::now(), "default", "holder");
     b.insert_node(node(node_name).gpus(1, 16384).annotation(keys::NODE_LOCK, &lock).view());
     lock

@@ -211,21 +211,16 @@ impl KubeBackend {
             .await
     }
 
-    /// Whether the holder of a lock may be displaced once the lock expired: it is gone, no longer
-    /// pending, or its device plugin already answered (HAMi issue 3096: handing an expired lock
-    /// over while the holder still waits for its Allocate gives its devices to another pod).
-    async fn holder_released(&self, namespace: &str, name: &str) -> Result<bool> {
+    /// Whether the lock's holder still needs it (see `holder_needs_lock`). The watcher's copy of
+    /// the pod answers "yes" cheaply; a "no" is confirmed with a fresh read before a lock is broken.
+    async fn holder_needs(&self, namespace: &str, name: &str, node: &str) -> Result<bool> {
+        if self.pod(namespace, name).is_some_and(|p| super::holder_needs_lock(&p, node)) {
+            return Ok(true);
+        }
         match self.call("get", "pods", self.pods_api(namespace).get(name)).await {
-            Err(e) if is_not_found(&e) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(api_err(e)),
-            Ok(p) => {
-                let pending = p.status.as_ref().and_then(|s| s.phase.as_deref()).is_none_or(|ph| ph == "Pending");
-                let phase = p.metadata.annotations.as_ref().and_then(|a| a.get(keys::BIND_PHASE)).map(String::as_str);
-                let deleting = p.metadata.deletion_timestamp.is_some();
-                Ok(deleting
-                    || !pending
-                    || matches!(phase, Some(keys::BIND_PHASE_SUCCESS) | Some(keys::BIND_PHASE_FAILED)))
-            }
+            Ok(p) => Ok(super::holder_needs_lock(&to_view(&p), node)),
         }
     }
 
@@ -258,16 +253,7 @@ impl KubeBackend {
                 let expired = l.is_expired(Utc::now(), timeout);
                 let breakable = match &l.owner {
                     None => expired,
-                    Some((ns, name)) => {
-                        if expired {
-                            self.holder_released(ns, name).await?
-                        } else if self.pod(ns, name).is_some() {
-                            false
-                        } else {
-                            // A lock whose holder no longer exists is dangling (HAMi checks the same).
-                            matches!(self.call("get", "pods", self.pods_api(ns).get(name)).await, Err(ref e) if is_not_found(e))
-                        }
-                    }
+                    Some((ns, name)) => !self.holder_needs(ns, name, node).await?,
                 };
                 if !breakable {
                     return Err(contention());
@@ -347,7 +333,12 @@ impl KubeBackend {
     /// Writes queued Events; a full queue drops Events rather than slowing scheduling.
     async fn write_events(self, mut rx: mpsc::Receiver<Event>) {
         let component = self.inner.opts.component.clone();
+        let mut budget = super::EventBudget::new();
         while let Some(e) = rx.recv().await {
+            let key = format!("{:?}/{}/{}", e.object, e.pod.namespace, e.pod.name);
+            if !budget.allow(&key, std::time::Instant::now()) {
+                continue;
+            }
             let (ns, kind) = match e.object {
                 ObjectKind::Pod => (e.pod.namespace.clone(), "Pod"),
                 ObjectKind::Node => ("default".to_owned(), "Node"),

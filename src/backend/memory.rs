@@ -350,12 +350,14 @@ impl Backend for MemoryBackend {
             if let Some(v) = n.metadata.annotations.get(key) {
                 let l = codec::decode_node_lock(v)
                     .map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
-                let holder_gone =
-                    l.owner.as_ref().is_some_and(|(ns, name)| !pods.contains_key(&(ns.clone(), name.clone())));
+                let holder_gone = l.owner.as_ref().is_some_and(|(ns, name)| {
+                    pods.get(&(ns.clone(), name.clone())).is_none_or(|e| !super::holder_needs_lock(&e.view, node))
+                });
                 if l.is_held_by(&pod.namespace, &pod.name) {
                     return Ok(());
                 }
-                if !l.is_expired(now, timeout) && !holder_gone {
+                // A legacy lock names no holder: only its age frees it.
+                if !holder_gone && (l.owner.is_some() || !l.is_expired(now, timeout)) {
                     return Err(Error::LockContention {
                         node: node.to_owned(),
                         within: crate::config::format_go_duration(timeout),

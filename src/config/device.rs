@@ -86,9 +86,20 @@ impl DeviceConfig {
                 }
             }
         }
+        // Vendors are numbered by a byte (`VendorId`); the 14 fixed vendors and every Ascend and
+        // Iluvatar chip must fit, or building the registry would abort.
+        let chips = self.vnpus.configs.len() + self.iluvatars.len();
+        if chips > MAX_CHIPS {
+            return Err(Error::Invalid(format!(
+                "{chips} Ascend and Iluvatar chips are configured; at most {MAX_CHIPS} are supported"
+            )));
+        }
         Ok(())
     }
 }
+
+/// `u8::MAX - 1` vendors in all (`Vendors::new`), less the 14 that are always registered.
+const MAX_CHIPS: usize = 240;
 
 #[derive(Clone, Debug, Deserialize, PartialEq, Default)]
 #[serde(default, rename_all = "camelCase")]

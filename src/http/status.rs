@@ -77,7 +77,9 @@ table{{border-collapse:collapse}} td,th{{padding:.25em .6em;border:1px solid #dd
         }
         s.push_str("</tr>");
     }
-    s.push_str("</table><h2>Last decisions</h2><table><tr><th>pod</th><th>node</th><th>outcome</th><th>detail</th></tr>");
+    s.push_str(
+        "</table><h2>Last decisions</h2><table><tr><th>pod</th><th>node</th><th>outcome</th><th>detail</th></tr>",
+    );
     for d in recent.iter().rev() {
         let _ = write!(
             s,
@@ -99,7 +101,11 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
     let reports = st.engine.reports().await;
     let nodes: Vec<NodeJson> = reports.iter().map(|r| crate::report::node_json(r, st.engine.vendors())).collect();
     let leader = st.readiness.leader.load(std::sync::atomic::Ordering::SeqCst);
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(render(&nodes, &st.engine.recent_decisions(), leader))
+    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(render(
+        &nodes,
+        &st.engine.recent_decisions(),
+        leader,
+    ))
 }
 
 #[cfg(test)]
@@ -126,8 +132,19 @@ mod tests {
 
     #[test]
     fn the_grid_colours_devices_by_allocation_and_escapes_text() {
-        let nodes = vec![NodeJson { name: "n<1>".into(), devices: vec![dev(0, 0), dev(16384, 100)], annotations: None, unusable: None }];
-        let recent = vec![RecentDecision { pod: "a/p".into(), node: None, outcome: "no-fit", detail: "1 < 2".into(), unix_s: 0 }];
+        let nodes = vec![NodeJson {
+            name: "n<1>".into(),
+            devices: vec![dev(0, 0), dev(16384, 100)],
+            annotations: None,
+            unusable: None,
+        }];
+        let recent = vec![RecentDecision {
+            pod: "a/p".into(),
+            node: None,
+            outcome: "no-fit",
+            detail: "1 < 2".into(),
+            unix_s: 0,
+        }];
         let html = render(&nodes, &recent, true);
         assert!(html.contains("n&lt;1&gt;") && html.contains("GPU-&lt;x&gt;") && html.contains("1 &lt; 2"));
         assert!(html.contains(colour(0.0)) && html.contains(colour(1.0)));
@@ -137,7 +154,8 @@ mod tests {
 
     #[test]
     fn an_unusable_node_says_why() {
-        let nodes = vec![NodeJson { name: "n".into(), devices: vec![], annotations: None, unusable: Some("bad JSON".into()) }];
+        let nodes =
+            vec![NodeJson { name: "n".into(), devices: vec![], annotations: None, unusable: Some("bad JSON".into()) }];
         assert!(render(&nodes, &[], false).contains("unusable: bad JSON"));
     }
 }

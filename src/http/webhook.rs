@@ -366,7 +366,12 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
 
 /// The webhook's decision on one pod as the simulator needs it: the pod as admission would leave
 /// it (mutations applied), or the denial's message.
-pub fn admit_pod(vendors: &Vendors, cfg: &WebhookConfig, defaults: &PolicyDefaults, pod: &PodView) -> Result<PodView, String> {
+pub fn admit_pod(
+    vendors: &Vendors,
+    cfg: &WebhookConfig,
+    defaults: &PolicyDefaults,
+    pod: &PodView,
+) -> Result<PodView, String> {
     let mut value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
     let cx = Cx { cfg, vendors, defaults, namespace: &pod.metadata.namespace };
     match admit(&cx, value.clone()) {
@@ -382,21 +387,27 @@ pub fn admit_pod(vendors: &Vendors, cfg: &WebhookConfig, defaults: &PolicyDefaul
     }
 }
 
-fn json_response(v: &impl Serialize) -> HttpResponse {
-    match serde_json::to_vec(v) {
-        Ok(b) => HttpResponse::Ok().content_type("application/json").body(b),
-        Err(e) => HttpResponse::InternalServerError().json(serde_json::json!({ "error": e.to_string() })),
-    }
-}
-
 /// `POST /webhook`. Malformed bodies are HTTP 400; every decision, denials included, is an
 /// AdmissionReview in the request's apiVersion with the request's uid.
 pub async fn webhook<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
     let body = read_body(payload, st.max_body).await?;
+    let answer = review(&body, &st.webhook, st.engine.vendors(), &st.engine.config().defaults)?;
+    Ok(HttpResponse::Ok().content_type("application/json").body(answer))
+}
+
+/// One AdmissionReview body in, the AdmissionReview answer's JSON out: what `POST /webhook`
+/// answers with status 200. `Err` is the HTTP 400 for a body that is not a review. Pure: reads
+/// the quota book, writes nothing.
+pub fn review(
+    body: &[u8],
+    cfg: &WebhookConfig,
+    vendors: &Vendors,
+    defaults: &PolicyDefaults,
+) -> Result<Vec<u8>, Error> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest("empty request body".into()));
     }
-    let mut review = decode_review(&body)?;
+    let mut review = decode_review(body)?;
     let object = review.object.take();
     // For the log line only: pods created with generateName have no name yet.
     let pod_name = {
@@ -420,12 +431,7 @@ pub async fn webhook<B: Backend>(st: web::Data<AppState<B>>, payload: web::Paylo
     let decision = match object {
         None => Decision::Failed { code: 400, message: "decoding pod: request.object is missing".into() },
         Some(pod) => {
-            let cx = Cx {
-                cfg: &st.webhook,
-                vendors: st.engine.vendors(),
-                defaults: &st.engine.config().defaults,
-                namespace: &namespace,
-            };
+            let cx = Cx { cfg, vendors, defaults, namespace: &namespace };
             admit(&cx, pod)
         }
     };
@@ -458,7 +464,8 @@ pub async fn webhook<B: Backend>(st: web::Data<AppState<B>>, payload: web::Paylo
             status,
         },
     };
-    Ok(json_response(&out))
+    // Strings, booleans and integers only: encoding cannot fail.
+    Ok(serde_json::to_vec(&out)?)
 }
 
 #[cfg(test)]

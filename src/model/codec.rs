@@ -33,7 +33,12 @@ pub enum Error {
     Weights { value: String, why: String },
     #[error("pair scores: {0}")]
     PairScores(String),
+    #[error("{0} devices listed, at most {MAX_NODE_DEVICES} are supported")]
+    TooManyDevices(usize),
 }
+
+/// Devices are addressed by `u16` positions within a node, so one node lists at most this many.
+pub const MAX_NODE_DEVICES: usize = u16::MAX as usize;
 
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -70,6 +75,9 @@ pub fn decode_node_devices_json(s: &str) -> Result<Vec<DeviceInfo>> {
     };
     if items.is_empty() {
         return Err(Error::NoDevices);
+    }
+    if items.len() > MAX_NODE_DEVICES {
+        return Err(Error::TooManyDevices(items.len()));
     }
     items.iter().enumerate().map(|(i, item)| decode_device_object(i, item)).collect()
 }
@@ -230,6 +238,10 @@ pub fn encode_node_devices_json(devs: &[DeviceInfo]) -> String {
 pub fn decode_node_devices_colon(s: &str) -> Result<Vec<DeviceInfo>> {
     if !s.contains(':') {
         return Err(Error::NoSeparator);
+    }
+    let n = s.split(':').filter(|seg| !seg.is_empty()).count();
+    if n > MAX_NODE_DEVICES {
+        return Err(Error::TooManyDevices(n));
     }
     let mut out = Vec::new();
     for (device, seg) in s.split(':').filter(|seg| !seg.is_empty()).enumerate() {

@@ -56,7 +56,7 @@ async fn the_json_output_has_exactly_the_contract_shape() {
     assert_eq!(key_set(&v), set(&["pods", "nodes"]));
 
     let pods = v["pods"].as_array().unwrap();
-    assert_eq!(pods.len(), 11);
+    assert_eq!(pods.len(), 12);
     for p in pods {
         assert_eq!(
             key_set(p),
@@ -176,6 +176,8 @@ type Use = (u32, u64, u32);
 
 /// Per device, as scheduling.md §8.2 collapses a pod (init containers at their peak, regular
 /// containers summed), over the given (allocation, number of init containers).
+/// `(allocated annotation, init containers that are not sidecars)`; sidecars come first in the
+/// examples, so a native sidecar at position `i` is summed with the app containers.
 fn collapsed(pods: &[(String, usize)]) -> HashMap<String, Use> {
     let mut out: HashMap<String, Use> = HashMap::new();
     for (allocated, n_init) in pods {
@@ -215,7 +217,10 @@ async fn device_usage_is_the_running_pods_plus_the_placed_ones() {
         .collect();
     assert_eq!(allocations.len(), 3);
     for p in sim.pods.iter().filter(|p| p.node.is_some()) {
-        let n_init = pods.iter().find(|v| v.metadata.name == p.name).unwrap().spec.init_containers.len();
+        // scheduling.md §14 row 4: native sidecars add to the app containers, not the init peak.
+        let spec = &pods.iter().find(|v| v.metadata.name == p.name).unwrap().spec;
+        let n_init = spec.init_containers.iter().filter(|c| !c.is_sidecar()).count();
+        assert!(spec.init_containers.iter().take(n_init).all(|c| !c.is_sidecar()), "plain init containers first");
         allocations.push((p.annotations[keys::NVIDIA_ALLOCATED].clone(), n_init));
     }
     let want = collapsed(&allocations);
@@ -239,7 +244,7 @@ async fn the_table_mentions_every_pod_and_device() {
         }
     }
     let placed = sim.pods.iter().filter(|p| p.node.is_some()).count();
-    assert!(t.contains(&format!("{placed} of 11 pods placed")), "{t}");
+    assert!(t.contains(&format!("{placed} of 12 pods placed")), "{t}");
     assert!(t.contains("requested 200000 MiB"), "reasons are listed under the pod");
     let device_lines = t.lines().filter(|l| l.contains(" #") && l.contains("NVIDIA-")).count();
     assert_eq!(device_lines, sim.nodes.iter().map(|n| n.devices.len()).sum::<usize>());

@@ -235,7 +235,8 @@ impl Vendor for Ascend {
                 if m > I32_MAX {
                     return Err(format!("{mem_name}: {m} is out of range (memory is MiB, not bytes)"));
                 }
-                let scaled = m * self.factor as i64;
+                // An absurd factor from the config file must not overflow (m is 0..=I32_MAX).
+                let scaled = i64::try_from(self.factor).ok().and_then(|f| m.checked_mul(f)).unwrap_or(i64::MAX);
                 if scaled > I32_MAX {
                     return Err(format!("{mem_name}: {m} × memoryFactor {} is out of range", self.factor));
                 }

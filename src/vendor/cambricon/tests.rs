@@ -572,7 +572,14 @@ async fn a_held_mlu_lock_blocks_mlu_pods_and_survives_another_pods_failed_bind()
         .gpu(gpu("GPU-0", 16384))
         .annotation(common::NODE_LOCK, "2099-01-01T00:00:00Z,default,holder")
         .annotation(common::CAMBRICON_LOCK, "2099-01-01T00:00:00Z");
-    let cluster = ClusterObjects { nodes: vec![n1.view()], pods: vec![pod().name("holder").view()], quotas: vec![] };
+    // The holder still needs the lock: bound to n1, its device plugin not yet answered.
+    let mut holder = pod()
+        .name("holder")
+        .annotation(common::ASSIGNED_NODE, "n1")
+        .annotation(common::BIND_PHASE, "allocating")
+        .view();
+    holder.spec.node_name = Some("n1".into());
+    let cluster = ClusterObjects { nodes: vec![n1.view()], pods: vec![holder], quotas: vec![] };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
         // protocol.md §3.8: a Cambricon lock younger than 2 minutes fails the bind.
