@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -83,13 +84,46 @@ impl Default for EngineConfig {
     }
 }
 
+/// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
+/// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).
+#[derive(Clone, Debug, Default)]
+pub struct Failures(pub Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>);
+
+impl Failures {
+    /// HAMi's reason, then the detail, per node.
+    pub fn render(&self) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .map(|(n, r, snap)| {
+                let text = match snap {
+                    Some(s) => r.render(&s.devices, s.unusable.as_deref()),
+                    None => r.hami_text(),
+                };
+                (n.to_string(), text)
+            })
+            .collect()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq for Failures {
+    fn eq(&self, other: &Self) -> bool {
+        self.render() == other.render()
+    }
+}
+
 /// The answer to one filter call.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FilterOutcome {
     /// The pod requests no device: the candidates are passed through unchanged.
     PassThrough,
-    /// Reserved on `node`; reasons for nodes that did not fit are kept for logging.
-    Chosen { node: NodeName, failed: BTreeMap<String, String> },
+    /// Reserved on `node`; the nodes that did not fit are kept, unrendered.
+    Chosen { node: NodeName, failed: Failures },
     /// No node fits.
     NoFit { failed: BTreeMap<String, String> },
     /// The evaluation itself failed (bad request, patch failure).
@@ -107,6 +141,10 @@ pub struct RecentDecision {
 }
 
 const RECENT_DECISIONS: usize = 50;
+/// How many of the best fitting nodes the coordinator may try to reserve on.
+const RESERVE_CANDIDATES: usize = 16;
+/// How many fitting nodes the FilteringSucceed Event names.
+const EVENT_FIT_NODES: usize = 10;
 
 struct Inner<B: Backend> {
     cfg: EngineConfig,
@@ -131,8 +169,8 @@ impl<B: Backend> Clone for Engine<B> {
     }
 }
 
-/// Fitting nodes with their scores, and the reason for every other candidate.
-type Evaluation = (Vec<(NodeName, f32, ())>, BTreeMap<String, String>);
+/// Fitting nodes with their scores, and every other candidate with its rejection.
+type Evaluation = (Vec<(NodeName, f32, ())>, Failures);
 
 thread_local! {
     /// Filter evaluation buffers, one set per HTTP worker thread.
@@ -360,8 +398,10 @@ impl<B: Backend> Engine<B> {
         crate::metrics::phase(crate::metrics::Phase::FanOut, fan_out);
         score::rank_nodes(&mut fits, req.node_policy);
         let n_candidates = names.len();
-        let scores: Vec<(NodeName, f32)> = fits.iter().map(|(n, s, _)| (n.clone(), *s)).collect();
-        let ranked: Vec<NodeName> = fits.into_iter().map(|(n, _, _)| n).collect();
+        let n_fit = fits.len();
+        // The best few go to the coordinator; beyond them a pod whose every choice was taken
+        // in the meantime is better filtered again by kube-scheduler than reserved on a poor node.
+        let ranked: Vec<NodeName> = fits.iter().take(RESERVE_CANDIDATES).map(|(n, _, _)| n.clone()).collect();
 
         let reserve = Instant::now();
         let decision = if ranked.is_empty() {
@@ -378,8 +418,9 @@ impl<B: Backend> Engine<B> {
             Decision::Refused(refused) => {
                 for (n, r) in refused {
                     let snap = self.snapshot(n.as_str());
-                    failed.insert(n.to_string(), r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None));
+                    failed.0.push((n, r, snap));
                 }
+                let failed = failed.render();
                 self.no_fit_events(&pref, &failed, n_candidates);
                 self.remember(&pref, None, "no-fit", format!("{} nodes do not meet", failed.len()));
                 crate::metrics::filter_done(crate::metrics::Outcome::NoFit, started);
@@ -388,7 +429,7 @@ impl<B: Backend> Engine<B> {
         };
         for (n, r) in refused {
             let snap = self.snapshot(n.as_str());
-            failed.insert(n.to_string(), r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None));
+            failed.0.push((n, r, snap));
         }
 
         let patch = self.decision_patch(&node, &req, &reserved.devices);
@@ -404,24 +445,25 @@ impl<B: Backend> Engine<B> {
             crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
             return FilterOutcome::Error(msg);
         }
-        let fit_list: Vec<String> = scores.iter().map(|(n, s)| format!("{n}:{s:.2}")).collect();
+        // HAMi lists every fitting node with its score; the list is capped so one Event stays small
+        // on large clusters.
+        let mut fit_list = String::new();
+        for (k, (n, s, _)) in fits.iter().take(EVENT_FIT_NODES).enumerate() {
+            if k > 0 {
+                fit_list.push(',');
+            }
+            let _ = write!(fit_list, "{n}:{s:.2}");
+        }
+        if n_fit > EVENT_FIT_NODES {
+            let _ = write!(fit_list, ",…{} more", n_fit - EVENT_FIT_NODES);
+        }
         self.event(
             &pref,
             reasons::FILTERING_SUCCEED,
             EventType::Normal,
-            format!(
-                "find fit node({node}), {} nodes not fit, {} nodes fit({})",
-                n_candidates - scores.len(),
-                scores.len(),
-                fit_list.join(",")
-            ),
+            format!("find fit node({node}), {} nodes not fit, {n_fit} nodes fit({fit_list})", n_candidates - n_fit),
         );
-        self.remember(
-            &pref,
-            Some(node.to_string()),
-            "scheduled",
-            format!("{} of {} nodes fit", scores.len(), n_candidates),
-        );
+        self.remember(&pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n_candidates} nodes fit"));
         crate::metrics::filter_done(crate::metrics::Outcome::Scheduled, started);
         FilterOutcome::Chosen { node, failed }
     }
@@ -435,21 +477,21 @@ impl<B: Backend> Engine<B> {
             None => &NoQuota,
         };
         let mut fits = Vec::with_capacity(names.len());
-        let mut failed = BTreeMap::new();
+        let mut failed = Failures::default();
         let mut counts = crate::metrics::RejectionCounts::default();
         SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
             for name in names {
                 let Some(snap) = i.book.get(name.as_ref()).map(|e| e.snap.clone()) else {
                     counts.add(&Rejection::NodeUnregistered);
-                    failed.insert(name.to_string(), Rejection::NodeUnregistered.hami_text());
+                    failed.0.push((NodeName::new(name), Rejection::NodeUnregistered, None));
                     continue;
                 };
-                match fit::fit_pod(&snap, req, &i.vendors, quota, s) {
+                match fit::fit_pod_score(&snap, req, &i.vendors, quota, s) {
                     Ok(score) => fits.push((snap.name.clone(), score, ())),
                     Err(r) => {
                         counts.add(&r);
-                        failed.insert(name.to_string(), r.render(&snap.devices, snap.unusable.as_deref()));
+                        failed.0.push((snap.name.clone(), r, Some(snap)));
                     }
                 }
             }
@@ -464,20 +506,20 @@ impl<B: Backend> Engine<B> {
         let ids: Vec<NodeName> = names.iter().map(|n| NodeName::new(n)).collect();
         let answers = i.coordinator.send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();
         let mut fits = Vec::with_capacity(answers.len());
-        let mut failed = BTreeMap::new();
+        let mut failed = Failures::default();
+        let mut counts = crate::metrics::RejectionCounts::default();
         for (n, r) in answers {
             match r {
                 Ok(s) => fits.push((n, s, ())),
                 Err(r) => {
+                    counts.add(&r);
                     // A name the engine does not know reads as in snapshot mode: HAMi's bare text.
-                    let text = match self.snapshot(n.as_str()) {
-                        Some(snap) => r.render(&snap.devices, snap.unusable.as_deref()),
-                        None => r.hami_text(),
-                    };
-                    failed.insert(n.to_string(), text);
+                    let snap = self.snapshot(n.as_str());
+                    failed.0.push((n, r, snap));
                 }
             }
         }
+        crate::metrics::rejections(&counts);
         (fits, failed)
     }
 

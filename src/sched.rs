@@ -13,7 +13,7 @@ pub mod quota;
 pub mod reason;
 pub mod score;
 
-pub use fit::{NodeFit, Scratch, fit_pod};
+pub use fit::{NodeFit, Scratch, fit_pod, fit_pod_score};
 pub use reason::{Reason, Rejection};
 
 /// An immutable view of one node: its devices with usage, and what its vendors read from it.

@@ -102,9 +102,9 @@ pub async fn simulate_pods_with(
                     if let Some(v) = crate::backend::Backend::pod(&backend, &pref.namespace, &pref.name) {
                         engine.observe_pod(&v);
                     }
-                    (Some(node.to_string()), None, failed)
+                    (Some(node.to_string()), None, failed.render())
                 }
-                Err(e) => (None, Some(format!("bind to {node} failed: {e}")), failed),
+                Err(e) => (None, Some(format!("bind to {node} failed: {e}")), failed.render()),
             },
         };
         results.push(PodResult {

@@ -98,12 +98,20 @@ pub struct QuotaNames {
 pub trait QuotaCheck: Sync {
     /// Whether `namespace` may take `mem` more memory and `cores` more cores of `vendor`.
     fn fits(&self, namespace: &str, vendor: VendorId, mem: MemMiB, cores: u32) -> bool;
+
+    /// True when nothing is limited, so fits need not work out the pod's usage at all.
+    fn unlimited(&self) -> bool {
+        false
+    }
 }
 
 /// No quota at all.
 pub struct NoQuota;
 impl QuotaCheck for NoQuota {
     fn fits(&self, _: &str, _: VendorId, _: MemMiB, _: u32) -> bool {
+        true
+    }
+    fn unlimited(&self) -> bool {
         true
     }
 }

@@ -72,6 +72,8 @@ pub struct NodeActor {
     /// The last node object seen, to re-read devices when vendor health changes.
     last_view: Option<Arc<crate::model::pod::NodeView>>,
     unhealthy: Vec<crate::model::VendorId>,
+    /// No two registered devices share an id, so a charge's device position can be resolved once.
+    unique_ids: bool,
 }
 
 impl Actor for NodeActor {
@@ -104,6 +106,7 @@ impl NodeActor {
             registered: false,
             last_view: None,
             unhealthy: Vec::new(),
+            unique_ids: true,
         }
     }
 
@@ -134,8 +137,14 @@ impl NodeActor {
     }
 
     fn publish(&mut self) {
+        let devs = self.usage(None);
+        self.publish_devices(devs);
+    }
+
+    /// Publishes usage the caller already built (a reservation applied on top of the snapshot).
+    fn publish_devices(&mut self, devs: Vec<DeviceUsage>) {
         self.seq += 1;
-        let snap = Arc::new(self.snapshot_of(self.usage(None)));
+        let snap = Arc::new(self.snapshot_of(devs));
         if let Some(mut e) = self.book.get_mut(&self.name) {
             e.snap = snap;
         }
@@ -153,13 +162,20 @@ impl NodeActor {
         let info = |u: &crate::model::DeviceUuid| base.iter().find(|d| d.info.id == *u).map(|d| d.info.clone());
         let mut charges = accounting::collapse(devices, layout, &self.vendors, &info);
         accounting::tag(&mut charges, tags);
+        // Resolved once here, so rebuilding usage costs one lookup per charge, not a scan.
+        if self.unique_ids {
+            for c in charges.iter_mut() {
+                c.pos = base.iter().position(|d| d.vendor == c.vendor && d.info.id == c.uuid).map(|p| p as u16);
+            }
+        }
         charges
     }
 
     /// Applies `charges` on top of the current usage and checks every touched device stays
     /// within its count, memory and cores: the invariant, checked on every reservation accepted.
-    fn validate(&self, charges: &[Charge], skip: Option<&PodUid>) -> Result<(), Rejection> {
-        let mut devs = self.usage(skip);
+    /// Applies `charges` on top of `devs` (usage without the pod) and checks every touched device
+    /// stays within its count, memory and cores. `Ok` holds the resulting usage.
+    fn validate(&self, mut devs: Vec<DeviceUsage>, charges: &[Charge]) -> Result<Vec<DeviceUsage>, Rejection> {
         let um = accounting::apply(&mut devs, charges);
         if !um.0.is_empty() {
             let mut t = Tally::new(self.base.len());
@@ -185,7 +201,7 @@ impl NodeActor {
                 return Err(Rejection::Devices(t));
             }
         }
-        Ok(())
+        Ok(devs)
     }
 
     fn layout_of(pod: &PodRequest) -> Layout {
@@ -237,7 +253,7 @@ impl Handler<Filter> for NodeActor {
             Some(v) => v,
             None => &NoQuota,
         };
-        MessageResult(fit::fit_pod(&snap, &msg.pod, &self.vendors, quota, &mut self.scratch))
+        MessageResult(fit::fit_pod_score(&snap, &msg.pod, &self.vendors, quota, &mut self.scratch))
     }
 }
 
@@ -250,11 +266,16 @@ impl Handler<Reserve> for NodeActor {
             return MessageResult(Ok(Reserved { devices: devices.clone(), score: 0.0 }));
         }
         let layout = Self::layout_of(&msg.pod);
-        // Re-run the fit against usage without this pod's own earlier reservation.
+        // Re-run the fit against usage without this pod's own earlier reservation (the published
+        // snapshot is exactly that when the pod holds nothing here).
+        let snap = if self.allocs.contains_key(&uid) {
+            Arc::new(self.snapshot_of(self.usage(Some(&uid))))
+        } else {
+            self.current()
+        };
         let (devices, score) = match msg.exact {
             Some(d) => (d, 0.0),
             None => {
-                let snap = Arc::new(self.snapshot_of(self.usage(Some(&uid))));
                 // The pod's own earlier reservation must not count against its quota either.
                 let own = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.charges));
                 let view = self.quota.as_ref().and_then(|q| q.view(&msg.pod.namespace)).map(|v| match &own {
@@ -273,9 +294,10 @@ impl Handler<Reserve> for NodeActor {
         };
         let tags = accounting::tags_of(&self.vendors, &msg.pod.annotations);
         let charges = self.collapse(&devices, &layout, &tags);
-        if let Err(r) = self.validate(&charges, Some(&uid)) {
-            return MessageResult(Err(r));
-        }
+        let after = match self.validate(snap.devices.clone(), &charges) {
+            Ok(d) => d,
+            Err(r) => return MessageResult(Err(r)),
+        };
         // Quota is checked and taken in one step per namespace, so reservations racing on other
         // nodes cannot exceed a limit together.
         if let Some(q) = &self.quota {
@@ -303,7 +325,7 @@ impl Handler<Reserve> for NodeActor {
         self.released.remove(&uid);
         self.placements.insert(uid.clone(), self.name.clone());
         self.arm_ttl(uid, seq, msg.ttl, ctx);
-        self.publish();
+        self.publish_devices(after);
         MessageResult(Ok(Reserved { devices, score }))
     }
 }
@@ -383,6 +405,12 @@ impl NodeActor {
         let n = nd.devices.len();
         if !same {
             self.base = nd.devices;
+            self.unique_ids = {
+                let mut ids: Vec<(&crate::model::DeviceUuid, crate::model::VendorId)> =
+                    self.base.iter().map(|d| (&d.info.id, d.vendor)).collect();
+                ids.sort();
+                ids.windows(2).all(|w| w[0] != w[1])
+            };
             // Charges may depend on the devices (slices per entry), so recompute them.
             let recomputed: Vec<(PodUid, Vec<Charge>)> =
                 self.allocs.iter().map(|(u, a)| (u.clone(), self.collapse(&a.devices, &a.layout, &a.tags))).collect();

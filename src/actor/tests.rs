@@ -136,7 +136,7 @@ async fn filter_writes_hamis_exact_annotation_set_and_label() {
     let p = pod().gpu(1).mem_mib(4096).cores(30).name("p1");
     let before = unix_now().0;
     let out = filter(&e, &b, &p, &["a"]).await;
-    assert_eq!(out, FilterOutcome::Chosen { node: NodeName::new("a"), failed: BTreeMap::new() });
+    assert_eq!(out, FilterOutcome::Chosen { node: NodeName::new("a"), failed: Failures::default() });
 
     let written = b.written("default", "p1");
     let keys_written: Vec<&str> = written.keys().map(String::as_str).collect();
@@ -621,7 +621,7 @@ async fn a_malformed_node_registration_is_reported_and_the_node_skipped() {
     let p = pod().gpu(1).mem_mib(1000).name("p1");
     let FilterOutcome::Chosen { node, failed } = filter(&e, &b, &p, &["a", "b"]).await else { panic!() };
     assert_eq!(node.as_str(), "b");
-    assert_eq!(failed["a"], format!("node unregistered ({reason})"));
+    assert_eq!(failed.render()["a"], format!("node unregistered ({reason})"));
 }
 
 #[actix::test]
@@ -691,6 +691,7 @@ async fn concurrent_filters_for_the_last_gpu_of_the_best_node_spill_to_the_next(
     let mut placed = vec![chosen(&o1).to_owned(), chosen(&o2).to_owned()];
     let loser = if chosen(&o1) == "b" { &o1 } else { &o2 };
     let FilterOutcome::Chosen { failed, .. } = loser else { unreachable!() };
+    let failed = failed.render();
     assert!(failed["a"].starts_with("1/1 CardInsufficientMemory"), "{failed:?}");
     placed.sort();
     assert_eq!(placed, ["a", "b"]);

@@ -63,7 +63,9 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
             (res, None, "pass-through")
         }
         FilterOutcome::Chosen { node, failed } => {
-            tracing::debug!(pod = %pod_name, ?failed, "nodes that did not fit");
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                tracing::debug!(pod = %pod_name, failed = ?failed.render(), "nodes that did not fit");
+            }
             let res = ExtenderFilterResult {
                 nodes: None,
                 node_names: Some(vec![Cow::Owned(node.to_string())]),

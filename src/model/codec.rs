@@ -551,9 +551,25 @@ impl TypeList {
         self.0.is_empty()
     }
     pub fn matches(&self, device_type: &str) -> bool {
+        if self.0.is_empty() {
+            return false;
+        }
+        // Device types are ASCII in practice: compare without allocating an upper-cased copy.
+        if device_type.is_ascii() {
+            return self.0.iter().any(|e| contains_ignore_ascii_case(device_type, e));
+        }
         let t = device_type.to_uppercase();
         self.0.iter().any(|e| t.contains(e.as_str()))
     }
+}
+
+/// Whether `hay` contains `needle` ignoring ASCII case (`needle` is upper-cased already).
+fn contains_ignore_ascii_case(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    if n.is_empty() {
+        return true;
+    }
+    n.len() <= h.len() && h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 /// A UUID use/no-use list: entries match by exact equality after trimming.
@@ -584,7 +600,7 @@ impl Selection<TypeList> {
         Selection { use_list: TypeList::parse(use_v), nouse_list: TypeList::parse(nouse_v) }
     }
     pub fn allows(&self, device_type: &str) -> bool {
-        (self.use_list.is_empty() || self.use_list.matches(device_type)) && !(self.nouse_list.matches(device_type))
+        (self.use_list.is_empty() || self.use_list.matches(device_type)) && !self.nouse_list.matches(device_type)
     }
 }
 

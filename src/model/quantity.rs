@@ -91,6 +91,9 @@ impl Quantity {
 
     /// The value as an i64 when it is exactly an integer in range (Go's `AsInt64`).
     pub fn as_i64_exact(&self) -> Option<i64> {
+        if self.mantissa == 0 {
+            return Some(0);
+        }
         let (num, den) = self.ratio()?;
         if num % den != 0 {
             return None;
@@ -100,14 +103,26 @@ impl Quantity {
 
     /// The value rounded up to an integer (Go's `Value`), saturating at the i64 range.
     pub fn value_ceil(&self) -> i64 {
+        if self.mantissa == 0 {
+            return 0;
+        }
         match self.ratio() {
             Some((num, den)) => {
                 let q = num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0);
                 q.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
             }
+            // Only the denominator is out of range: 0 < |value| < 1.
+            None if self.below_one() => i64::from(self.mantissa > 0),
             None if self.mantissa < 0 => i64::MIN,
             None => i64::MAX,
         }
+    }
+
+    /// The numerator fits in i128 but the power-of-ten denominator does not (`1e-40`).
+    fn below_one(&self) -> bool {
+        self.dec_exp < 0
+            && 1i128.checked_shl(self.bin_exp).and_then(|p| self.mantissa.checked_mul(p)).is_some()
+            && 10i128.checked_pow(self.dec_exp.unsigned_abs()).is_none()
     }
 
     pub fn is_negative(&self) -> bool {

@@ -20,6 +20,9 @@ pub struct Charge {
     pub mig: Vec<MigSlot>,
     pub class: TaskClass,
     pub qos: Option<Arc<str>>,
+    /// Where the device sits in the node's list, when the caller resolved it (a hint: `apply`
+    /// checks the id there before trusting it).
+    pub pos: Option<u16>,
 }
 
 /// How a pod's containers are laid out: which leading entries are init containers and which of
@@ -116,6 +119,7 @@ pub fn collapse(
                 mig: mig.remove(u).unwrap_or_default(),
                 class: TaskClass::Plain,
                 qos: None,
+                pos: None,
             });
         }
     }
@@ -151,31 +155,44 @@ pub struct Unmatched(pub Vec<DeviceUuid>);
 pub fn apply(devs: &mut [DeviceUsage], charges: &[Charge]) -> Unmatched {
     let mut unmatched = Unmatched::default();
     for c in charges {
+        let matches = |d: &DeviceUsage| d.vendor == c.vendor && d.info.id == c.uuid;
+        // A resolved position spares the scan (ids are unique per node in practice; the caller
+        // resolves positions only then).
+        if let Some(p) = c.pos.map(usize::from)
+            && devs.get(p).is_some_and(matches)
+        {
+            charge_device(&mut devs[p], c);
+            continue;
+        }
         let mut hit = false;
-        for d in devs.iter_mut().filter(|d| d.info.id == c.uuid && d.vendor == c.vendor) {
+        for d in devs.iter_mut().filter(|d| matches(d)) {
             hit = true;
-            d.used = d.used.saturating_add(c.slots.max(1));
-            d.used_mem += c.mem;
-            d.used_cores = d.used_cores.saturating_add(c.cores);
-            if d.info.is_mig() {
-                if c.mig.is_empty() {
-                    d.health = false;
-                }
-                d.mig_used.extend(c.mig.iter().cloned());
-            } else if !c.mig.is_empty() {
-                d.health = false;
-            }
-            let k = &mut d.classes[c.class as usize];
-            *k = k.saturating_add(1);
-            if c.qos.is_some() {
-                d.qos.clone_from(&c.qos);
-            }
+            charge_device(d, c);
         }
         if !hit {
             unmatched.0.push(c.uuid.clone());
         }
     }
     unmatched
+}
+
+fn charge_device(d: &mut DeviceUsage, c: &Charge) {
+    d.used = d.used.saturating_add(c.slots.max(1));
+    d.used_mem += c.mem;
+    d.used_cores = d.used_cores.saturating_add(c.cores);
+    if d.info.is_mig() {
+        if c.mig.is_empty() {
+            d.health = false;
+        }
+        d.mig_used.extend(c.mig.iter().cloned());
+    } else if !c.mig.is_empty() {
+        d.health = false;
+    }
+    let k = &mut d.classes[c.class as usize];
+    *k = k.saturating_add(1);
+    if c.qos.is_some() {
+        d.qos.clone_from(&c.qos);
+    }
 }
 
 /// Maps a vendor's decoded entries onto the pod's containers. HAMi writes NVIDIA and AMD lists

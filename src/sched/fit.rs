@@ -14,7 +14,6 @@ use super::score;
 pub struct Scratch {
     cum: Vec<DeviceUsage>,
     tmp: Vec<DeviceUsage>,
-    peak: Vec<(u32, MemMiB, u32)>,
     scores: Vec<f32>,
     order: Vec<u16>,
     cands: Vec<u16>,
@@ -30,14 +29,55 @@ pub struct NodeFit {
     pub devices: PodDevices,
 }
 
-/// Evaluates `pod` on `node`. On success the chosen devices are in `s.result` and the node's
-/// score is returned; the caller decides whether it needs a copy of the devices.
+/// Evaluates `pod` on `node` exactly, as a reservation needs it: every chosen device is charged,
+/// so later containers see earlier ones and MIG entries carry their profile. On success the
+/// devices are in `s.result` and the node's score is returned.
 pub fn fit_pod(
     node: &NodeSnapshot,
     pod: &PodRequest,
     vendors: &Vendors,
     quota: &dyn QuotaCheck,
     s: &mut Scratch,
+) -> Result<f32, Rejection> {
+    evaluate(node, pod, vendors, quota, s, true)
+}
+
+/// Whether and how well `pod` fits `node`, for ranking candidates. A pod with a single device
+/// request is evaluated on the node's snapshot in place, without a working copy of its devices;
+/// the chosen devices in `s.result` are then not charged (a MIG entry keeps the requested memory),
+/// which is why the winner is evaluated again, exactly, when it is reserved.
+pub fn fit_pod_score(
+    node: &NodeSnapshot,
+    pod: &PodRequest,
+    vendors: &Vendors,
+    quota: &dyn QuotaCheck,
+    s: &mut Scratch,
+) -> Result<f32, Rejection> {
+    evaluate(node, pod, vendors, quota, s, false)
+}
+
+/// Empties `s.result` for `pod`'s vendors and containers, reusing its buffers.
+fn reset_result(pod: &PodRequest, s: &mut Scratch) {
+    let n = pod.containers.len();
+    let vendors = pod.vendors();
+    let same = s.result.0.len() == vendors.len() && s.result.0.iter().zip(vendors.iter()).all(|(a, b)| a.0 == *b);
+    if !same {
+        s.result.0.clear();
+        s.result.0.extend(vendors.iter().map(|v| (*v, Vec::new())));
+    }
+    for (_, cs) in s.result.0.iter_mut() {
+        cs.resize_with(n, ContainerDevices::new);
+        cs.iter_mut().for_each(Vec::clear);
+    }
+}
+
+fn evaluate(
+    node: &NodeSnapshot,
+    pod: &PodRequest,
+    vendors: &Vendors,
+    quota: &dyn QuotaCheck,
+    s: &mut Scratch,
+    exact: bool,
 ) -> Result<f32, Rejection> {
     if node.unusable.is_some() {
         return Err(Rejection::NodeUnusable);
@@ -47,36 +87,33 @@ pub fn fit_pod(
     }
     let n = pod.containers.len();
     let before = &node.devices;
-    s.result.0.retain(|_| false);
-    for v in pod.vendors() {
-        s.result.0.push((v, vec![ContainerDevices::new(); n]));
-    }
-    s.cum.clone_from(before);
-    s.peak.clear();
-    s.peak.resize(before.len(), (0, MemMiB::ZERO, 0));
-
-    for ci in 0..n {
-        if pod.containers[ci].is_empty() {
-            continue;
+    reset_result(pod, s);
+    let single = !exact && pod.n_init == 0 && pod.containers.iter().map(|c| c.len()).sum::<usize>() == 1;
+    if single {
+        // Nothing evaluated after this request can see its charges, so none are made.
+        if let Some(ci) = pod.containers.iter().position(|c| !c.is_empty()) {
+            fit_container(node, &mut [], false, ci, pod, vendors, quota, s)?;
         }
-        if pod.is_plain_init(ci) {
-            // A plain init container runs alone (beside the sidecars started before it), so it
-            // sees the running usage but not the other init containers.
-            let mut tmp = std::mem::take(&mut s.tmp);
-            tmp.clone_from(&s.cum);
-            let r = fit_container(node, &mut tmp, ci, pod, vendors, quota, s);
-            for (p, d) in s.peak.iter_mut().zip(tmp.iter()) {
-                p.0 = p.0.max(d.used);
-                p.1 = p.1.max(d.used_mem);
-                p.2 = p.2.max(d.used_cores);
+    } else {
+        s.cum.clone_from(before);
+        for ci in 0..n {
+            if pod.containers[ci].is_empty() {
+                continue;
             }
-            s.tmp = tmp;
-            r?;
-        } else {
-            let mut cum = std::mem::take(&mut s.cum);
-            let r = fit_container(node, &mut cum, ci, pod, vendors, quota, s);
-            s.cum = cum;
-            r?;
+            if pod.is_plain_init(ci) {
+                // A plain init container runs alone (beside the sidecars started before it), so it
+                // sees the running usage but not the other init containers.
+                let mut tmp = std::mem::take(&mut s.tmp);
+                tmp.clone_from(&s.cum);
+                let r = fit_container(node, &mut tmp, true, ci, pod, vendors, quota, s);
+                s.tmp = tmp;
+                r?;
+            } else {
+                let mut cum = std::mem::take(&mut s.cum);
+                let r = fit_container(node, &mut cum, true, ci, pod, vendors, quota, s);
+                s.cum = cum;
+                r?;
+            }
         }
     }
 
@@ -125,9 +162,13 @@ fn pod_usage_so_far(pod: &PodRequest, result: &PodDevices, vendor: crate::model:
     (app_m.max(init_m), app_c.max(init_c))
 }
 
+/// Fits one container's requests. With `charge`, devices are read from and charged into `cum`
+/// (a working copy); without it they are read from the node's snapshot and nothing is charged.
+#[allow(clippy::too_many_arguments)]
 fn fit_container(
     node: &NodeSnapshot,
-    devs: &mut [DeviceUsage],
+    cum: &mut [DeviceUsage],
+    charge: bool,
     ci: usize,
     pod: &PodRequest,
     vendors: &Vendors,
@@ -135,40 +176,48 @@ fn fit_container(
     s: &mut Scratch,
 ) -> Result<(), Rejection> {
     let reqs = &pod.containers[ci];
-    s.scores.clear();
-    s.scores.extend(devs.iter().map(|d| score::device_score(d, reqs, &pod.weights)));
+    {
+        let devs: &[DeviceUsage] = if charge { cum } else { &node.devices };
+        s.scores.clear();
+        s.scores.extend(devs.iter().map(|d| score::device_score(d, reqs, &pod.weights)));
+    }
     for req in reqs {
-        score::order_devices(devs, &s.scores, &pod.gpu_policy, &mut s.order);
-        s.cands.clear();
-        s.cands.extend(s.order.iter().copied().filter(|&p| devs[usize::from(p)].vendor == req.vendor));
         let vendor = vendors.get(req.vendor);
-        let (pod_mem, pod_cores) = pod_usage_so_far(pod, &s.result, req.vendor);
-        let earlier = s.result.vendor(req.vendor).map_or(&[][..], |c| &c[..ci.min(c.len())]);
-        let cx = FitCx {
-            node: &node.name,
-            devs,
-            order: &s.cands,
-            req: *req,
-            pod,
-            params: pod.params(req.vendor).map(|p| &**p),
-            extra: node.extra(req.vendor),
-            container: ci,
-            earlier,
-            quota,
-            pod_mem,
-            pod_cores,
-        };
-        if req.nums as usize > s.cands.len() && !vendor.count_check_exempt(&cx) {
-            return Err(Rejection::NodeInsufficientDevice { requested: req.nums, available: s.cands.len() as u16 });
+        {
+            let devs: &[DeviceUsage] = if charge { cum } else { &node.devices };
+            score::order_devices(devs, &s.scores, &pod.gpu_policy, &mut s.order);
+            s.cands.clear();
+            s.cands.extend(s.order.iter().copied().filter(|&p| devs[usize::from(p)].vendor == req.vendor));
+            let (pod_mem, pod_cores) = pod_usage_so_far(pod, &s.result, req.vendor);
+            let earlier = s.result.vendor(req.vendor).map_or(&[][..], |c| &c[..ci.min(c.len())]);
+            let cx = FitCx {
+                node: &node.name,
+                devs,
+                order: &s.cands,
+                req: *req,
+                pod,
+                params: pod.params(req.vendor).map(|p| &**p),
+                extra: node.extra(req.vendor),
+                container: ci,
+                earlier,
+                quota,
+                pod_mem,
+                pod_cores,
+            };
+            if req.nums as usize > s.cands.len() && !vendor.count_check_exempt(&cx) {
+                return Err(Rejection::NodeInsufficientDevice { requested: req.nums, available: s.cands.len() as u16 });
+            }
+            s.picks.clear();
+            vendor.fit(&cx, &mut s.picks)?;
         }
-        s.picks.clear();
-        vendor.fit(&cx, &mut s.picks)?;
         let slot = s.result.vendor_mut(req.vendor, pod.containers.len());
         let entry = &mut slot[ci];
-        for p in s.picks.iter_mut() {
-            vendor.charge(&mut devs[usize::from(p.pos)], &mut p.dev, pod);
-            entry.push(p.dev.clone());
+        if charge {
+            for p in s.picks.iter_mut() {
+                vendor.charge(&mut cum[usize::from(p.pos)], &mut p.dev, pod);
+            }
         }
+        entry.extend(s.picks.drain(..).map(|p| p.dev));
     }
     Ok(())
 }

@@ -133,8 +133,9 @@ impl Vendor for Cambricon {
                 },
             };
         };
-        let n = (cores + CORES_PER_DEVICE - 1) / CORES_PER_DEVICE;
-        if i128::from(n) > MAX_DEVICES {
+        // In i128: a capacity near i64::MAX must not overflow the rounding up.
+        let n = (i128::from(cores) + i128::from(CORES_PER_DEVICE) - 1) / i128::from(CORES_PER_DEVICE);
+        if n > MAX_DEVICES {
             return too_many(&cfg.resource_core_name, cores);
         }
         let devices = (0..n)

@@ -230,7 +230,7 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
             cores = 100;
         }
         let m = memory_for(cx.req.memreq, cx.req.mempct, d);
-        if r.quota {
+        if r.quota && !cx.quota.unlimited() {
             let (pod_mem, pod_cores) = collapsed_with(cx, &out[start..], &d.info.id, m, cores);
             if !cx.quota.fits(&cx.pod.namespace, cx.req.vendor, pod_mem, pod_cores) {
                 reject!(Reason::ResourceQuotaNotFit, Need::None);

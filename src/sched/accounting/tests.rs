@@ -40,6 +40,7 @@ fn charge(uuid: &str, slots: u32, mem: u64, cores: u32) -> Charge {
         mig: Vec::new(),
         class: TaskClass::Plain,
         qos: None,
+        pos: None,
     }
 }
 
@@ -406,4 +407,20 @@ fn lists_that_do_not_match_the_requesting_containers_stay_positional() {
     for (s, requesting, want) in rows {
         assert_eq!(shape(&align(decoded(s), requesting)), want, "{s:?}");
     }
+}
+
+#[test]
+fn a_resolved_position_is_used_only_when_it_still_names_the_device() {
+    // The position is a hint: a stale one (devices re-registered in another order) falls back to
+    // the scan by id, so usage never lands on the wrong device.
+    use crate::model::{DeviceInfo, DeviceUsage};
+    use std::sync::Arc;
+    let dev = |id: &str| DeviceUsage::idle(Arc::new(DeviceInfo::new(id, 0, 10, 1000, 100, "NVIDIA-T4")), NVIDIA);
+    let mut devs = vec![dev("GPU-a"), dev("GPU-b")];
+    let mut c = charge("GPU-b", 1, 100, 10);
+    c.pos = Some(1);
+    let mut stale = charge("GPU-a", 1, 200, 20);
+    stale.pos = Some(1);
+    assert!(apply(&mut devs, &[c, stale]).0.is_empty());
+    assert_eq!((devs[0].used_mem.get(), devs[1].used_mem.get()), (200, 100));
 }
