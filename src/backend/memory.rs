@@ -45,46 +45,140 @@ pub enum LoadError {
 }
 
 /// Parses Kubernetes objects from JSON (one object, a List, or an array) or multi-document YAML,
-/// flattening `List` objects.
+/// flattening `List` objects. Kept for callers that want raw objects; the cluster loader streams.
 pub fn parse_objects(text: &str) -> std::result::Result<Vec<Value>, LoadError> {
-    let t = text.trim_start();
-    let docs: Vec<Value> = if t.starts_with('{') || t.starts_with('[') {
-        let v: Value = serde_json::from_str(text).map_err(LoadError::Json)?;
-        vec![v]
-    } else {
-        let mut out = Vec::new();
-        for d in serde_yaml::Deserializer::from_str(text) {
-            let y = serde_yaml::Value::deserialize(d).map_err(LoadError::Yaml)?;
-            if y.is_null() {
-                continue;
-            }
-            out.push(serde_json::to_value(y).map_err(LoadError::Json)?);
-        }
-        out
-    };
-    let mut flat = Vec::new();
-    fn push(v: Value, flat: &mut Vec<Value>) {
-        match v {
-            Value::Array(a) => a.into_iter().for_each(|x| push(x, flat)),
-            Value::Object(ref m)
-                if m.get("items").is_some_and(Value::is_array)
-                    && m.get("kind").and_then(Value::as_str).is_none_or(|k| k.ends_with("List")) =>
-            {
-                if let Value::Object(mut m) = v
-                    && let Some(Value::Array(items)) = m.remove("items")
-                {
-                    items.into_iter().for_each(|x| push(x, flat));
-                }
-            }
-            Value::Null => {}
-            other => flat.push(other),
-        }
-    }
-    docs.into_iter().for_each(|d| push(d, &mut flat));
-    Ok(flat)
+    let mut out = Vec::new();
+    for_each_object(text, &mut |v| {
+        out.push(v);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
-use serde::Deserialize;
+/// Calls `f` with every object of the file, one at a time: a `List`'s items are streamed, so a
+/// large cluster file never sits in memory as one JSON tree.
+fn for_each_object(
+    text: &str,
+    f: &mut dyn FnMut(Value) -> std::result::Result<(), LoadError>,
+) -> std::result::Result<(), LoadError> {
+    let t = text.trim_start();
+    if t.starts_with('{') || t.starts_with('[') {
+        let mut d = serde_json::Deserializer::from_str(text);
+        let r = serde::de::DeserializeSeed::deserialize(Objects { f: &mut *f, err: None }, &mut d);
+        return match r {
+            Ok(Some(e)) => Err(e),
+            Ok(None) => d.end().map_err(LoadError::Json),
+            Err(e) => Err(LoadError::Json(e)),
+        };
+    }
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        match serde::de::DeserializeSeed::deserialize(Objects { f: &mut *f, err: None }, doc) {
+            Ok(Some(e)) => return Err(e),
+            Ok(None) => {}
+            Err(e) => return Err(LoadError::Yaml(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Flattens a value that is itself a `List` (or an array) into its items.
+fn emit(
+    v: Value,
+    f: &mut dyn FnMut(Value) -> std::result::Result<(), LoadError>,
+) -> std::result::Result<(), LoadError> {
+    match v {
+        Value::Array(a) => a.into_iter().try_for_each(|x| emit(x, f)),
+        Value::Object(mut m)
+            if m.get("items").is_some_and(Value::is_array)
+                && m.get("kind").and_then(Value::as_str).is_none_or(|k| k.ends_with("List")) =>
+        {
+            match m.remove("items") {
+                Some(Value::Array(items)) => items.into_iter().try_for_each(|x| emit(x, f)),
+                _ => Ok(()),
+            }
+        }
+        Value::Null => Ok(()),
+        other => f(other),
+    }
+}
+
+/// Streams a document: a top-level array's elements and a List's `items` one by one; any other
+/// object whole. The first error `f` returns is carried out as `Some`.
+struct Objects<'f> {
+    f: &'f mut dyn FnMut(Value) -> std::result::Result<(), LoadError>,
+    err: Option<LoadError>,
+}
+
+struct Items<'a, 'f>(&'a mut Objects<'f>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Items<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Items<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of Kubernetes objects")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<Value>()? {
+            if self.0.err.is_none()
+                && let Err(e) = emit(v, self.0.f)
+            {
+                self.0.err = Some(e);
+            }
+        }
+        Ok(())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Objects<'_> {
+    type Value = Option<LoadError>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Objects<'_> {
+    type Value = Option<LoadError>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Kubernetes object, a List or an array of objects")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, seq: A) -> std::result::Result<Self::Value, A::Error> {
+        serde::de::Visitor::visit_seq(Items(&mut self), seq)?;
+        Ok(self.err)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+        let mut rest = serde_json::Map::new();
+        let mut streamed = false;
+        while let Some(k) = map.next_key::<String>()? {
+            if k == "items" {
+                map.next_value_seed(Items(&mut self))?;
+                streamed = true;
+            } else {
+                let v: Value = map.next_value()?;
+                rest.insert(k, v);
+            }
+        }
+        let is_list = rest.get("kind").and_then(Value::as_str).is_none_or(|k| k.ends_with("List"));
+        if !(streamed && is_list)
+            && self.err.is_none()
+            && let Err(e) = emit(Value::Object(rest), self.f)
+        {
+            self.err = Some(e);
+        }
+        Ok(self.err)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+}
 
 /// A ResourceQuota as the quota ledger needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,38 +199,46 @@ pub struct ClusterObjects {
 impl ClusterObjects {
     pub fn parse(text: &str) -> std::result::Result<ClusterObjects, LoadError> {
         let mut c = ClusterObjects::default();
-        for (index, v) in parse_objects(text)?.into_iter().enumerate() {
-            let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
-            let err = |source| LoadError::Object { index, kind: kind.clone(), source };
-            match kind.as_str() {
-                "Node" => c.nodes.push(serde_json::from_value(v).map_err(err)?),
-                "Pod" => c.pods.push(serde_json::from_value(v).map_err(err)?),
-                "ResourceQuota" => {
-                    let meta = v.get("metadata");
-                    let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_owned();
-                    let hard = v
-                        .pointer("/spec/hard")
-                        .and_then(Value::as_object)
-                        .map(|h| {
-                            h.iter()
-                                .filter_map(|(k, q)| {
-                                    let t = match q {
-                                        Value::String(s) => s.clone(),
-                                        Value::Number(n) => n.to_string(),
-                                        _ => return None,
-                                    };
-                                    let n = crate::model::quantity::Quantity::parse(&t).ok()?.as_i64_exact()?;
-                                    Some((k.clone(), n))
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    c.quotas.push(QuotaObject { namespace: s("namespace"), name: s("name"), hard });
-                }
-                _ => {}
-            }
-        }
+        let mut index = 0usize;
+        for_each_object(text, &mut |v| {
+            c.add(index, v)?;
+            index += 1;
+            Ok(())
+        })?;
         Ok(c)
+    }
+
+    fn add(&mut self, index: usize, v: Value) -> std::result::Result<(), LoadError> {
+        let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
+        let err = |source| LoadError::Object { index, kind: kind.clone(), source };
+        match kind.as_str() {
+            "Node" => self.nodes.push(serde_json::from_value(v).map_err(err)?),
+            "Pod" => self.pods.push(serde_json::from_value(v).map_err(err)?),
+            "ResourceQuota" => {
+                let meta = v.get("metadata");
+                let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_owned();
+                let hard = v
+                    .pointer("/spec/hard")
+                    .and_then(Value::as_object)
+                    .map(|h| {
+                        h.iter()
+                            .filter_map(|(k, q)| {
+                                let t = match q {
+                                    Value::String(s) => s.clone(),
+                                    Value::Number(n) => n.to_string(),
+                                    _ => return None,
+                                };
+                                let n = crate::model::quantity::Quantity::parse(&t).ok()?.as_i64_exact()?;
+                                Some((k.clone(), n))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.quotas.push(QuotaObject { namespace: s("namespace"), name: s("name"), hard });
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     pub fn load(path: &std::path::Path) -> std::result::Result<ClusterObjects, LoadError> {
@@ -250,9 +352,9 @@ impl MemoryBackend {
         if !pod.uid.is_empty() && e.view.metadata.uid != pod.uid {
             return Err(Error::Api(format!("pod {pod}: uid precondition failed")));
         }
-        let mut v = (*e.view).clone();
-        f(&mut v, &mut e.written);
-        e.view = Arc::new(v);
+        // Readers hold their own `Arc`s; the entry's copy is changed in place when no one does.
+        let PodEntry { view, written } = &mut *e;
+        f(Arc::make_mut(view), written);
         Ok(())
     }
 
