@@ -84,6 +84,12 @@ pub struct Outcomes {
     pub kinds: BTreeMap<String, u64>,
 }
 
+/// The first, middle and last of the RSS samples (none when there are none).
+pub fn rss_start_middle_end(samples: &[(f64, u64)]) -> Option<[(f64, u64); 3]> {
+    let (first, last) = (samples.first()?, samples.last()?);
+    Some([*first, samples[samples.len() / 2], *last])
+}
+
 /// The scheduler process this tool started.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Scheduler {
@@ -96,6 +102,8 @@ pub struct Scheduler {
     /// Peak resident set (`VmHWM`) at the end of the run.
     pub peak_rss_kib: Option<u64>,
     pub rss_end_kib: Option<u64>,
+    /// Resident set sampled during the run (warmup included): seconds since the load started, KiB.
+    pub rss_samples: Vec<(f64, u64)>,
     /// Its log file, when kept (`--keep-files`).
     pub log: Option<String>,
 }
@@ -279,6 +287,19 @@ impl Report {
                 kib(sc.peak_rss_kib),
                 kib(sc.rss_end_kib)
             );
+            if let Some([a, m, z]) = rss_start_middle_end(&sc.rss_samples) {
+                let _ = writeln!(
+                    s,
+                    "RSS over the run: start {} ({:.0}s), middle {} ({:.0}s), end {} ({:.0}s), {} samples",
+                    kib(Some(a.1)),
+                    a.0,
+                    kib(Some(m.1)),
+                    m.0,
+                    kib(Some(z.1)),
+                    z.0,
+                    sc.rss_samples.len()
+                );
+            }
         }
         for c in &self.invariant {
             let verdict = if !c.checked {
@@ -378,6 +399,14 @@ mod tests {
     use super::*;
     use crate::driver::Recorder;
     use std::time::Duration;
+
+    #[test]
+    fn rss_start_middle_end_picks_first_middle_last() {
+        assert_eq!(rss_start_middle_end(&[]), None);
+        assert_eq!(rss_start_middle_end(&[(0.0, 7)]), Some([(0.0, 7); 3]));
+        let s: Vec<(f64, u64)> = (0..5).map(|i| (i as f64 * 5.0, 100 + i)).collect();
+        assert_eq!(rss_start_middle_end(&s), Some([(0.0, 100), (10.0, 102), (20.0, 104)]));
+    }
 
     fn outcome() -> Outcome {
         let mut rec = Recorder::default();

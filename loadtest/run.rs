@@ -137,6 +137,9 @@ pub struct ChildArgs {
     /// Keep the temporary directory (cluster file, logs).
     #[arg(long)]
     pub keep_files: bool,
+    /// How often the started scheduler's resident set is sampled during the run.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub rss_every: Duration,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -378,6 +381,7 @@ async fn start(
         rss_ready_kib: rss,
         peak_rss_kib: None,
         rss_end_kib: None,
+        rss_samples: Vec::new(),
         log: None,
     };
     Ok(Started { proc, base, info })
@@ -408,6 +412,43 @@ async fn start_null(c: &ChildArgs, workers: Option<usize>, dir: &Path) -> anyhow
         args.extend(["--workers".to_owned(), w.to_string()]);
     }
     start("null-extender", &program, args, Vec::new(), port, dir, c.startup_timeout).await
+}
+
+/// Samples a process's resident set every `every` until finished (a soak's evidence of growth).
+struct RssSampler {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Vec<(f64, u64)>>,
+}
+
+fn sample_rss(pid: u32, every: Duration) -> RssSampler {
+    let (stop, mut stopped) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let start = std::time::Instant::now();
+        let mut out = Vec::new();
+        let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let (_, Some(rss)) = child::memory_kib(pid) {
+                        out.push(((start.elapsed().as_secs_f64() * 10.0).round() / 10.0, rss));
+                    }
+                }
+                _ = &mut stopped => break,
+            }
+        }
+        if let (_, Some(rss)) = child::memory_kib(pid) {
+            out.push(((start.elapsed().as_secs_f64() * 10.0).round() / 10.0, rss));
+        }
+        out
+    });
+    RssSampler { stop, task }
+}
+
+impl RssSampler {
+    async fn finish(self) -> Vec<(f64, u64)> {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
 }
 
 /// Reads the peak before anything else (a large `/usage` answer would raise it), then stops.
@@ -457,8 +498,10 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         s.write(&file, &l.scheduler_name)?;
         drop(s);
         let mut h = start_hami(&a.child, &file, &dir.path).await?;
+        let sampler = sample_rss(h.proc.pid, a.child.rss_every);
         let driven = phases(&h.base, f, None, l, l.filter_only, warmup, "hami-rs").await;
         record_memory(&mut h, a.child.keep_files);
+        h.info.rss_samples = sampler.finish().await;
         let checks = match &driven {
             Ok(_) => fetch_usage(&h.base).await,
             Err(_) => Vec::new(),

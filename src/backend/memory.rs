@@ -20,6 +20,10 @@ use crate::vendor::LockKind;
 use super::{Backend, Error, Event, PodPatch, PodRef, Result};
 
 const EVENTS_KEPT: usize = 2000;
+/// Pods learned from filter requests (not in the cluster file) that are kept while never bound.
+/// There is no API server to delete them, so an abandoned pending pod would otherwise stay for
+/// good; past this many the oldest unbound ones are forgotten, as if their owner deleted them.
+const LEARNED_UNBOUND_KEPT: usize = 10_000;
 /// Cambricon's own lock expires after two minutes (protocol.md §3.8).
 const CAMBRICON_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -258,6 +262,8 @@ struct Inner {
     nodes: DashMap<String, Arc<NodeView>>,
     pods: DashMap<(String, String), PodEntry>,
     events: Mutex<VecDeque<Event>>,
+    /// Pods added by `learn_pod`, oldest first (see `LEARNED_UNBOUND_KEPT`).
+    learned: Mutex<VecDeque<(String, String)>>,
     lock_timeout: Duration,
     /// Which pod took each node's Cambricon lock (the lock value itself names no owner).
     cambricon_holders: DashMap<String, (String, String)>,
@@ -279,6 +285,7 @@ impl MemoryBackend {
                 nodes: DashMap::new(),
                 pods: DashMap::new(),
                 events: Mutex::new(VecDeque::new()),
+                learned: Mutex::new(VecDeque::new()),
                 cambricon_holders: DashMap::new(),
                 lock_timeout,
                 fail_patch: false.into(),
@@ -504,16 +511,28 @@ impl Backend for MemoryBackend {
     }
 
     /// Adds the pod when it is unknown; a pod already in the cluster is left as it is, with
-    /// what the scheduler wrote on it.
+    /// what the scheduler wrote on it. Only the newest `LEARNED_UNBOUND_KEPT` learned pods are
+    /// kept while unbound.
     fn learn_pod(&self, pod: &PodView) {
         let key = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
         if self.inner.pods.contains_key(&key) {
             return;
         }
-        self.inner
-            .pods
-            .entry(key)
-            .or_insert_with(|| PodEntry { view: Arc::new(pod.clone()), written: BTreeMap::new() });
+        let mut added = false;
+        self.inner.pods.entry(key.clone()).or_insert_with(|| {
+            added = true;
+            PodEntry { view: Arc::new(pod.clone()), written: BTreeMap::new() }
+        });
+        if !added {
+            return;
+        }
+        let Ok(mut learned) = self.inner.learned.lock() else { return };
+        learned.push_back(key);
+        while learned.len() > LEARNED_UNBOUND_KEPT {
+            let Some(old) = learned.pop_front() else { break };
+            // A pod that was bound is running on its node now: it stays, only the queue forgets it.
+            self.inner.pods.remove_if(&old, |_, e| e.view.spec.node_name.is_none());
+        }
     }
 
     fn record_event(&self, event: Event) {
@@ -523,5 +542,31 @@ impl Backend for MemoryBackend {
             }
             q.push_back(event);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{node, pod};
+
+    #[tokio::test]
+    async fn learned_pods_that_never_bind_are_forgotten_oldest_first_and_bound_ones_stay() {
+        let b = MemoryBackend::new(Duration::from_secs(300));
+        b.insert_node(node("n1").gpus(1, 16384).view());
+        b.insert_pod(pod().gpu(1).name("from-file").view());
+        let name = |i: usize| format!("learned-{i}");
+        b.learn_pod(&pod().gpu(1).name(&name(0)).uid("u0").view());
+        let first = PodRef { namespace: "default".into(), name: name(0), uid: "u0".into() };
+        b.bind(&first, "n1", 1).await.expect("binds");
+        for i in 1..=LEARNED_UNBOUND_KEPT + 5 {
+            b.learn_pod(&pod().gpu(1).name(&name(i)).view());
+        }
+        let names: std::collections::BTreeSet<String> = b.pods().iter().map(|p| p.metadata.name.clone()).collect();
+        assert!(names.contains("from-file"), "pods of the cluster file are never forgotten");
+        assert!(names.contains(&name(0)), "a bound pod stays");
+        assert!(!names.contains(&name(1)) && !names.contains(&name(5)), "the oldest unbound ones go");
+        assert!(names.contains(&name(6)) && names.contains(&name(LEARNED_UNBOUND_KEPT + 5)));
+        assert_eq!(names.len(), 2 + LEARNED_UNBOUND_KEPT);
     }
 }
