@@ -690,6 +690,7 @@ impl<B: Backend> Engine<B> {
         };
         let deadline = Instant::now() + wait;
         let kinds = self.lock_kinds(&req);
+        let lock_started = Instant::now();
         // Each attempt takes this process's own lock on the node (so its binds to one node do not
         // race each other) and then HAMi's node locks once. Between attempts both are let go, so
         // the pod a leftover lock names can get in and finish.
@@ -709,12 +710,16 @@ impl<B: Backend> Engine<B> {
                 Err(e) => Err(backend::Error::Api(format!("node {node}: {e}"))),
             };
             match attempt {
-                Ok(taken) => break taken,
+                Ok(taken) => {
+                    crate::metrics::phase(crate::metrics::Phase::LockWait, lock_started);
+                    break taken;
+                }
                 Err(e) if e.is_contention() && Instant::now() < deadline => {
                     crate::metrics::lock_wait();
                     tokio::time::sleep(every).await;
                 }
                 Err(e) => {
+                    crate::metrics::phase(crate::metrics::Phase::LockWait, lock_started);
                     if e.is_contention() {
                         crate::metrics::lock_timeout();
                     }
@@ -734,7 +739,10 @@ impl<B: Backend> Engine<B> {
             }
         };
         let (bind_time, _) = unix_now();
-        match i.backend.bind(pod, node, bind_time).await {
+        let write = Instant::now();
+        let bound = i.backend.bind(pod, node, bind_time).await;
+        crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
+        match bound {
             Ok(()) => {
                 let _ = addr.send(Commit { uid: uid.clone() }).await;
                 addr.do_send(Unlock { uid });

@@ -156,6 +156,8 @@ pub async fn run_http<B: Backend>(
     readiness: Readiness,
     metrics: Option<crate::metrics::Handle>,
 ) -> Result<(), Error> {
+    // Leader election (when on) moves the gauge from here; without it this replica leads for good.
+    crate::metrics::leader(readiness.leader.load(std::sync::atomic::Ordering::SeqCst));
     let webhook = http::webhook::WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
     let state = web::Data::new(AppState::new(engine, args.max_body_bytes, readiness).with_webhook(webhook));
     let st = state.clone();
