@@ -50,9 +50,14 @@ fn full() -> bool {
 }
 
 fn gpus8(name: &str) -> Vec<DeviceInfo> {
+    gpus8_split(name, 10)
+}
+
+fn gpus8_split(name: &str, split: u32) -> Vec<DeviceInfo> {
     (0..8)
         .map(|i| {
-            let mut d = DeviceInfo::new(&format!("GPU-{name}-{i}"), i, 10, 81920, 100, "NVIDIA-NVIDIA A100-SXM4-80GB");
+            let mut d =
+                DeviceInfo::new(&format!("GPU-{name}-{i}"), i, split, 81920, 100, "NVIDIA-NVIDIA A100-SXM4-80GB");
             d.numa = (i / 4) as i32;
             d.mode = Arc::from("hami-core");
             d
@@ -117,18 +122,24 @@ fn bench_fit_one_node(c: &mut Criterion) {
 }
 
 /// An engine over an in-memory cluster of `n` nodes × 8 A100s with `p` running pods spread over
-/// them (8000 MiB and 10 cores each on one GPU).
+/// them (one GPU each: 8000 MiB and 10 cores, less when more than ten share a GPU, so every GPU
+/// keeps room for the bench pod and nothing starts over-committed).
 async fn engine(n: usize, p: usize) -> (Engine<MemoryBackend>, Vec<String>) {
     let v = Arc::new(vendors());
     let backend = MemoryBackend::new(Duration::from_secs(300));
     let cfg = EngineConfig { reservation_ttl: Duration::from_secs(600), ..EngineConfig::default() };
     let engine = Engine::start(cfg, v, backend.clone(), None);
     let mut names = Vec::with_capacity(n);
+    let per_gpu = p.div_ceil(n * 8).max(1) as u64;
+    let split = (per_gpu as u32 + 2).max(10);
+    let (mem, cores) = ((60_000 / per_gpu).min(8000), (70 / per_gpu).min(10));
     for i in 0..n {
         let name = format!("node-{i:05}");
         let mut view = hami_rs::model::pod::NodeView::default();
         view.metadata.name = name.clone();
-        view.metadata.annotations.insert(keys::NVIDIA_REGISTER.into(), codec::encode_node_devices_json(&gpus8(&name)));
+        view.metadata
+            .annotations
+            .insert(keys::NVIDIA_REGISTER.into(), codec::encode_node_devices_json(&gpus8_split(&name, split)));
         let view = Arc::new(view);
         backend.insert_node((*view).clone());
         engine.register_node(view).await;
@@ -142,7 +153,9 @@ async fn engine(n: usize, p: usize) -> (Engine<MemoryBackend>, Vec<String>) {
         pv.metadata.namespace = "load".into();
         pv.metadata.uid = format!("uid-running-{j}");
         pv.metadata.annotations.insert(keys::ASSIGNED_NODE.into(), node.clone());
-        pv.metadata.annotations.insert(keys::NVIDIA_ALLOCATED.into(), format!("GPU-{node}-{gpu},NVIDIA,8000,10:;"));
+        pv.metadata
+            .annotations
+            .insert(keys::NVIDIA_ALLOCATED.into(), format!("GPU-{node}-{gpu},NVIDIA,{mem},{cores}:;"));
         pv.spec.node_name = Some(node.clone());
         pv.status.phase = Some("Running".into());
         engine.observe_pod(&pv);

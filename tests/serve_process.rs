@@ -1,7 +1,7 @@
-//! Scrapes `/metrics` of a real `hami-rs serve --cluster-file examples/cluster.json` process over
-//! HTTP: HAMi's gauge names, labels and values (protocol.md §9) against what the example cluster
-//! holds, the device gauges following a bind, the request histograms and counters, and the
-//! legacy names only behind `--legacy-metrics`.
+//! A real `hami-rs serve --cluster-file examples/cluster.json` process over HTTP. Its `/metrics`:
+//! HAMi's gauge names, labels and values (protocol.md §9) against what the example cluster holds,
+//! the device gauges following a bind, the request histograms and counters, and the legacy names
+//! only behind `--legacy-metrics`. Its log at info: one line per request, no pod spec or values.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -93,6 +93,10 @@ impl Drop for Serve {
 
 impl Serve {
     async fn start(extra: &[&str]) -> Serve {
+        Serve::start_logging(extra, Stdio::inherit(), "warn").await
+    }
+
+    async fn start_logging(extra: &[&str], log: Stdio, level: &str) -> Serve {
         let (port, metrics_port) = (free_port(), free_port());
         let cluster = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cluster.json");
         let child = Command::new(env!("CARGO_BIN_EXE_hami-rs"))
@@ -100,9 +104,9 @@ impl Serve {
             .arg(format!("--http_bind=127.0.0.1:{port}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", level)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("hami-rs starts");
         let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(10)).build().expect("a client");
@@ -337,6 +341,43 @@ async fn legacy_metrics_add_hamis_old_names_with_their_labels() {
     assert_eq!(one(&s, "vGPUMemoryAllocated", &[("podname", "notebook-0"), ("nodename", "node-a")]), 8000.0 * MIB);
     // The new names stay.
     assert_eq!(one(&s, "hami_gpu_memory_limit_bytes", &[("node", "node-a"), ("device_uuid", a0)]), 32768.0 * MIB);
+}
+
+#[tokio::test]
+async fn the_info_log_has_a_line_per_request_and_no_pod_spec_or_values() {
+    let path = std::env::temp_dir().join(format!("hami-rs-serve-log-{}.txt", std::process::id()));
+    let file = std::fs::File::create(&path).expect("a log file");
+    let serve = Serve::start_logging(&["--scheduler-name=hami-scheduler"], Stdio::from(file), "info").await;
+    let marker = "s3cr3t-value-7f1d";
+    let mut pod = gpu_pod("log-fit", 1000);
+    pod["spec"].as_object_mut().map(|s| s.remove("schedulerName"));
+    pod["metadata"]["annotations"] = json!({"team.example/token": marker});
+    pod["spec"]["containers"][0]["env"] = json!([{"name": "API_KEY", "value": marker}]);
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "review-1", "operation": "CREATE", "namespace": "default", "object": pod.clone()}
+    });
+    let admitted = serve.post("/webhook", &review).await;
+    assert_eq!(admitted["response"]["allowed"], true, "{admitted}");
+    assert!(admitted["response"]["patch"].is_string(), "the pod is mutated: {admitted}");
+    let answer = serve.post("/filter", &filter_args(pod)).await;
+    let node = answer["NodeNames"][0].as_str().expect("a node").to_owned();
+    let bind = json!({"PodName": "log-fit", "PodNamespace": "default", "PodUID": "uid-log-fit", "Node": node});
+    assert_eq!(serve.post("/bind", &bind).await["Error"].as_str().unwrap_or(""), "");
+    drop(serve);
+    let log = std::fs::read_to_string(&path).expect("the log");
+    let _ = std::fs::remove_file(&path);
+    assert!(!log.contains(marker), "a pod's annotation or env value reached the log:\n{log}");
+    for never in ["\"containers\"", "\"spec\"", "nvidia.com/gpumem", "API_KEY"] {
+        assert!(!log.contains(never), "the log shows pod spec text {never}:\n{log}");
+    }
+    let lines = |what: &str| log.lines().filter(|l| l.contains(" INFO ") && l.contains(what)).count();
+    assert_eq!(lines("filter"), 1, "one info line per filter:\n{log}");
+    assert_eq!(lines("bind"), 1, "one info line per bind:\n{log}");
+    let filter = log.lines().find(|l| l.contains(" INFO ") && l.contains("filter")).unwrap_or_default();
+    for field in ["pod=default/log-fit", "node=", node.as_str(), "outcome=", "latency_ms="] {
+        assert!(filter.contains(field), "the filter line has {field}: {filter}");
+    }
 }
 
 #[test]
