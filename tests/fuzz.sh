@@ -6,7 +6,10 @@
 #   tests/fuzz.sh [SECONDS]
 #
 # Needs the nightly toolchain (`cargo +nightly`; HAMI_FUZZ_TOOLCHAIN names another) and
-# cargo-fuzz (installed here when missing).
+# cargo-fuzz (installed here when missing). HAMI_FUZZ_TARGET_DIR (default fuzz/target) is where
+# the instrumented build, the grown corpus and the logs go: point it outside the checkout to keep
+# the build between clones. HAMI_FUZZ_BUILD_BUDGET=SECONDS bounds the build: past it, what was
+# built so far stays there for the next run and this run uses the fallback below.
 # Without them it says so and runs the stable property-test fallback (tests/bad_input.rs, the
 # same drive functions) with a large case count instead: HAMI_FUZZ_CASES, default 500 per second
 # asked for, at least 5000.
@@ -41,12 +44,22 @@ if ! cargo "$tc" fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked >&2 || fallback "cargo-fuzz could not be installed"
 fi
 
-echo "=== building the fuzz targets (cargo $tc fuzz build)"
-cargo "$tc" fuzz build >&2 || fallback "the fuzz targets do not build with ${tc#+}"
+tdir=${HAMI_FUZZ_TARGET_DIR:-$PWD/fuzz/target}
+mkdir -p "$tdir"
+budget=${HAMI_FUZZ_BUILD_BUDGET:-0}
+echo "=== building the fuzz targets (cargo $tc fuzz build --target-dir $tdir)"
+if ((budget > 0)); then
+  timeout "$budget" cargo "$tc" fuzz build --target-dir "$tdir" >&2
+  rc=$?
+  ((rc == 124)) && fallback "the fuzz build did not finish within ${budget}s (what was built is kept in $tdir for the next run)"
+  ((rc == 0)) || fallback "the fuzz targets do not build with ${tc#+}"
+else
+  cargo "$tc" fuzz build --target-dir "$tdir" >&2 || fallback "the fuzz targets do not build with ${tc#+}"
+fi
 
-logs=$PWD/fuzz/target/fuzz-logs
-work=$PWD/fuzz/target/fuzz-corpus
-bins=$PWD/fuzz/target/$(rustc "$tc" -vV | sed -n 's/^host: //p')/release
+logs=$tdir/fuzz-logs
+work=$tdir/fuzz-corpus
+bins=$tdir/$(rustc "$tc" -vV | sed -n 's/^host: //p')/release
 mkdir -p "$logs"
 # As cargo-fuzz runs them (its runs rebuild first; these run what was just built).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_odr_violation=0}

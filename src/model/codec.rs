@@ -283,6 +283,10 @@ pub fn decode_node_devices_colon(s: &str) -> Result<Vec<DeviceInfo>> {
             custom: None,
         });
     }
+    // As in the JSON form, a list that names no device is "no devices", an error for every vendor.
+    if out.is_empty() {
+        return Err(Error::NoDevices);
+    }
     Ok(out)
 }
 

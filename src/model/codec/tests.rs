@@ -308,6 +308,9 @@ fn node_devices_auto_detects_json_and_colon_forms() {
         (V100_PAIR_COLON, Ok(v100_pair())),
         // protocol.md §3.3: the colon form needs at least one ':'.
         ("GPU-a,10,32768,100,NVIDIA,0,true", Err(Error::NoSeparator)),
+        // A separator but no device is "no devices", as the JSON form's empty array (§3.2).
+        (":", Err(Error::NoDevices)),
+        (":::", Err(Error::NoDevices)),
         ("", Err(Error::NoSeparator)),
     ];
     for (input, want) in cases {
