@@ -482,6 +482,13 @@ impl Handler<PodObserved> for NodeActor {
                 if self.released.contains_key(&msg.uid) {
                     return;
                 }
+                // Held only if it fits beside what is held already: after a restart the
+                // annotations of pods whose reservation had lapsed can name devices another pod
+                // got since, and a bind of a held pod is not checked again.
+                if self.validate(self.usage(None), &charges).is_err() {
+                    tracing::debug!(node = %self.name, pod = %msg.name, "unbound pod's annotated devices are taken; not held");
+                    return;
+                }
                 self.seq += 1;
                 let seq = self.seq;
                 self.arm_ttl(msg.uid.clone(), seq, msg.ttl, ctx);
