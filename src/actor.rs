@@ -152,6 +152,9 @@ struct Inner<B: Backend> {
     backend: B,
     book: Arc<Book>,
     placements: Arc<DashMap<PodUid, NodeName>>,
+    /// Nodes the cluster deleted and has not shown again: pods still bound to them are not
+    /// counted anywhere until the node comes back (then they are observed again).
+    removed: DashMap<NodeName, ()>,
     arbiters: Vec<Arbiter>,
     coordinator: Addr<Coordinator>,
     quota: Option<SharedQuota>,
@@ -202,6 +205,7 @@ impl<B: Backend> Engine<B> {
                 backend,
                 book,
                 placements: Arc::new(DashMap::new()),
+                removed: DashMap::new(),
                 arbiters,
                 coordinator,
                 quota,
@@ -264,6 +268,7 @@ impl<B: Backend> Engine<B> {
     /// node's devices unusable, logs why and records an Event; other nodes are unaffected.
     pub async fn register_node(&self, node: Arc<NodeView>) -> Registration {
         let name = node.metadata.name.clone();
+        self.inner.removed.remove(name.as_str());
         let addr = self.actor(&name);
         let r = match addr.send(NodeRegistered { node }).await {
             Ok(r) => r,
@@ -287,11 +292,20 @@ impl<B: Backend> Engine<B> {
         self.actor(node).do_send(VendorHealth { unhealthy });
     }
 
-    /// The node is gone, with every allocation it held.
+    /// The node is gone, with every allocation it held. Until it is registered again, pods that
+    /// name it are not counted (they would bring back a node nobody registered); whoever
+    /// registers it again observes the pods still bound to it once more ([`Engine::was_removed`]).
     pub fn remove_node(&self, name: &str) {
+        self.inner.removed.insert(NodeName::new(name), ());
         if let Some((_, e)) = self.inner.book.remove(name) {
             e.addr.do_send(NodeRemoved);
         }
+    }
+
+    /// Whether the node was removed and not registered since: its pods need observing again once
+    /// it is registered.
+    pub fn was_removed(&self, name: &str) -> bool {
+        self.inner.removed.contains_key(name)
     }
 
     /// A pod as the cluster shows it. Pods without `hami.io/vgpu-node` are ignored; finished
@@ -303,6 +317,10 @@ impl<B: Backend> Engine<B> {
             return;
         }
         let Some(node) = pod.annotation(keys::ASSIGNED_NODE) else { return };
+        if self.inner.removed.contains_key(node) {
+            self.delete_pod(&uid);
+            return;
+        }
         let devices = match self.inner.vendors.decode_allocation(pod) {
             Ok(d) => d,
             Err(e) => {

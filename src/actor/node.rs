@@ -185,18 +185,24 @@ impl NodeActor {
         for (pos, d) in devs.iter().enumerate() {
             let touched = charges.iter().any(|c| c.uuid == d.info.id && c.vendor == d.vendor);
             if touched && !d.within_capacity() {
+                // `d` already carries this pod's charges: the figures are the pod's own request and
+                // what the device had free before it, as the filter's reasons give them.
+                let (mut slots, mut mem, mut cores) = (0u32, 0u64, 0u32);
+                for c in charges.iter().filter(|c| c.uuid == d.info.id && c.vendor == d.vendor) {
+                    slots = slots.saturating_add(c.slots.max(1));
+                    mem += c.mem.get();
+                    cores = cores.saturating_add(c.cores);
+                }
                 let mut t = Tally::new(self.base.len());
                 if d.used_mem > d.info.devmem {
-                    let need = Need::Memory { requested: d.used_mem.get(), free: d.info.devmem.get() };
-                    t.reject(Reason::CardInsufficientMemory, pos, need);
+                    let free = d.info.devmem.get().saturating_sub(d.used_mem.get().saturating_sub(mem));
+                    t.reject(Reason::CardInsufficientMemory, pos, Need::Memory { requested: mem, free });
                 } else if d.used_cores > d.info.devcore {
-                    t.reject(
-                        Reason::CardInsufficientCore,
-                        pos,
-                        Need::Cores { requested: d.used_cores, free: d.info.devcore },
-                    );
+                    let free = d.info.devcore.saturating_sub(d.used_cores.saturating_sub(cores));
+                    t.reject(Reason::CardInsufficientCore, pos, Need::Cores { requested: cores, free });
                 } else {
-                    t.reject(Reason::CardTimeSlicingExhausted, pos, Need::Slots { used: d.used, count: d.info.count });
+                    let used = d.used.saturating_sub(slots);
+                    t.reject(Reason::CardTimeSlicingExhausted, pos, Need::Slots { used, count: d.info.count });
                 }
                 return Err(Rejection::Devices(t));
             }
@@ -474,6 +480,13 @@ impl Handler<PodObserved> for NodeActor {
                 // An unbound pod we released (or that expired) must not come back from an echo of
                 // its annotations; one we never saw (a restart) is held provisionally.
                 if self.released.contains_key(&msg.uid) {
+                    return;
+                }
+                // Held only if it fits beside what is held already: after a restart the
+                // annotations of pods whose reservation had lapsed can name devices another pod
+                // got since, and a bind of a held pod is not checked again.
+                if self.validate(self.usage(None), &charges).is_err() {
+                    tracing::debug!(node = %self.name, pod = %msg.name, "unbound pod's annotated devices are taken; not held");
                     return;
                 }
                 self.seq += 1;

@@ -399,6 +399,8 @@ async fn a_bind_after_the_reservation_expired_fails_when_the_devices_were_taken(
         err.starts_with("reservation of pod default/p1 on node a expired and its devices are no longer free: 1/1 CardInsufficientMemory"),
         "{err}"
     );
+    // The pod's own request and what the device has free, not the device's total with the pod added.
+    assert!(err.ends_with("requested 16384 MiB, free 0 MiB)"), "{err}");
     assert_eq!(messages(&b, &p1, reasons::BINDING_FAILED), [err]);
     assert_eq!(allocs(&e).await, [("a".into(), "p2".into(), AllocState::Committed)]);
     assert_eq!(used(&e, "a"), (1, 16384, 0));
@@ -717,4 +719,33 @@ async fn concurrent_binds_to_one_node_are_serialized_and_all_succeed() {
     assert!(allocs(&e).await.iter().all(|a| a.2 == AllocState::Committed));
     assert!(!b.node("a").unwrap().metadata.annotations.contains_key(keys::NODE_LOCK));
     assert_eq!(e.reports().await[0].locked_by, None);
+}
+
+#[actix::test]
+async fn pods_of_a_deleted_node_count_again_only_once_it_is_registered_again() {
+    // A deleted node drops its allocations; an update to one of its pods must not bring the node
+    // back half-counted. Registered again, it is empty until its pods are observed once more.
+    let a = node("a").gpus(1, 16384);
+    let (e, b) = engine(std::slice::from_ref(&a)).await;
+    let p1 = pod().gpu(1).mem_mib(4096).name("p1").placed("a", "GPU-a-0,NVIDIA,4096,0:;").bound_to("a");
+    let p2 = pod().gpu(1).mem_mib(2048).name("p2").placed("a", "GPU-a-0,NVIDIA,2048,0:;").bound_to("a");
+    observe(&e, &b, &p1).await;
+    observe(&e, &b, &p2).await;
+    assert_eq!(used(&e, "a"), (2, 6144, 0));
+
+    e.remove_node("a");
+    assert!(e.was_removed("a"));
+    observe(&e, &b, &p1).await;
+    assert!(e.node_names().is_empty(), "an update to a pod of the deleted node does not bring it back");
+    assert!(allocs(&e).await.is_empty());
+
+    assert!(matches!(e.register_node(Arc::new(a.view())).await, Registration::Ok { .. }));
+    assert!(!e.was_removed("a"));
+    observe(&e, &b, &p1).await;
+    observe(&e, &b, &p2).await;
+    assert_eq!(used(&e, "a"), (2, 6144, 0));
+    assert_eq!(
+        allocs(&e).await,
+        [("a".into(), "p1".into(), AllocState::Committed), ("a".into(), "p2".into(), AllocState::Committed)]
+    );
 }

@@ -87,8 +87,24 @@ pub struct KubeBackend {
 fn api_err(e: kube::Error) -> Error {
     Error::Api(match e {
         kube::Error::Api(s) => format!("{} ({})", s.message, s.reason),
-        other => other.to_string(),
+        other => with_causes(&other),
     })
+}
+
+/// The error and its causes, `: `-separated (a transport error's own text, such as "client error
+/// (Connect)", does not say that the API server refused the connection; its causes do).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cause = c.source();
+    }
+    s
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -166,6 +182,16 @@ impl KubeBackend {
     pub(crate) fn cached_nodes(&self) -> Vec<Arc<NodeView>> {
         self.inner.nodes.iter().map(|e| e.value().clone()).collect()
     }
+    /// The cached pods whose `hami.io/vgpu-node` names `node`.
+    pub(crate) fn cached_pods_on(&self, node: &str) -> Vec<Arc<PodView>> {
+        self.inner
+            .pods
+            .iter()
+            .filter(|e| e.value().annotation(keys::ASSIGNED_NODE) == Some(node))
+            .map(|e| e.value().clone())
+            .collect()
+    }
+
     pub(crate) fn cached_pod_keys(&self) -> Vec<(String, String, String)> {
         self.inner.pods.iter().map(|e| (e.key().0.clone(), e.key().1.clone(), e.value().metadata.uid.clone())).collect()
     }

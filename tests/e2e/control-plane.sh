@@ -3,8 +3,10 @@
 # (RBAC, token auth), with a PKI and one kubeconfig per identity. kube-scheduler is started by the
 # tests themselves, since its config names the extender's port.
 #
-#   control-plane.sh start DIR    # writes DIR/env (BIN, ports, kubeconfigs), starts etcd + apiserver
-#   control-plane.sh stop DIR     # stops everything started under DIR
+#   control-plane.sh start DIR            # writes DIR/env (BIN, ports, kubeconfigs), starts etcd + apiserver
+#   control-plane.sh stop DIR             # stops everything started under DIR
+#   control-plane.sh stop-apiserver DIR   # stops kube-apiserver only (SIGTERM, SIGKILL after 15 s); etcd runs on
+#   control-plane.sh start-apiserver DIR  # starts kube-apiserver again with the same flags, waits for /readyz
 #
 # Ports come from HAMI_E2E_ETCD_PORT / HAMI_E2E_APISERVER_PORT (defaults 23790 / 26443).
 set -euo pipefail
@@ -27,11 +29,68 @@ stop() {
   done
 }
 
-if [[ "$cmd" == stop ]]; then
-  stop
-  exit 0
-fi
-[[ "$cmd" == start ]] || { echo "unknown command $cmd" >&2; exit 2; }
+start_bg() { # start_bg NAME CMD...
+  local name=$1; shift
+  "$@" >>"$dir/logs/$name.log" 2>&1 &
+  echo $! > "$dir/pids/$name"
+}
+
+start_apiserver() { # needs BIN, ETCD_PORT, API_PORT
+  start_bg apiserver "$BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+    --tls-cert-file="$dir/pki/apiserver.crt" --tls-private-key-file="$dir/pki/apiserver.key" --client-ca-file="$dir/pki/ca.crt" \
+    --token-auth-file="$dir/pki/tokens.csv" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true --profiling=false
+
+  for _ in $(seq 1 300); do
+    curl -fsS --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer e2e-admin-token" "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  curl -fsS --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer e2e-admin-token" "https://127.0.0.1:$API_PORT/readyz" >/dev/null \
+    || { echo "e2e: kube-apiserver did not become ready; see $dir/logs/apiserver.log" >&2; tail -30 "$dir/logs/apiserver.log" >&2; exit 1; }
+}
+
+case "$cmd" in
+  stop)
+    stop
+    exit 0
+    ;;
+  stop-apiserver)
+    f="$dir/pids/apiserver"
+    [[ -e "$f" ]] || { echo "e2e: no kube-apiserver pid under $dir/pids" >&2; exit 1; }
+    pid=$(cat "$f")
+    echo "---- e2e: kube-apiserver (pid $pid) stopped with SIGTERM ----" >> "$dir/logs/apiserver.log"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 150); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "e2e: kube-apiserver (pid $pid) still running 15 s after SIGTERM; SIGKILL" >&2
+      kill -9 "$pid" 2>/dev/null || true
+      sleep 0.5
+    fi
+    rm -f "$f"
+    exit 0
+    ;;
+  start-apiserver)
+    # shellcheck disable=SC1091
+    source "$dir/env"
+    [[ ! -e "$dir/pids/apiserver" ]] || ! kill -0 "$(cat "$dir/pids/apiserver")" 2>/dev/null \
+      || { echo "e2e: kube-apiserver already runs (pid $(cat "$dir/pids/apiserver"))" >&2; exit 1; }
+    echo "---- e2e: kube-apiserver started again ----" >> "$dir/logs/apiserver.log"
+    start_apiserver
+    exit 0
+    ;;
+  start) ;;
+  *) echo "unknown command $cmd" >&2; exit 2 ;;
+esac
 
 command -v openssl >/dev/null || { echo "e2e: openssl is required (apt-get install openssl)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "e2e: curl is required (apt-get install curl)" >&2; exit 1; }
@@ -85,12 +144,6 @@ kubeconfig "$dir/scheduler.kubeconfig" e2e-sched-token
 kubeconfig "$dir/hami.kubeconfig" e2e-hami-token
 kubeconfig "$dir/plugin.kubeconfig" e2e-plugin-token
 
-start_bg() { # start_bg NAME CMD...
-  local name=$1; shift
-  "$@" >"$dir/logs/$name.log" 2>&1 &
-  echo $! > "$dir/pids/$name"
-}
-
 start_bg etcd "$BIN/etcd" --data-dir "$dir/etcd" --name e2e \
   --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -102,24 +155,7 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://127.0.0.1:$ETCD_PORT/health" >/dev/null || { echo "e2e: etcd did not start; see $dir/logs/etcd.log" >&2; tail -20 "$dir/logs/etcd.log" >&2; exit 1; }
 
-start_bg apiserver "$BIN/kube-apiserver" \
-  --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
-  --tls-cert-file="$dir/pki/apiserver.crt" --tls-private-key-file="$dir/pki/apiserver.key" --client-ca-file="$dir/pki/ca.crt" \
-  --token-auth-file="$dir/pki/tokens.csv" \
-  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-  --service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \
-  --service-cluster-ip-range=10.0.0.0/24 \
-  --authorization-mode=RBAC \
-  --disable-admission-plugins=ServiceAccount \
-  --allow-privileged=true --profiling=false
-
-for _ in $(seq 1 300); do
-  curl -fsS --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer e2e-admin-token" "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-curl -fsS --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer e2e-admin-token" "https://127.0.0.1:$API_PORT/readyz" >/dev/null \
-  || { echo "e2e: kube-apiserver did not become ready; see $dir/logs/apiserver.log" >&2; tail -30 "$dir/logs/apiserver.log" >&2; exit 1; }
+start_apiserver
 
 cat > "$dir/env" <<EOF
 BIN=$BIN

@@ -83,6 +83,8 @@ pub struct Proc {
     pub name: String,
     pub log: PathBuf,
     child: Option<Child>,
+    /// Where [`Proc::tracked`] recorded the pid; removed when the process is killed.
+    pid_file: Option<PathBuf>,
 }
 
 impl Proc {
@@ -92,7 +94,20 @@ impl Proc {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("e2e: cannot start {name} ({}): {e}", cmd.get_program().to_string_lossy()));
-        Proc { name: name.to_owned(), log, child: Some(child) }
+        Proc { name: name.to_owned(), log, child: Some(child), pid_file: None }
+    }
+
+    /// Records the pid as `<pids>/proc-<name>`, next to etcd's and kube-apiserver's, so that
+    /// `control-plane.sh stop` ends this process too: `run.sh` stops every test directory that
+    /// way when its time box runs out and the test process is killed without its drop handlers.
+    pub fn tracked(mut self, pids: &Path) -> Proc {
+        if let Some(pid) = self.pid() {
+            let f = pids.join(format!("proc-{}", self.name));
+            if std::fs::write(&f, pid.to_string()).is_ok() {
+                self.pid_file = Some(f);
+            }
+        }
+        self
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -118,6 +133,9 @@ impl Proc {
                 use std::io::Write;
                 let _ = writeln!(f, "---- e2e: {} (pid {pid}) killed with SIGKILL ----", self.name);
             }
+        }
+        if let Some(f) = self.pid_file.take() {
+            let _ = std::fs::remove_file(f);
         }
     }
 
@@ -155,6 +173,8 @@ struct CpGuard {
     dir: PathBuf,
     tmp: Option<tempfile::TempDir>,
     pgid: Option<libc::pid_t>,
+    /// Process groups of `control-plane.sh start-apiserver` runs (a restarted kube-apiserver).
+    more_pgids: Mutex<Vec<libc::pid_t>>,
 }
 
 impl Drop for CpGuard {
@@ -167,8 +187,9 @@ impl Drop for CpGuard {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
-        if let Some(pgid) = self.pgid {
-            // SAFETY: signals the process group control-plane.sh started (etcd, kube-apiserver).
+        let more = self.more_pgids.lock().map(|v| v.clone()).unwrap_or_default();
+        for pgid in self.pgid.into_iter().chain(more) {
+            // SAFETY: signals a process group control-plane.sh started (etcd, kube-apiserver).
             unsafe {
                 libc::kill(-pgid, libc::SIGKILL);
             }
@@ -289,7 +310,7 @@ impl ControlPlane {
         let tmp = tempfile::Builder::new().prefix(&format!("hami-e2e-{test}-")).tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         std::fs::create_dir_all(dir.join("logs")).unwrap();
-        let mut guard = CpGuard { dir: dir.clone(), tmp: Some(tmp), pgid: None };
+        let mut guard = CpGuard { dir: dir.clone(), tmp: Some(tmp), pgid: None, more_pgids: Mutex::new(Vec::new()) };
         let (etcd_port, api_port) = (free_port_pair(), free_port());
         println!("e2e[{test}]: control plane in {} (etcd :{etcd_port}, apiserver :{api_port})", dir.display());
 
@@ -341,12 +362,58 @@ impl ControlPlane {
         ControlPlane { dir, bin, client, guard }
     }
 
+    /// Runs `control-plane.sh <cmd> DIR` to its end (at most `timeout`), its output appended to
+    /// `logs/control-plane.log`; panics with that log's tail when it fails. Returns the process
+    /// group it ran in (what it started in the background lives on there).
+    async fn script(&self, cmd: &str, timeout: Duration) -> libc::pid_t {
+        let log = self.log("control-plane");
+        let mut c = Command::new("bash");
+        c.arg(e2e_dir().join("control-plane.sh")).arg(cmd).arg(&self.dir);
+        let mut script = Proc::spawn(&format!("control-plane.sh {cmd}"), c, log.clone());
+        let pgid = script.pid().unwrap_or(0) as libc::pid_t;
+        if cmd == "start-apiserver" {
+            self.guard.more_pgids.lock().unwrap().push(pgid);
+        }
+        let started = Instant::now();
+        let status = loop {
+            if let Some(s) = script.exited() {
+                break s;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "e2e: control-plane.sh {cmd} did not finish within {timeout:?}:\n{}",
+                tail(&log, 40)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        // Whatever it started in the background stays in its process group.
+        std::mem::forget(script);
+        assert!(status.success(), "e2e: control-plane.sh {cmd} failed ({status}):\n{}", tail(&log, 40));
+        pgid
+    }
+
+    /// Stops kube-apiserver only (SIGTERM, then SIGKILL after 15 s); etcd keeps running. Returns
+    /// once the process is gone.
+    pub async fn stop_apiserver(&self) {
+        self.script("stop-apiserver", Duration::from_secs(30)).await;
+    }
+
+    /// Starts kube-apiserver again with the flags and ports it had, and waits for its /readyz.
+    pub async fn start_apiserver(&self) {
+        self.script("start-apiserver", Duration::from_secs(120)).await;
+    }
+
     pub fn kubeconfig(&self, who: &str) -> PathBuf {
         self.dir.join(format!("{who}.kubeconfig"))
     }
 
     pub fn log(&self, name: &str) -> PathBuf {
         self.guard.dir.join("logs").join(format!("{name}.log"))
+    }
+
+    /// Where `control-plane.sh` keeps the pids of what it stops.
+    pub fn pids(&self) -> PathBuf {
+        self.dir.join("pids")
     }
 
     pub fn ca(&self) -> PathBuf {
@@ -407,6 +474,7 @@ pub struct Hami {
     args: Vec<String>,
     kubeconfig: PathBuf,
     log: PathBuf,
+    pids: PathBuf,
     proc: Option<Proc>,
     http: reqwest::Client,
 }
@@ -447,6 +515,7 @@ impl Hami {
             args,
             kubeconfig: cp.kubeconfig("hami"),
             log: cp.log(name),
+            pids: cp.pids(),
             proc: None,
             http,
         };
@@ -462,11 +531,16 @@ impl Hami {
             .env("RUST_LOG", std::env::var("HAMI_E2E_RUST_LOG").unwrap_or_else(|_| "info".into()))
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE");
-        self.proc = Some(Proc::spawn(&self.name, cmd, self.log.clone()));
+        self.proc = Some(Proc::spawn(&self.name, cmd, self.log.clone()).tracked(&self.pids));
     }
 
     pub fn url(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The running process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().and_then(Proc::pid)
     }
 
     pub fn assert_running(&mut self) {
@@ -672,7 +746,7 @@ impl KubeScheduler {
                 c
             }
         };
-        let mut proc = Proc::spawn(name, cmd, cp.log(name));
+        let mut proc = Proc::spawn(name, cmd, cp.log(name)).tracked(&cp.pids());
         let insecure = reqwest::Client::builder()
             .use_rustls_tls()
             .danger_accept_invalid_certs(true)
@@ -698,6 +772,10 @@ impl KubeScheduler {
 
     pub fn kill9(&mut self) {
         self.proc.kill9();
+    }
+
+    pub fn assert_running(&mut self) {
+        self.proc.assert_running();
     }
 }
 
@@ -731,6 +809,14 @@ impl FakePlugin {
     /// Starts `hami-loadtest fake-plugin --create-nodes` and waits until every node exists with
     /// its register annotation and without taints.
     pub async fn start(cp: &ControlPlane, nodes: &FakeNodes) -> FakePlugin {
+        FakePlugin::start_with(cp, nodes, "fake-plugin", &[]).await
+    }
+
+    /// [`FakePlugin::start`] logging to `logs/<name>.log`, with `extra` flags
+    /// (`--never-release-lock`; `--setup-only` creates the nodes and exits: nobody answers their
+    /// binds then).
+    pub async fn start_with(cp: &ControlPlane, nodes: &FakeNodes, name: &str, extra: &[&str]) -> FakePlugin {
+        let setup_only = extra.contains(&"--setup-only");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_hami-loadtest"));
         cmd.arg("fake-plugin")
             .arg("--kubeconfig")
@@ -741,13 +827,23 @@ impl FakePlugin {
             .args(["--gpu-mem", &nodes.mem.to_string()])
             .args(["--split", &nodes.split.to_string()])
             .arg("--create-nodes")
+            .args(extra)
             .env("RUST_LOG", "info");
-        let mut proc = Proc::spawn("fake-plugin", cmd, cp.log("fake-plugin"));
+        let mut proc = Proc::spawn(name, cmd, cp.log(name));
+        if !setup_only {
+            proc = proc.tracked(&cp.pids());
+        }
         let api: Api<Node> = Api::all(cp.client.clone());
         let names = nodes.names();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            proc.assert_running();
+            if !setup_only {
+                proc.assert_running();
+            } else if let Some(st) = proc.exited()
+                && !st.success()
+            {
+                panic!("e2e: {name} --setup-only failed ({st}):\n{}", tail(&proc.log, 40));
+            }
             let list = api.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
             let ready = names.iter().all(|n| {
                 list.iter().any(|node| {
@@ -765,7 +861,7 @@ impl FakePlugin {
             }
             assert!(
                 Instant::now() < deadline,
-                "e2e: fake plugin did not set up {names:?} within 60 s:\n{}",
+                "e2e: {name} did not set up {names:?} within 60 s:\n{}",
                 tail(&proc.log, 40)
             );
             tokio::time::sleep(Duration::from_millis(200)).await;

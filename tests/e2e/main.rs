@@ -5,8 +5,12 @@
 //! Run with `tests/e2e/run.sh` (builds the control-plane binaries once, then runs
 //! `cargo test --features e2e --test e2e -- --test-threads=1 --nocapture`). A test that fails
 //! prints the tail of every process log and keeps its directory; `HAMI_E2E_KEEP=1` keeps it always.
+//! Scenarios a–f are here; the fault scenarios g–n (SIGKILLs, an API server outage, expired and
+//! raced binds, deleted and malformed nodes, stuck locks, leader failover) are in `faults.rs`, each
+//! printing one `e2e summary <letter>:` line with its figures.
 
 mod cluster;
+mod faults;
 mod harness;
 
 use std::collections::BTreeMap;

@@ -9,13 +9,18 @@
 #   1. tests/e2e/build-bins.sh builds etcd, kube-apiserver and kube-scheduler from their Go modules
 #      once (Go 1.24+ and the Go module proxy needed; cached under ~/.cache/hami-rs, so later runs
 #      skip this);
-#   2. cargo test --features e2e --test e2e -- --test-threads=1 --nocapture [FILTER]
+#   2. cargo test --features e2e --test e2e --no-run (the build, outside the time box);
+#   3. cargo test --features e2e --test e2e -- --test-threads=1 --nocapture [FILTER], time-boxed
 #      (each test starts its own control plane on free loopback ports; one at a time keeps the
-#      load, and the timings they print, comparable).
+#      load, and the timings they print, comparable). When the box runs out the run is killed
+#      and every control plane it started is stopped, with the processes each test started.
 # Also needed: openssl, curl, and unshare (util-linux, run as root) for the leader-election test.
 # Env: HAMI_E2E_KEEP=1 keeps each test's directory (logs, PKI, kubeconfigs); a failing test always
 # keeps it and prints the tail of every process log. HAMI_E2E_RUST_LOG sets hami-rs's RUST_LOG.
-# Exits non-zero when a build or a test fails; prints the wall time either way.
+# HAMI_E2E_TIMEOUT: the time box in seconds (default 1200; the whole suite takes about 7 minutes
+# on 2 cores). Test directories go under one fresh directory per run ($TMPDIR/hami-e2e-run.*).
+# Exits non-zero when a build or a test fails or the time box runs out (124); prints the wall time
+# either way.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +32,23 @@ bin=$("$here/build-bins.sh" | tail -n 1) || { s=$?; echo "e2e: building the cont
 echo "e2e: control-plane binaries in $bin"
 
 cd "$repo"
+cargo test --features e2e --test e2e --no-run || { s=$?; echo "e2e: building the tests failed" >&2; report "$s"; exit "$s"; }
+
+box=${HAMI_E2E_TIMEOUT:-1200}
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hami-e2e-run.XXXXXX")
 status=0
-cargo test --features e2e --test e2e -- --test-threads=1 --nocapture "$@" || status=$?
+TMPDIR=$run_dir timeout --kill-after=20 "$box" \
+  cargo test --features e2e --test e2e -- --test-threads=1 --nocapture "$@" || status=$?
+if [[ $status -eq 124 || $status -eq 137 ]]; then
+  echo "e2e: time box of $box s ran out; stopping what the run left behind" >&2
+  for d in "$run_dir"/hami-e2e-*/; do
+    d=${d%/}
+    [[ -d "$d/pids" ]] || continue
+    "$here/control-plane.sh" stop "$d" || true
+    echo "e2e: stopped $d (logs in $d/logs)" >&2
+  done
+  status=124
+fi
+rmdir "$run_dir" 2>/dev/null || true
 report "$status"
 exit "$status"

@@ -350,6 +350,23 @@ async fn an_observed_unbound_unknown_pod_is_provisional_and_expires() {
 }
 
 #[actix::test]
+async fn an_observed_unbound_unknown_pod_is_held_only_if_it_fits() {
+    // After a restart two unbound pods can name the same device (the first one's reservation had
+    // lapsed before the second was placed): the one seen second is not held on top, so a bind
+    // cannot skip the check on it; a bound pod counts whatever the room.
+    let h = Harness::start(one_gpu()).await;
+    h.addr.send(observed("uid-p1", on_gpu("GPU-0", 10000, 30), false, TTL)).await.unwrap();
+    h.addr.send(observed("uid-p2", on_gpu("GPU-0", 10000, 30), false, TTL)).await.unwrap();
+    assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Reserved));
+    assert_eq!(h.state_of("uid-p2").await, None);
+    assert_eq!(h.placements.get(&PodUid::new("uid-p2")).map(|n| n.to_string()), None);
+    assert_eq!(h.used(0), (1, 10000, 30));
+    h.addr.send(observed("uid-p3", on_gpu("GPU-0", 10000, 30), true, TTL)).await.unwrap();
+    assert_eq!(h.state_of("uid-p3").await, Some(AllocState::Committed));
+    assert_eq!(h.used(0), (2, 20000, 60));
+}
+
+#[actix::test]
 async fn an_observed_unbound_pod_keeps_its_live_reservation_timer() {
     // The echo of Filter's own patch must not restart or cancel the reservation's TTL.
     tokio::time::pause();

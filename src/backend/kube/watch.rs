@@ -61,6 +61,7 @@ pub fn start(
     let pods_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let quota_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (kick_tx, kick_rx) = tokio::sync::mpsc::channel::<()>(16);
+    let (returned_tx, returned_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
 
     tokio::spawn(watch_nodes(
         engine.clone(),
@@ -68,8 +69,9 @@ pub fn start(
         opts.node_selector.clone(),
         nodes_synced.clone(),
         kick_tx.clone(),
+        returned_tx,
     ));
-    tokio::spawn(watch_pods(engine.clone(), backend.clone(), pods_synced.clone()));
+    tokio::spawn(watch_pods(engine.clone(), backend.clone(), pods_synced.clone(), returned_rx));
     tokio::spawn(watch_quotas(backend.clone(), quota, quota_synced.clone()));
     match &opts.leader {
         Some(l) => {
@@ -111,6 +113,7 @@ async fn watch_nodes(
     selector: Option<String>,
     synced: Arc<std::sync::atomic::AtomicBool>,
     kick: tokio::sync::mpsc::Sender<()>,
+    returned: tokio::sync::mpsc::UnboundedSender<String>,
 ) {
     let api: Api<Node> = Api::all(backend.client());
     let mut cfg = watcher::Config::default();
@@ -129,9 +132,15 @@ async fn watch_nodes(
                     seen.insert(name.clone());
                     let old = backend.cache_node(view.clone());
                     if registration_changed(old.as_deref(), &view) {
+                        let came_back = engine.was_removed(&name);
                         engine.register_node(view).await;
                         if old.is_none() {
                             let _ = kick.try_send(());
+                        }
+                        // A node deleted and created again under its name: the pods still bound
+                        // to it hold its devices again (the pod watcher observes them anew).
+                        if came_back {
+                            let _ = returned.send(name);
                         }
                     }
                 }
@@ -159,6 +168,15 @@ async fn watch_nodes(
     }
 }
 
+/// Whether resourceVersion `a` is older than `b`. The API server's versions are etcd revisions
+/// (decimal integers, increasing with every write); anything else is never called older.
+fn older(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a.and_then(|v| v.parse::<u64>().ok()), b.and_then(|v| v.parse::<u64>().ok())) {
+        (Some(a), Some(b)) => a < b,
+        _ => false,
+    }
+}
+
 /// Whether a pod concerns the scheduler: annotated by it, or requesting a managed resource.
 fn concerns_us(p: &PodView, managed: &HashSet<String>) -> bool {
     p.annotation(keys::ASSIGNED_NODE).is_some()
@@ -166,13 +184,28 @@ fn concerns_us(p: &PodView, managed: &HashSet<String>) -> bool {
             .any(|c| c.resources.limits.keys().chain(c.resources.requests.keys()).any(|k| managed.contains(k)))
 }
 
-async fn watch_pods(engine: Engine<KubeBackend>, backend: KubeBackend, synced: Arc<std::sync::atomic::AtomicBool>) {
+async fn watch_pods(
+    engine: Engine<KubeBackend>,
+    backend: KubeBackend,
+    synced: Arc<std::sync::atomic::AtomicBool>,
+    mut returned: tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
     let api: Api<Pod> = Api::all(backend.client());
     let managed: HashSet<String> = engine.vendors().resource_names().into_iter().collect();
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     loop {
-        match stream.try_next().await {
+        let next = tokio::select! {
+            ev = stream.try_next() => ev,
+            Some(node) = returned.recv() => {
+                // Observed here, between pod events, so the cache is what the engine last saw.
+                for p in backend.cached_pods_on(&node) {
+                    engine.observe_pod(&p);
+                }
+                continue;
+            }
+        };
+        match next {
             Ok(Some(ev)) => match ev {
                 Event::Init => seen.clear(),
                 Event::InitApply(p) | Event::Apply(p) => {
@@ -181,6 +214,15 @@ async fn watch_pods(engine: Engine<KubeBackend>, backend: KubeBackend, synced: A
                         continue;
                     }
                     seen.insert((view.metadata.namespace.clone(), view.metadata.name.clone()));
+                    // A state older than the cached one (the answer to this process's own patch,
+                    // or a newer event) is left out: a re-list served from a snapshot taken before
+                    // a filter or bind, or an event that was in flight during one, would otherwise
+                    // move the pod back to an earlier decision and drop what it holds now.
+                    if backend.pod(&view.metadata.namespace, &view.metadata.name).is_some_and(|c| {
+                        older(view.metadata.resource_version.as_deref(), c.metadata.resource_version.as_deref())
+                    }) {
+                        continue;
+                    }
                     engine.observe_pod(&view);
                     backend.cache_pod(Arc::new(view));
                 }
@@ -461,6 +503,16 @@ mod tests {
         let fine = Health { healthy: true, request: false };
         assert!(!nvidia_health(fine, 0, &mut rep).healthy, "count dropped to 0: unhealthy");
         assert_eq!(rep, 0);
+    }
+
+    #[test]
+    fn resource_versions_compare_as_numbers_and_only_then() {
+        assert!(older(Some("999"), Some("1000")));
+        assert!(!older(Some("1000"), Some("1000")));
+        assert!(!older(Some("1001"), Some("1000")));
+        assert!(!older(Some("abc"), Some("1000")), "opaque versions are never older");
+        assert!(!older(None, Some("1000")));
+        assert!(!older(Some("5"), None));
     }
 
     #[test]
