@@ -121,6 +121,7 @@ pub struct EventBudget {
 impl EventBudget {
     const BURST: f64 = 25.0;
     const REFILL_PER_SEC: f64 = 1.0 / 300.0;
+    const MAX_OBJECTS: usize = 100_000;
 
     pub fn new() -> EventBudget {
         EventBudget { buckets: std::collections::HashMap::new() }
@@ -128,11 +129,16 @@ impl EventBudget {
 
     /// Whether an Event about `object` may be written at `now`.
     pub fn allow(&mut self, object: &str, now: std::time::Instant) -> bool {
-        if self.buckets.len() > 100_000 {
-            // Forget objects whose bucket has refilled completely: they behave as new ones.
+        if self.buckets.len() >= Self::MAX_OBJECTS {
+            // Forget objects whose bucket has refilled completely: they behave as new ones. If most
+            // are still draining (a flood of distinct objects), forget them all: each may then send
+            // one more burst, and the map stays bounded with the scan amortised over many calls.
             self.buckets.retain(|_, (tokens, t)| {
                 *tokens + now.duration_since(*t).as_secs_f64() * Self::REFILL_PER_SEC < Self::BURST
             });
+            if self.buckets.len() >= Self::MAX_OBJECTS / 2 {
+                self.buckets.clear();
+            }
         }
         let (tokens, last) = self.buckets.entry(object.to_owned()).or_insert((Self::BURST, now));
         *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * Self::REFILL_PER_SEC).min(Self::BURST);
@@ -279,5 +285,19 @@ mod tests {
         assert!(b.allow("Pod/ns/other", t), "other objects are not affected");
         assert!(!b.allow("Pod/ns/p", t + std::time::Duration::from_secs(100)));
         assert!(b.allow("Pod/ns/p", t + std::time::Duration::from_secs(301)), "one more every 5 minutes");
+    }
+
+    #[test]
+    fn the_event_budget_stays_bounded_under_a_flood_of_distinct_objects() {
+        let mut b = EventBudget::new();
+        let t = std::time::Instant::now();
+        for i in 0..EventBudget::MAX_OBJECTS * 3 {
+            assert!(b.allow(&format!("Pod/ns/p{i}"), t), "a new object always gets its first Event");
+            assert!(b.buckets.len() <= EventBudget::MAX_OBJECTS, "bounded at {i}");
+        }
+        // An object still draining its own burst keeps its limit while the map is below the bound.
+        let mut b = EventBudget::new();
+        assert_eq!((0..30).filter(|_| b.allow("Pod/ns/p", t)).count(), 25);
+        assert!(!b.allow("Pod/ns/p", t));
     }
 }

@@ -7,7 +7,7 @@
 #   tests/soak.sh [DURATION]          # default 10m
 #
 # Env: SOAK_CEILING_MIB (default 512) is the RSS ceiling; SOAK_GROWTH_PCT (default 10) is the
-# growth allowed from the sample at a third of the run to the end; SOAK_OUT (default a temporary
+# growth allowed from the middle of the run (the first half is the warm-up) to the end; SOAK_OUT (default a temporary
 # directory) keeps the JSON report. Needs the release binaries (cargo build --release --bins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ if len(samples) < 6:
     sys.exit(f"soak: only {len(samples)} RSS samples; run longer")
 mib = lambda k: k / 1024.0
 start, middle, end = samples[0], samples[len(samples) // 2], samples[-1]
-warm = samples[len(samples) // 3]
+warm = middle
 peak = max(k for _, k in samples)
 errors = report["errors_total"] - report["errors"].get("filter no-fit", 0)
 no_fit = report["outcomes"]["no_fit"]

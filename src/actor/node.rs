@@ -20,6 +20,12 @@ use crate::sched::reason::{Need, Reason, Tally};
 use crate::sched::{NodeSnapshot, Rejection, Scratch, fit};
 use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 
+/// How long a released reservation's tombstone stops an echo of its pod's annotations.
+const TOMBSTONE_AGE: Duration = Duration::from_secs(600);
+/// Tombstones one node keeps at most: a busy node with no annotation updates to prune them on
+/// would otherwise keep one per expired reservation for `TOMBSTONE_AGE`.
+const TOMBSTONES_KEPT: usize = 256;
+
 use super::messages::*;
 
 /// The shared address book entry of a node: its actor and its latest snapshot.
@@ -236,6 +242,9 @@ impl NodeActor {
         if removed {
             self.placements.remove_if(uid, |_, n| *n == self.name);
             self.released.insert(uid.clone(), Instant::now());
+            if self.released.len() > TOMBSTONES_KEPT {
+                self.trim_tombstones();
+            }
             if self.lock.as_ref() == Some(uid) {
                 self.lock = None;
             }
@@ -246,6 +255,19 @@ impl NodeActor {
     fn forget_old_tombstones(&mut self, keep: Duration) {
         let now = Instant::now();
         self.released.retain(|_, t| now.duration_since(*t) < keep);
+    }
+
+    /// Keeps the tombstones bounded without a node update to prune them: the old ones go, and
+    /// past `TOMBSTONES_KEPT` the oldest half too. Forgetting one is safe: an echo of that pod is
+    /// then held only if its devices are free, and only until its TTL.
+    fn trim_tombstones(&mut self) {
+        self.forget_old_tombstones(TOMBSTONE_AGE);
+        if self.released.len() > TOMBSTONES_KEPT / 2 {
+            let mut ages: Vec<Instant> = self.released.values().copied().collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() - TOMBSTONES_KEPT / 2];
+            self.released.retain(|_, t| *t >= cut);
+        }
     }
 }
 
@@ -429,7 +451,7 @@ impl NodeActor {
         // Node extras (cordon list, pair scores) are re-read on every change of the node, so
         // Filter always sees the current annotations.
         self.extras = nd.extras;
-        self.forget_old_tombstones(Duration::from_secs(600));
+        self.forget_old_tombstones(TOMBSTONE_AGE);
         self.publish();
         Registration::Ok { devices: n, changed: !same || extras_changed }
     }

@@ -399,6 +399,29 @@ async fn an_observed_pod_that_was_released_is_ignored() {
 }
 
 #[actix::test]
+async fn tombstones_are_bounded_without_node_updates_and_the_newest_are_kept() {
+    // A node that never changes would keep one tombstone per released reservation for ten
+    // minutes; past the bound the oldest go, so an echo of such a pod is held again (it fits),
+    // while the newest release is still remembered.
+    let h = Harness::start(one_gpu()).await;
+    let n = TOMBSTONES_KEPT * 2 + 10;
+    let mut first = None;
+    for i in 0..n {
+        let p = pod().gpu(1).mem_mib(1000).name(&format!("t{i}"));
+        let r = h.reserve(&p, TTL).await.unwrap();
+        h.addr.send(Release { uid: PodUid::new(&format!("uid-t{i}")), only_reserved: true }).await.unwrap();
+        first.get_or_insert(r.devices);
+    }
+    let devices = first.unwrap();
+    let last = format!("uid-t{}", n - 1);
+    h.addr.send(observed(&last, devices.clone(), false, TTL)).await.unwrap();
+    assert_eq!(h.state_of(&last).await, None, "the newest tombstone is kept");
+    h.addr.send(observed("uid-t0", devices, false, TTL)).await.unwrap();
+    assert!(matches!(h.state_of("uid-t0").await, Some(AllocState::Reserved)), "the oldest was forgotten");
+    assert_eq!(h.used(0), (1, 1000, 0));
+}
+
+#[actix::test]
 async fn an_observed_pod_replaces_its_devices() {
     // scheduling.md §8.1: an already stored pod's devices are replaced by the newer object's.
     let h = Harness::start(node("a").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 16384))).await;
