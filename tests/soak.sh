@@ -7,8 +7,8 @@
 #   tests/soak.sh [DURATION]          # default 10m
 #
 # Env: SOAK_CEILING_MIB (default 512) is the RSS ceiling; SOAK_GROWTH_PCT (default 10) is the
-# growth allowed from the middle of the run (the first half is the warm-up) to the end; SOAK_OUT (default a temporary
-# directory) keeps the JSON report. Needs the release binaries (cargo build --release --bins).
+# growth allowed from the middle of the run (the first half is the warm-up) to the end; SOAK_OUT
+# (default a temporary directory) keeps the JSON report. Needs the release binaries (cargo build --release --bins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10m}
