@@ -6,7 +6,13 @@
 //! `HAMI_E2E_THROUGHPUT` is set. Sizes: `HAMI_E2E_TPUT_NODES` (1000), `HAMI_E2E_TPUT_PODS` (5000);
 //! `HAMI_E2E_TPUT_CREATORS` pod creations in flight (32); `HAMI_E2E_TPUT_SCHED_QPS` sets both
 //! kube-schedulers' client QPS (burst twice that; kube-scheduler's 50/100 when unset);
-//! `HAMI_E2E_TPUT_TIMEOUT` bounds each run's wait for the binds in seconds (300).
+//! `HAMI_E2E_TPUT_TIMEOUT` bounds each run's wait for the binds in seconds (300);
+//! `HAMI_NODE_SCHEDULER_POLICY` (read by hami-rs itself) picks binpack (the default) or spread.
+//!
+//! With binpack, hami-rs's filter answers one node, the fullest that fits, so consecutive pods go
+//! to the same node, and each bind there waits for the node lock the previous bind's allocation
+//! holds until the device plugin releases it: binds serialise per node, some time out on the lock
+//! and their pods are scheduled again.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -154,6 +160,9 @@ async fn o_throughput_of_kube_scheduler_with_hami_rs_against_kube_scheduler_alon
     let slots = n_nodes * GPUS_PER_NODE * nodes.split as usize;
     assert!(n_pods <= slots, "e2e[o]: {n_pods} pods do not fit {slots} GPU slots");
     let qps_note = qps.map_or("kube-scheduler's default client QPS".to_owned(), |q| format!("client QPS {q}"));
+    // hami-rs reads its node policy from this variable too (binpack unless set).
+    let policy = std::env::var("HAMI_NODE_SCHEDULER_POLICY").unwrap_or_else(|_| "binpack".to_owned());
+    let qps_note = format!("{qps_note}, hami-rs node policy {policy}");
 
     // 1. kube-scheduler with hami-rs as its extender.
     let with = {
