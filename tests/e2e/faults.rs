@@ -994,7 +994,7 @@ async fn n_leader_failover_under_a_steady_stream_of_pods_neither_loses_nor_doubl
             &cp,
             &format!("kube-scheduler-{id}"),
             &hami.url(),
-            SchedulerOpts { leader_elect: true, hostname: Some(id) },
+            SchedulerOpts { leader_elect: true, hostname: Some(id), ..SchedulerOpts::default() },
         )
         .await;
         pairs.push((hami, ks));

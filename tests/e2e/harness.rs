@@ -37,6 +37,19 @@ fn e2e_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/e2e")
 }
 
+/// The hami-rs binary the tests run: `HAMI_E2E_HAMI_BIN` if set (e.g. a release build, for
+/// timings), else the one cargo built with the tests.
+pub fn hami_bin() -> PathBuf {
+    std::env::var_os("HAMI_E2E_HAMI_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hami-rs")), PathBuf::from)
+}
+
+/// The hami-loadtest binary (the fake device plugin): `HAMI_E2E_LOADTEST_BIN` if set, else the one
+/// cargo built with the tests.
+pub fn loadtest_bin() -> PathBuf {
+    std::env::var_os("HAMI_E2E_LOADTEST_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hami-loadtest")), PathBuf::from)
+}
+
 /// Installs the TLS provider kube and reqwest use (idempotent).
 pub fn init() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -237,10 +250,8 @@ fn control_plane_bin_dir() -> PathBuf {
 }
 
 fn check_binaries() -> PathBuf {
-    for (name, p) in
-        [("hami-rs", env!("CARGO_BIN_EXE_hami-rs")), ("hami-loadtest", env!("CARGO_BIN_EXE_hami-loadtest"))]
-    {
-        assert!(Path::new(p).is_file(), "e2e: {name} binary {p} is missing; build it with `cargo build --bins`");
+    for (name, p) in [("hami-rs", hami_bin()), ("hami-loadtest", loadtest_bin())] {
+        assert!(p.is_file(), "e2e: {name} binary {} is missing; build it with `cargo build --bins`", p.display());
     }
     let bin = control_plane_bin_dir();
     for b in ["etcd", "kube-apiserver", "kube-scheduler"] {
@@ -525,7 +536,7 @@ impl Hami {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hami-rs"));
+        let mut cmd = Command::new(hami_bin());
         cmd.args(&self.args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("RUST_LOG", std::env::var("HAMI_E2E_RUST_LOG").unwrap_or_else(|_| "info".into()))
@@ -670,6 +681,17 @@ pub struct SchedulerOpts<'a> {
     pub leader_elect: bool,
     /// Run under this hostname (its own UTS namespace), so the Lease holder is `<hostname>_<uuid>`.
     pub hostname: Option<&'a str>,
+    /// `clientConnection.qps` (burst twice that); kube-scheduler's defaults (50, 100) when unset.
+    pub client_qps: Option<u32>,
+}
+
+/// The `clientConnection` section of a kube-scheduler configuration.
+fn client_connection(kubeconfig: &Path, qps: Option<u32>) -> String {
+    let mut s = format!("clientConnection:\n  kubeconfig: {}\n", kubeconfig.display());
+    if let Some(q) = qps {
+        s.push_str(&format!("  qps: {q}\n  burst: {}\n", 2 * q));
+    }
+    s
 }
 
 pub struct KubeScheduler {
@@ -695,7 +717,6 @@ impl KubeScheduler {
     /// Starts kube-scheduler with one profile `hami-scheduler` and hami-rs at `hami_url` as its
     /// extender (filter + bind, TLS verified with the test CA), and waits for its `/healthz`.
     pub async fn start(cp: &ControlPlane, name: &str, hami_url: &str, opts: SchedulerOpts<'_>) -> KubeScheduler {
-        let port = free_port();
         let election = if opts.leader_elect {
             format!(
                 "  leaderElect: true\n  resourceLock: leases\n  resourceName: {LEASE_NAME}\n  resourceNamespace: {LEASE_NAMESPACE}\n  \
@@ -715,13 +736,33 @@ impl KubeScheduler {
         .map(|r| format!("  - {{name: {r}, ignoredByScheduler: true}}\n"))
         .collect();
         let config = format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection:\n  kubeconfig: {kc}\n\
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cc}\
              leaderElection:\n{election}profiles:\n- schedulerName: {SCHEDULER_NAME}\nextenders:\n- urlPrefix: \"{hami_url}\"\n  \
              filterVerb: filter\n  bindVerb: bind\n  nodeCacheCapable: true\n  weight: 1\n  httpTimeout: 30s\n  enableHTTPS: true\n  \
              tlsConfig:\n    caFile: {ca}\n  managedResources:\n{managed}",
-            kc = cp.kubeconfig("scheduler").display(),
+            cc = client_connection(&cp.kubeconfig("scheduler"), opts.client_qps),
             ca = cp.ca().display(),
         );
+        KubeScheduler::launch(cp, name, &config, opts.hostname).await
+    }
+
+    /// Starts kube-scheduler with its default profile (`default-scheduler`) and no extender, the
+    /// reference for throughput; `nvidia.com/gpumem` is left out of NodeResourcesFit (no node
+    /// advertises it), `nvidia.com/gpu` is checked against the nodes' allocatable.
+    pub async fn start_default(cp: &ControlPlane, name: &str, client_qps: Option<u32>) -> KubeScheduler {
+        let config = format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cc}\
+             leaderElection:\n  leaderElect: false\nprofiles:\n- schedulerName: default-scheduler\n  pluginConfig:\n  \
+             - name: NodeResourcesFit\n    args:\n      apiVersion: kubescheduler.config.k8s.io/v1\n      \
+             kind: NodeResourcesFitArgs\n      ignoredResources: [nvidia.com/gpumem]\n",
+            cc = client_connection(&cp.kubeconfig("scheduler"), client_qps),
+        );
+        KubeScheduler::launch(cp, name, &config, None).await
+    }
+
+    /// Writes `config` to `<name>.yaml`, starts kube-scheduler with it and waits for `/healthz`.
+    async fn launch(cp: &ControlPlane, name: &str, config: &str, hostname: Option<&str>) -> KubeScheduler {
+        let port = free_port();
         let cfg_path = cp.dir.join(format!("{name}.yaml"));
         std::fs::write(&cfg_path, config).unwrap();
         let ks = cp.bin.join("kube-scheduler");
@@ -731,7 +772,7 @@ impl KubeScheduler {
             format!("--secure-port={port}"),
             "-v=2".to_owned(),
         ];
-        let cmd = match opts.hostname {
+        let cmd = match hostname {
             Some(host) => {
                 check_unshare();
                 let mut c = Command::new("unshare");
@@ -817,7 +858,7 @@ impl FakePlugin {
     /// binds then).
     pub async fn start_with(cp: &ControlPlane, nodes: &FakeNodes, name: &str, extra: &[&str]) -> FakePlugin {
         let setup_only = extra.contains(&"--setup-only");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hami-loadtest"));
+        let mut cmd = Command::new(loadtest_bin());
         cmd.arg("fake-plugin")
             .arg("--kubeconfig")
             .arg(cp.kubeconfig("plugin"))
@@ -835,7 +876,9 @@ impl FakePlugin {
         }
         let api: Api<Node> = Api::all(cp.client.clone());
         let names = nodes.names();
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // Three requests per node, one node at a time: 60 s, and more for a thousand nodes.
+        let setup_s = 60 + nodes.nodes as u64 / 10;
+        let deadline = Instant::now() + Duration::from_secs(setup_s);
         loop {
             if !setup_only {
                 proc.assert_running();
@@ -861,7 +904,9 @@ impl FakePlugin {
             }
             assert!(
                 Instant::now() < deadline,
-                "e2e: {name} did not set up {names:?} within 60 s:\n{}",
+                "e2e: {name} did not set up {} nodes {}… within {setup_s} s:\n{}",
+                names.len(),
+                nodes.prefix,
                 tail(&proc.log, 40)
             );
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -7,11 +7,14 @@
 //! prints the tail of every process log and keeps its directory; `HAMI_E2E_KEEP=1` keeps it always.
 //! Scenarios a–f are here; the fault scenarios g–n (SIGKILLs, an API server outage, expired and
 //! raced binds, deleted and malformed nodes, stuck locks, leader failover) are in `faults.rs`, each
-//! printing one `e2e summary <letter>:` line with its figures.
+//! printing one `e2e summary <letter>:` line with its figures. Scenario o (`throughput.rs`) times
+//! kube-scheduler with hami-rs against kube-scheduler alone; it runs only with
+//! `HAMI_E2E_THROUGHPUT` set.
 
 mod cluster;
 mod faults;
 mod harness;
+mod throughput;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -382,7 +385,7 @@ async fn two_replicas_have_one_leader_and_fail_over_without_double_allocation() 
             &cp,
             &format!("kube-scheduler-{id}"),
             &hami.url(),
-            SchedulerOpts { leader_elect: true, hostname: Some(id) },
+            SchedulerOpts { leader_elect: true, hostname: Some(id), ..SchedulerOpts::default() },
         )
         .await;
         pairs.push((hami, ks));

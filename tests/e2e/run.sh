@@ -19,6 +19,9 @@
 # keeps it and prints the tail of every process log. HAMI_E2E_RUST_LOG sets hami-rs's RUST_LOG.
 # HAMI_E2E_TIMEOUT: the time box in seconds (default 1200; the whole suite takes about 7 minutes
 # on 2 cores). Test directories go under one fresh directory per run ($TMPDIR/hami-e2e-run.*).
+# HAMI_E2E_HAMI_BIN and HAMI_E2E_LOADTEST_BIN run other hami-rs and hami-loadtest binaries than
+# the debug ones cargo builds with the tests (e.g. target/release/…, for timings). Scenario o
+# (throughput, tests/e2e/throughput.rs) runs only with HAMI_E2E_THROUGHPUT=1.
 # Exits non-zero when a build or a test fails or the time box runs out (124); prints the wall time
 # either way.
 set -euo pipefail
