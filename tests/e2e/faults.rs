@@ -974,31 +974,7 @@ async fn n_leader_failover_under_a_steady_stream_of_pods_neither_loses_nor_doubl
     let nodes = FakeNodes::new("gpu-n-", 16, 4);
     let _plugin = FakePlugin::start(&cp, &nodes).await;
     let ids = ["replica-a", "replica-b"];
-    let mut pairs: Vec<(Hami, KubeScheduler)> = Vec::new();
-    for id in ids {
-        let hami = Hami::start(
-            &cp,
-            &format!("hami-rs-{id}"),
-            &[
-                "--leader-elect",
-                "--leader-elect-resource-name",
-                LEASE_NAME,
-                "--leader-elect-resource-namespace",
-                LEASE_NAMESPACE,
-                "--leader-identity",
-                id,
-            ],
-        )
-        .await;
-        let ks = KubeScheduler::start(
-            &cp,
-            &format!("kube-scheduler-{id}"),
-            &hami.url(),
-            SchedulerOpts { leader_elect: true, hostname: Some(id), ..SchedulerOpts::default() },
-        )
-        .await;
-        pairs.push((hami, ks));
-    }
+    let mut pairs = replica_pairs(&cp, &ids).await;
     let leader = wait_for("exactly one hami-rs to be ready", Duration::from_secs(90), || async {
         match (pairs[0].0.readyz().await, pairs[1].0.readyz().await) {
             (Some(200), Some(503)) => Ok(0usize),

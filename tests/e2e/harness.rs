@@ -917,3 +917,34 @@ impl FakePlugin {
         self.proc.assert_running();
     }
 }
+
+/// One hami-rs and one kube-scheduler per id, both electing on the shared Lease (the chart's
+/// pairs): kube-scheduler under the id as hostname, hami-rs with the id as leader identity.
+pub async fn replica_pairs(cp: &ControlPlane, ids: &[&str]) -> Vec<(Hami, KubeScheduler)> {
+    let mut pairs = Vec::new();
+    for id in ids {
+        let hami = Hami::start(
+            cp,
+            &format!("hami-rs-{id}"),
+            &[
+                "--leader-elect",
+                "--leader-elect-resource-name",
+                LEASE_NAME,
+                "--leader-elect-resource-namespace",
+                LEASE_NAMESPACE,
+                "--leader-identity",
+                id,
+            ],
+        )
+        .await;
+        let ks = KubeScheduler::start(
+            cp,
+            &format!("kube-scheduler-{id}"),
+            &hami.url(),
+            SchedulerOpts { leader_elect: true, hostname: Some(id), ..SchedulerOpts::default() },
+        )
+        .await;
+        pairs.push((hami, ks));
+    }
+    pairs
+}

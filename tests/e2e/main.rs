@@ -365,31 +365,7 @@ async fn two_replicas_have_one_leader_and_fail_over_without_double_allocation() 
     let nodes = FakeNodes::new("gpu-e-", 4, 4);
     let _plugin = FakePlugin::start(&cp, &nodes).await;
     let ids = ["replica-a", "replica-b"];
-    let mut pairs: Vec<(Hami, KubeScheduler)> = Vec::new();
-    for id in ids {
-        let hami = Hami::start(
-            &cp,
-            &format!("hami-rs-{id}"),
-            &[
-                "--leader-elect",
-                "--leader-elect-resource-name",
-                LEASE_NAME,
-                "--leader-elect-resource-namespace",
-                LEASE_NAMESPACE,
-                "--leader-identity",
-                id,
-            ],
-        )
-        .await;
-        let ks = KubeScheduler::start(
-            &cp,
-            &format!("kube-scheduler-{id}"),
-            &hami.url(),
-            SchedulerOpts { leader_elect: true, hostname: Some(id), ..SchedulerOpts::default() },
-        )
-        .await;
-        pairs.push((hami, ks));
-    }
+    let mut pairs = replica_pairs(&cp, &ids).await;
     let leases: Api<Lease> = Api::namespaced(cp.client.clone(), LEASE_NAMESPACE);
     let holder = || async {
         leases.get(LEASE_NAME).await.ok().and_then(|l| l.spec.and_then(|s| s.holder_identity)).unwrap_or_default()
