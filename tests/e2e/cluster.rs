@@ -583,3 +583,17 @@ pub fn burst(prefix: &str, n: usize, seed: u64) -> Vec<Pod> {
         })
         .collect()
 }
+
+/// Waits until every bound pod has been allocated by the device plugin (bind-phase `success`).
+pub async fn wait_bound_allocated(client: &kube::Client, timeout: Duration) {
+    wait_for("every bound pod to be allocated by the plugin", timeout, || async {
+        let pods = list_pods(client).await;
+        let stuck: Vec<&str> = pods
+            .iter()
+            .filter(|p| node_name(p).is_some() && annotation(p, BIND_PHASE) != Some("success"))
+            .map(name)
+            .collect();
+        if stuck.is_empty() { Ok(()) } else { Err(format!("bound but not allocated: {stuck:?}")) }
+    })
+    .await;
+}

@@ -250,16 +250,7 @@ async fn a_burst_of_200_pods_on_20_nodes_binds_all_that_fit_without_over_commit(
     let settled = wait_settled(&cp.client, 200, start, Duration::from_secs(20), Duration::from_secs(600)).await;
     hami.assert_running();
     plugin.assert_running();
-    wait_for("every bound pod to be allocated by the plugin", Duration::from_secs(60), || async {
-        let pods = list_pods(&cp.client).await;
-        let stuck: Vec<&str> = pods
-            .iter()
-            .filter(|p| node_name(p).is_some() && annotation(p, BIND_PHASE) != Some("success"))
-            .map(name)
-            .collect();
-        if stuck.is_empty() { Ok(()) } else { Err(format!("bound but not allocated: {stuck:?}")) }
-    })
-    .await;
+    wait_bound_allocated(&cp.client, Duration::from_secs(60)).await;
     let s = check_invariants(&cp.client).await;
     wait_usage_matches(&hami, &s, Duration::from_secs(90)).await;
     let reasons = event_reasons(&cp.client).await;
@@ -332,16 +323,7 @@ async fn kill_9_of_hami_rs_mid_burst_rebuilds_usage_and_keeps_scheduling() {
     let settled = wait_settled(&cp.client, 100, start, Duration::from_secs(20), Duration::from_secs(600)).await;
     hami.assert_running();
     plugin.assert_running();
-    wait_for("every bound pod to be allocated by the plugin", Duration::from_secs(60), || async {
-        let pods = list_pods(&cp.client).await;
-        let stuck: Vec<&str> = pods
-            .iter()
-            .filter(|p| node_name(p).is_some() && annotation(p, BIND_PHASE) != Some("success"))
-            .map(name)
-            .collect();
-        if stuck.is_empty() { Ok(()) } else { Err(format!("bound but not allocated: {stuck:?}")) }
-    })
-    .await;
+    wait_bound_allocated(&cp.client, Duration::from_secs(60)).await;
     let s = check_invariants(&cp.client).await;
     wait_usage_matches(&hami, &s, Duration::from_secs(90)).await;
     let reasons = event_reasons(&cp.client).await;
