@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use hami_rs::http::error::{Error, read_body};
-use hami_rs::http::wire::{ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult};
+use hami_rs::http::wire::{ExtenderArgs, ExtenderBindingResult, ExtenderFilterResult};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct NullArgs {
@@ -57,14 +57,7 @@ async fn filter(st: web::Data<State>, payload: web::Payload) -> Result<HttpRespo
 }
 
 async fn bind(st: web::Data<State>, payload: web::Payload) -> Result<HttpResponse, Error> {
-    let body = read_body(payload, st.max_body).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::BadRequest("empty request body".into()));
-    }
-    let args: ExtenderBindingArgs = serde_json::from_slice(&body)?;
-    if args.pod_name.is_empty() || args.node.is_empty() {
-        return Err(Error::BadRequest("PodName and Node are required".into()));
-    }
+    hami_rs::http::extender::decode_bind(payload, st.max_body).await?;
     Ok(json(&ExtenderBindingResult { error: String::new() }))
 }
 

@@ -12,6 +12,7 @@
 #[allow(dead_code)]
 mod drive;
 
+use hami_rs::backend::memory::ClusterObjects;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -288,16 +289,9 @@ impl TestApp {
     }
     async fn start(self) -> Running {
         let backend = MemoryBackend::new(Duration::from_secs(300));
-        let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend.clone(), None);
-        for n in self.nodes {
-            backend.insert_node(n.clone());
-            engine.register_node(Arc::new(n)).await;
-        }
-        for p in self.pods {
-            backend.insert_pod(p.clone());
-            engine.observe_pod(&p);
-        }
-        let _ = engine.reports().await;
+        let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend, None);
+        let objects = ClusterObjects { nodes: self.nodes, pods: self.pods, quotas: Vec::new() };
+        hami_rs::app::load_cluster(&engine, objects).await;
         let state = AppState::new(engine, self.max_body, Readiness::ready()).with_webhook(self.webhook);
         Running { state: web::Data::new(state), probes: AtomicUsize::new(0) }
     }

@@ -137,9 +137,10 @@ fn simulate_nodes<B: Backend>(
     }
 }
 
-pub async fn bind<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
-    let started = Instant::now();
-    let body = read_body(payload, st.max_body).await?;
+/// Reads and checks an `ExtenderBindingArgs` body (also what the load test's null extender
+/// decodes, so both pay the same).
+pub async fn decode_bind(payload: web::Payload, max_body: usize) -> Result<ExtenderBindingArgs, Error> {
+    let body = read_body(payload, max_body).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest("empty request body".into()));
     }
@@ -147,6 +148,12 @@ pub async fn bind<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload)
     if args.pod_name.is_empty() || args.node.is_empty() {
         return Err(Error::BadRequest("PodName and Node are required".into()));
     }
+    Ok(args)
+}
+
+pub async fn bind<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
+    let started = Instant::now();
+    let args = decode_bind(payload, st.max_body).await?;
     let pod = PodRef { namespace: args.pod_namespace, name: args.pod_name, uid: args.pod_uid };
     let guard = st.inflight.enter();
     let r = st.engine.bind(&pod, &args.node).await;

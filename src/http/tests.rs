@@ -3,6 +3,7 @@
 //! `/usage`, `/healthz`, `/readyz`. Every test starts its own engine over the in-memory backend.
 
 use super::*;
+use crate::backend::memory::ClusterObjects;
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -59,16 +60,9 @@ impl TestApp {
     /// until every node actor has seen what it was sent.
     async fn start(self) -> Running {
         let backend = MemoryBackend::new(Duration::from_secs(300));
-        let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend.clone(), None);
-        for n in self.nodes {
-            backend.insert_node(n.clone());
-            engine.register_node(Arc::new(n)).await;
-        }
-        for p in self.pods {
-            backend.insert_pod(p.clone());
-            engine.observe_pod(&p);
-        }
-        let _ = engine.reports().await;
+        let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend, None);
+        let objects = ClusterObjects { nodes: self.nodes, pods: self.pods, quotas: Vec::new() };
+        crate::app::load_cluster(&engine, objects).await;
         Running { state: web::Data::new(AppState::new(engine, self.max_body, self.readiness)) }
     }
 }
