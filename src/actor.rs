@@ -335,6 +335,7 @@ impl<B: Backend> Engine<B> {
             namespace: Arc::from(pod.metadata.namespace.as_str()),
             name: Arc::from(pod.metadata.name.as_str()),
             devices,
+            held: self.inner.vendors.decode_held(pod),
             layout: Layout {
                 n_init: pod.spec.init_containers.len(),
                 sidecars: pod.spec.init_containers.iter().map(|c| c.is_sidecar()).collect(),
@@ -400,12 +401,15 @@ impl<B: Backend> Engine<B> {
             name: pod.metadata.name.clone(),
             uid: pod.metadata.uid.clone(),
         };
-        // A repeated filter of the same pod releases its earlier reservation, so the pod does
-        // not compete with itself.
+        // A repeated filter of the same pod drops what it holds from the earlier attempt, reserved
+        // or committed (a bind that failed after its commit), so the pod does not compete with
+        // itself, as HAMi does. A pod kube-scheduler filters is not bound; should one that is
+        // bound arrive all the same, its devices stay counted.
         if let Some(prev) = i.placements.get(&req.uid).map(|p| p.clone())
             && let Some(addr) = i.book.get(prev.as_str()).map(|e| e.addr.clone())
         {
-            let _ = addr.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
+            let bound = pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
+            let _ = addr.send(Release { uid: req.uid.clone(), only_reserved: bound }).await;
         }
 
         let fan_out = Instant::now();
@@ -622,7 +626,8 @@ impl<B: Backend> Engine<B> {
     // --- bind ---------------------------------------------------------------------------------
 
     /// kube-scheduler's bind call: lock, write bind-phase and the Binding, commit. On any failure
-    /// the locks and the reservation are released and the error is returned. Binding a pod that
+    /// the locks and the reservation are released, a BindingFailed Event is recorded and the
+    /// error is returned. Binding a pod that
     /// is already bound to that node succeeds without doing anything.
     pub async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), String> {
         let started = Instant::now();
@@ -633,7 +638,12 @@ impl<B: Backend> Engine<B> {
         );
         match &r {
             Ok(()) => self.remember(pod, Some(node.to_owned()), "bound", String::new()),
-            Err(e) => self.remember(pod, Some(node.to_owned()), "bind-failed", e.clone()),
+            Err(e) => {
+                // Every failure is told on the pod, the early ones too: `kubectl describe` is
+                // where users look first when a pod stays pending.
+                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.clone());
+                self.remember(pod, Some(node.to_owned()), "bind-failed", e.clone());
+            }
         }
         r
     }
@@ -652,13 +662,11 @@ impl<B: Backend> Engine<B> {
             }
         };
         let Some(view) = i.backend.pod(&pod.namespace, &pod.name) else {
-            // HAMi answers the lookup error without an Event.
             self.delete_pod(&uid);
             return Err(backend::Error::PodNotFound(pod.to_string()).to_string());
         };
         let Some(addr) = i.book.get(node).map(|e| e.addr.clone()).filter(|_| i.backend.node(node).is_some()) else {
             let msg = backend::Error::NodeNotFound(node.to_owned()).to_string();
-            self.event(pod, reasons::BINDING_FAILED, EventType::Warning, msg.clone());
             self.delete_pod(&uid);
             return Err(msg);
         };
@@ -675,7 +683,6 @@ impl<B: Backend> Engine<B> {
         if i.placements.get(&uid).is_none_or(|n| n.as_str() != node) {
             if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
                 let msg = format!("pod {pod} was not filtered onto node {node}");
-                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, msg.clone());
                 return Err(msg);
             }
             let devices = match i.vendors.decode_allocation(&view) {
@@ -691,7 +698,6 @@ impl<B: Backend> Engine<B> {
                         "reservation of pod {pod} on node {node} expired and its devices are no longer free: {}",
                         r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None)
                     );
-                    self.event(pod, reasons::BINDING_FAILED, EventType::Warning, msg.clone());
                     return Err(msg);
                 }
                 Err(e) => return Err(format!("node {node}: {e}")),
@@ -751,7 +757,6 @@ impl<B: Backend> Engine<B> {
                     };
                     release("node lock not taken").await;
                     let msg = e.to_string();
-                    self.event(pod, reasons::BINDING_FAILED, EventType::Warning, msg.clone());
                     return Err(msg);
                 }
             }
@@ -779,7 +784,6 @@ impl<B: Backend> Engine<B> {
                 addr.do_send(Unlock { uid: uid.clone() });
                 release("bind failed").await;
                 let msg = e.to_string();
-                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, msg.clone());
                 Err(msg)
             }
         }

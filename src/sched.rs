@@ -9,6 +9,7 @@ use crate::vendor::NodeExtra;
 
 pub mod accounting;
 pub mod fit;
+pub mod gosort;
 pub mod quota;
 pub mod reason;
 pub mod score;

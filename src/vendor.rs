@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use crate::config::device::DeviceConfig;
 use crate::model::codec;
+use crate::model::device::MigSlot;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::request::{self, ContainerRequest, ContainerRequests, PolicyDefaults};
 use crate::model::{
-    ContainerDevice, ContainerDevices, DeviceInfo, DeviceUsage, MemMiB, NodeName, PodDevices, PodRequest, PodView,
-    VendorId,
+    ContainerDevice, ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, NodeName, PodDevices, PodRequest,
+    PodView, VendorId,
 };
 use crate::sched::reason::Rejection;
 
@@ -262,6 +263,12 @@ pub trait Vendor: Send + Sync + 'static {
         }
     }
 
+    /// Placements a pod still holds beyond the entries `decode_allocation` gives (NVIDIA's MIG
+    /// reservations that no entry consumed).
+    fn decode_held(&self, _pod: &PodView) -> Vec<(DeviceUuid, MigSlot)> {
+        Vec::new()
+    }
+
     fn lock(&self) -> LockKind {
         LockKind::Shared
     }
@@ -415,6 +422,11 @@ impl Vendors {
             }
         }
         Ok(pd)
+    }
+
+    /// Every vendor's placements the pod holds beyond its decoded entries.
+    pub fn decode_held(&self, pod: &PodView) -> Vec<(VendorId, DeviceUuid, MigSlot)> {
+        self.iter().flat_map(|(id, v)| v.decode_held(pod).into_iter().map(move |(u, s)| (id, u, s))).collect()
     }
 }
 

@@ -110,6 +110,8 @@ pub struct PodObserved {
     pub namespace: Arc<str>,
     pub name: Arc<str>,
     pub devices: PodDevices,
+    /// Placements held beyond `devices` (MIG reservations no entry consumed).
+    pub held: Vec<(crate::model::VendorId, crate::model::DeviceUuid, crate::model::device::MigSlot)>,
     pub layout: Layout,
     /// The pod's task class and QoS per vendor (from its annotations).
     pub tags: crate::sched::accounting::Tags,

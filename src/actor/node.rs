@@ -164,9 +164,21 @@ impl NodeActor {
     }
 
     fn collapse(&self, devices: &PodDevices, layout: &Layout, tags: &accounting::Tags) -> Vec<Charge> {
+        self.collapse_held(devices, &[], layout, tags)
+    }
+
+    /// `collapse`, plus placements the pod holds beyond its entries.
+    fn collapse_held(
+        &self,
+        devices: &PodDevices,
+        held: &[(crate::model::VendorId, crate::model::DeviceUuid, crate::model::device::MigSlot)],
+        layout: &Layout,
+        tags: &accounting::Tags,
+    ) -> Vec<Charge> {
         let base = &self.base;
         let info = |u: &crate::model::DeviceUuid| base.iter().find(|d| d.info.id == *u).map(|d| d.info.clone());
         let mut charges = accounting::collapse(devices, layout, &self.vendors, &info);
+        accounting::add_held(&mut charges, held);
         accounting::tag(&mut charges, tags);
         // Resolved once here, so rebuilding usage costs one lookup per charge, not a scan.
         if self.unique_ids {
@@ -493,7 +505,7 @@ impl Handler<NodeRemoved> for NodeActor {
 impl Handler<PodObserved> for NodeActor {
     type Result = ();
     fn handle(&mut self, msg: PodObserved, ctx: &mut Context<Self>) {
-        let charges = self.collapse(&msg.devices, &msg.layout, &msg.tags);
+        let charges = self.collapse_held(&msg.devices, &msg.held, &msg.layout, &msg.tags);
         let state = match self.allocs.get(&msg.uid).map(|a| a.state.clone()) {
             Some(State::Committed) => State::Committed,
             _ if msg.bound => State::Committed,

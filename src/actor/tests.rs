@@ -187,6 +187,23 @@ async fn a_repeated_filter_of_the_same_pod_does_not_count_it_twice() {
 }
 
 #[actix::test]
+async fn a_refiltered_pod_drops_its_committed_allocation_before_fitting() {
+    // HAMi takes the pod out of its books before every filter, whatever state it was in. A pod
+    // whose allocation was committed (a bind that failed after its commit) and that comes back
+    // must not collide with itself: 10000 MiB twice would not fit in 16384 MiB.
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(10000).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let addr = e.inner.book.get("a").map(|n| n.addr.clone()).unwrap();
+    addr.send(Commit { uid: PodUid::new(&p.view.metadata.uid) }).await.unwrap().unwrap();
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
+
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    assert_eq!(used(&e, "a"), (1, 10000, 0));
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Reserved)]);
+}
+
+#[actix::test]
 async fn a_refiltered_pod_moves_to_the_node_chosen_the_second_time() {
     // A pod filtered again over other candidates is held only where it was placed last.
     let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
@@ -228,15 +245,16 @@ async fn bind_writes_bind_phase_sets_the_node_commits_and_the_lock_is_released()
 }
 
 #[actix::test]
-async fn binding_a_pod_that_does_not_exist_fails_without_an_event() {
-    // scheduling.md §6 step 1: the lookup error, no Event, and any reservation under the UID dropped.
+async fn binding_a_pod_that_does_not_exist_fails_with_an_event() {
+    // scheduling.md §6 step 1: the lookup error, and any reservation under the UID dropped.
+    // HAMi records no Event here; hami-rs records BindingFailed on every failed bind.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
     b.remove_pod("default", "p1");
     let err = e.bind(&pref(&p), "a").await.unwrap_err();
     assert_eq!(err, "pod default/p1 not found");
-    assert!(b.events_for(&pref(&p)).iter().all(|ev| ev.reason == reasons::FILTERING_SUCCEED));
+    assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
     assert!(allocs(&e).await.is_empty());
     assert_eq!(used(&e, "a"), (0, 0, 0));
 }
@@ -490,6 +508,34 @@ async fn a_failing_pod_patch_releases_the_reservation_and_answers_the_error() {
 
     b.fail_patches(false);
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a", "the whole device is free again");
+}
+
+#[actix::test]
+async fn mig_reservations_beyond_a_pods_entries_stay_taken_and_the_next_pod_avoids_them() {
+    // scheduling.md §5.2 step 3: a reservation in `hami.io/vgpu-mig-allocations` that no device
+    // entry consumed is restored: its placement stays taken for the next MIG pod.
+    let n = node("a").gpu(gpu("GPU-aa11", 40960).mig(a100_profiles()));
+    let (e, b) = engine(&[n]).await;
+    let mig = r#"[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{"start":6,"size":1}},
+                  {"containerIndex":0,"deviceIndex":1,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{"start":5,"size":1}}]"#;
+    let held = pod()
+        .gpu(1)
+        .mem_mib(4864)
+        .name("held")
+        .placed("a", "GPU-aa11,NVIDIA,4864,15:;")
+        .annotation(keys::NVIDIA_MIG_ALLOCATIONS, mig)
+        .bound_to("a");
+    observe(&e, &b, &held).await;
+    let snap = e.snapshot("a").unwrap();
+    let taken: Vec<u32> = snap.devices[0].mig_used.iter().map(|m| m.placement.start).collect();
+    assert_eq!(taken, [6, 5]);
+    assert_eq!(snap.devices[0].used, 1, "the leftover reservation takes no slot");
+
+    let p = pod().gpu(1).mem_mib(4000).name("next");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let written = b.written("default", "next");
+    let next = codec::decode_mig_allocations(&written[keys::NVIDIA_MIG_ALLOCATIONS]).unwrap();
+    assert_eq!(next[0].placement.start, 4, "the 1g.5gb slots 6 and 5 are taken");
 }
 
 #[actix::test]

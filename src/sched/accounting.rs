@@ -23,6 +23,9 @@ pub struct Charge {
     /// Where the device sits in the node's list, when the caller resolved it (a hint: `apply`
     /// checks the id there before trusting it).
     pub pos: Option<u16>,
+    /// Only MIG placements the pod still holds beyond its device entries: no slot, memory or
+    /// cores.
+    pub placements_only: bool,
 }
 
 /// How a pod's containers are laid out: which leading entries are init containers and which of
@@ -120,11 +123,39 @@ pub fn collapse(
                 class: TaskClass::Plain,
                 qos: None,
                 pos: None,
+                placements_only: false,
             });
         }
     }
     out.sort_by(|a, b| (a.vendor, &a.uuid).cmp(&(b.vendor, &b.uuid)));
     out
+}
+
+/// Adds MIG placements a pod holds beyond its device entries (reservations in
+/// `hami.io/vgpu-mig-allocations` that no entry consumed): onto the charge of their GPU, or as
+/// a charge of placements alone. They keep those placements taken, as HAMi restores them.
+pub fn add_held(charges: &mut Vec<Charge>, held: &[(VendorId, DeviceUuid, MigSlot)]) {
+    if held.is_empty() {
+        return;
+    }
+    for (v, uuid, slot) in held {
+        match charges.iter_mut().find(|c| c.vendor == *v && c.uuid == *uuid) {
+            Some(c) => c.mig.push(slot.clone()),
+            None => charges.push(Charge {
+                uuid: uuid.clone(),
+                vendor: *v,
+                slots: 0,
+                mem: MemMiB::ZERO,
+                cores: 0,
+                mig: vec![slot.clone()],
+                class: TaskClass::Plain,
+                qos: None,
+                pos: None,
+                placements_only: true,
+            }),
+        }
+    }
+    charges.sort_by(|a, b| (a.vendor, &a.uuid).cmp(&(b.vendor, &b.uuid)));
 }
 
 /// The task class and QoS of a pod per vendor (Metax sGPU co-locates by them).
@@ -177,6 +208,15 @@ pub fn apply(devs: &mut [DeviceUsage], charges: &[Charge]) -> Unmatched {
 }
 
 fn charge_device(d: &mut DeviceUsage, c: &Charge) {
+    if c.placements_only {
+        // HAMi marks a non-MIG device named by a MIG reservation unhealthy in its view.
+        if d.info.is_mig() {
+            d.mig_used.extend(c.mig.iter().cloned());
+        } else {
+            d.health = false;
+        }
+        return;
+    }
     d.used = d.used.saturating_add(c.slots.max(1));
     d.used_mem += c.mem;
     d.used_cores = d.used_cores.saturating_add(c.cores);

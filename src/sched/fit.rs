@@ -15,7 +15,10 @@ pub struct Scratch {
     cum: Vec<DeviceUsage>,
     tmp: Vec<DeviceUsage>,
     scores: Vec<f32>,
+    /// The device order the regular containers' requests sort in turn, as HAMi's one list.
     order: Vec<u16>,
+    /// The order of one init container, which HAMi sorts on its own copy of the node.
+    init_order: Vec<u16>,
     cands: Vec<u16>,
     picks: Vec<Pick>,
     /// The devices of the last successful evaluation.
@@ -88,6 +91,7 @@ fn evaluate(
     let n = pod.containers.len();
     let before = &node.devices;
     reset_result(pod, s);
+    score::reset_order(before.len(), &mut s.order);
     let single = !exact && pod.n_init == 0 && pod.containers.iter().map(|c| c.len()).sum::<usize>() == 1;
     if single {
         // Nothing evaluated after this request can see its charges, so none are made.
@@ -176,6 +180,11 @@ fn fit_container(
     s: &mut Scratch,
 ) -> Result<(), Rejection> {
     let reqs = &pod.containers[ci];
+    // HAMi evaluates each init container on a fresh copy of the node, in registration order.
+    let fresh = ci < pod.n_init;
+    if fresh {
+        score::reset_order(node.devices.len(), &mut s.init_order);
+    }
     {
         let devs: &[DeviceUsage] = if charge { cum } else { &node.devices };
         s.scores.clear();
@@ -185,9 +194,10 @@ fn fit_container(
         let vendor = vendors.get(req.vendor);
         {
             let devs: &[DeviceUsage] = if charge { cum } else { &node.devices };
-            score::order_devices(devs, &s.scores, &pod.gpu_policy, &mut s.order);
+            let order = if fresh { &mut s.init_order } else { &mut s.order };
+            score::order_devices(devs, &s.scores, &pod.gpu_policy, order);
             s.cands.clear();
-            s.cands.extend(s.order.iter().copied().filter(|&p| devs[usize::from(p)].vendor == req.vendor));
+            s.cands.extend(order.iter().copied().filter(|&p| devs[usize::from(p)].vendor == req.vendor));
             let (pod_mem, pod_cores) = pod_usage_so_far(pod, &s.result, req.vendor);
             let earlier = s.result.vendor(req.vendor).map_or(&[][..], |c| &c[..ci.min(c.len())]);
             let cx = FitCx {

@@ -48,48 +48,70 @@ pub fn node_default_score(devs: &[DeviceUsage]) -> f32 {
     10.0 * (used as f32 / count as f32 + uc as f32 / tc as f32 + um as f32 / tm as f32)
 }
 
-/// Sorts device positions ascending by the GPU policy (§5.6); fits walk the result from the end.
-/// Single-value policies break remaining ties so that the lowest device index is tried first;
-/// key chains end with the device index ascending, as HAMi's chain comparator does.
-pub fn order_devices(devs: &[DeviceUsage], scores: &[f32], policy: &GpuPolicy, out: &mut Vec<u16>) {
-    out.clear();
-    out.extend(0..devs.len() as u16);
+/// Puts `order` (positions into `devs`) in an identity order: the node's registration order,
+/// which is where HAMi's device list starts for every evaluation of a pod on a node.
+pub fn reset_order(n: usize, order: &mut Vec<u16>) {
+    order.clear();
+    order.extend(0..n as u16);
+}
+
+/// Sorts `order` ascending by the GPU policy (§5.6), in place and starting from its current
+/// arrangement, with Go's `sort.Sort` and HAMi's comparison: HAMi re-sorts one list for each
+/// request of a pod, so the order one request leaves decides where ties land for the next.
+/// Fits walk the result from the end; among equal devices of a node of up to 12 devices, the
+/// one registered last is tried first.
+pub fn order_devices(devs: &[DeviceUsage], scores: &[f32], policy: &GpuPolicy, order: &mut Vec<u16>) {
+    if order.len() != devs.len() {
+        reset_order(devs.len(), order);
+    }
     let score = |p: u16| scores[usize::from(p)];
     let d = |p: u16| &devs[usize::from(p)];
     let numa = |p: u16| d(p).info.numa;
-    let index_desc = |a: u16, b: u16| d(b).info.index.cmp(&d(a).info.index).then(b.cmp(&a));
     match &policy.sort {
-        GpuSort::Single(SingleSort::Mutex) => {
-            out.sort_by(|&a, &b| d(b).used.cmp(&d(a).used).then(numa(a).cmp(&numa(b))).then_with(|| index_desc(a, b)))
+        GpuSort::Single(s) => {
+            let (s, bind) = (*s, policy.numa);
+            let key = |p: u16| SortKey { score: score(p), numa: numa(p), used: d(p).used };
+            super::gosort::sort(order, |&a, &b| single_less(s, bind, key(a), key(b)));
         }
-        GpuSort::Single(s) if policy.numa => {
-            if *s == SingleSort::Binpack {
-                out.sort_by(|&a, &b| {
-                    numa(b).cmp(&numa(a)).then(score(a).total_cmp(&score(b))).then_with(|| index_desc(a, b))
-                })
-            } else {
-                out.sort_by(|&a, &b| {
-                    numa(a).cmp(&numa(b)).then(score(b).total_cmp(&score(a))).then_with(|| index_desc(a, b))
-                })
-            }
-        }
-        GpuSort::Single(SingleSort::Binpack) => out
-            .sort_by(|&a, &b| score(a).total_cmp(&score(b)).then(numa(a).cmp(&numa(b))).then_with(|| index_desc(a, b))),
-        GpuSort::Single(SingleSort::Spread) => out
-            .sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(numa(a).cmp(&numa(b))).then_with(|| index_desc(a, b))),
-        GpuSort::Chain(keys) => out.sort_by(|&a, &b| {
-            for k in keys {
+        GpuSort::Chain(keys) => super::gosort::sort(order, |&a, &b| {
+            for k in keys.iter() {
                 let o = match k {
-                    ChainKey::Binpack => score(a).total_cmp(&score(b)),
-                    ChainKey::Spread => score(b).total_cmp(&score(a)),
-                    ChainKey::Numa => numa(a).cmp(&numa(b)),
+                    ChainKey::Binpack => score(a).partial_cmp(&score(b)),
+                    ChainKey::Spread => score(b).partial_cmp(&score(a)),
+                    ChainKey::Numa => Some(numa(a).cmp(&numa(b))),
                 };
-                if o != Ordering::Equal {
-                    return o;
+                match o {
+                    Some(Ordering::Less) => return true,
+                    Some(Ordering::Greater) => return false,
+                    _ => {}
                 }
             }
-            d(a).info.index.cmp(&d(b).info.index).then(a.cmp(&b))
+            d(a).info.index < d(b).info.index
         }),
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SortKey {
+    score: f32,
+    numa: i32,
+    used: u32,
+}
+
+/// HAMi's comparison for a single-value policy: `mutex` first, then the NUMA-bind grouping,
+/// then the score with NUMA breaking ties. Exact float comparisons, as in HAMi.
+#[allow(clippy::float_cmp)]
+fn single_less(s: SingleSort, numa_bind: bool, a: SortKey, b: SortKey) -> bool {
+    match s {
+        SingleSort::Mutex if a.used != b.used => a.used > b.used,
+        SingleSort::Mutex => a.numa < b.numa,
+        SingleSort::Binpack if numa_bind && a.numa == b.numa => a.score < b.score,
+        _ if numa_bind && a.numa == b.numa => a.score > b.score,
+        SingleSort::Binpack if numa_bind => a.numa > b.numa,
+        _ if numa_bind => a.numa < b.numa,
+        _ if a.score == b.score => a.numa < b.numa,
+        SingleSort::Binpack => a.score < b.score,
+        SingleSort::Spread => a.score > b.score,
     }
 }
 

@@ -12,7 +12,8 @@ use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::request::{ContainerRequest, MEMPCT_UNSET, VendorParams};
 use crate::model::{
-    ContainerDevice, ContainerDevices, ContainerView, DeviceUsage, MemMiB, MigPlacement, MigProfile, PodView, VendorId,
+    ContainerDevice, ContainerDevices, ContainerView, DeviceUsage, DeviceUuid, MemMiB, MigPlacement, MigProfile,
+    PodView, VendorId,
 };
 use crate::sched::reason::Rejection;
 
@@ -442,30 +443,49 @@ impl Vendor for Nvidia {
 
     /// Reads the allocated key and attaches MIG instances from `hami.io/vgpu-mig-allocations`
     /// (an invalid value is ignored, as HAMi does; an entry whose position is gone attaches to the
-    /// first entry on its GPU, and one whose GPU is not in the pod is dropped).
+    /// first free entry on its GPU; what is left over is read by `decode_held`).
     fn decode_allocation(&self, pod: &PodView) -> Result<Option<Vec<ContainerDevices>>, codec::Error> {
         let Some(v) = pod.annotation(keys::NVIDIA_ALLOCATED) else { return Ok(None) };
         let mut cs = codec::decode_pod_devices(v)?;
-        if let Some(m) = pod.annotation(keys::NVIDIA_MIG_ALLOCATIONS)
-            && let Ok(allocs) = codec::decode_mig_allocations(m)
-        {
-            for a in allocs {
-                let slot = MigSlot { profile: Arc::from(a.profile.as_str()), placement: a.placement };
-                let exact = cs
-                    .get_mut(a.container_index as usize)
-                    .and_then(|c| c.get_mut(a.device_index as usize))
-                    .filter(|d| d.uuid.as_str() == a.gpu_uuid && d.mig.is_none());
-                if let Some(d) = exact {
-                    d.mig = Some(slot);
-                } else if let Some(d) =
-                    cs.iter_mut().flatten().find(|d| d.uuid.as_str() == a.gpu_uuid && d.mig.is_none())
-                {
-                    d.mig = Some(slot);
-                }
-            }
-        }
+        attach_mig(pod, &mut cs);
         Ok(Some(cs))
     }
+
+    /// MIG reservations no device entry consumed, on GPUs the pod has an entry on or not: HAMi
+    /// keeps their placements taken.
+    fn decode_held(&self, pod: &PodView) -> Vec<(DeviceUuid, MigSlot)> {
+        if pod.annotation(keys::NVIDIA_MIG_ALLOCATIONS).is_none() {
+            return Vec::new();
+        }
+        let mut cs =
+            pod.annotation(keys::NVIDIA_ALLOCATED).and_then(|v| codec::decode_pod_devices(v).ok()).unwrap_or_default();
+        attach_mig(pod, &mut cs)
+    }
+}
+
+/// Attaches each MIG reservation to its entry (or the first entry on its GPU without one) and
+/// returns those that found none.
+fn attach_mig(pod: &PodView, cs: &mut [ContainerDevices]) -> Vec<(DeviceUuid, MigSlot)> {
+    let mut left = Vec::new();
+    let Some(allocs) = pod.annotation(keys::NVIDIA_MIG_ALLOCATIONS).and_then(|m| codec::decode_mig_allocations(m).ok())
+    else {
+        return left;
+    };
+    for a in allocs {
+        let slot = MigSlot { profile: Arc::from(a.profile.as_str()), placement: a.placement };
+        let exact = cs
+            .get_mut(a.container_index as usize)
+            .and_then(|c| c.get_mut(a.device_index as usize))
+            .filter(|d| d.uuid.as_str() == a.gpu_uuid && d.mig.is_none());
+        if let Some(d) = exact {
+            d.mig = Some(slot);
+        } else if let Some(d) = cs.iter_mut().flatten().find(|d| d.uuid.as_str() == a.gpu_uuid && d.mig.is_none()) {
+            d.mig = Some(slot);
+        } else {
+            left.push((DeviceUuid::new(&a.gpu_uuid), slot));
+        }
+    }
+    left
 }
 
 fn codec_int(s: &str) -> Option<i64> {

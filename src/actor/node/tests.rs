@@ -88,6 +88,7 @@ fn observed(uid: &str, devices: PodDevices, bound: bool, ttl: Duration) -> PodOb
         namespace: Arc::from("default"),
         name: Arc::from(uid.trim_start_matches("uid-")),
         devices,
+        held: Vec::new(),
         layout: Layout { n_init: 0, sidecars: vec![false], init_released: false },
         tags: Vec::new(),
         bound,

@@ -41,6 +41,7 @@ fn charge(uuid: &str, slots: u32, mem: u64, cores: u32) -> Charge {
         class: TaskClass::Plain,
         qos: None,
         pos: None,
+        placements_only: false,
     }
 }
 
@@ -328,6 +329,38 @@ fn a_mig_device_records_the_instances_it_is_charged_with() {
     assert!(devs[0].health);
     assert_eq!(devs[0].mig_used, [slot(6), slot(5)]);
     assert_eq!(devs[0].used, 2);
+}
+
+#[test]
+fn mig_reservations_beyond_the_entries_keep_their_placements_taken() {
+    // scheduling.md §5.2 step 3: reservations no device entry consumed are still restored into
+    // the GPU's occupied placements, with no slot, memory or cores; on a GPU the pod has an
+    // entry on, they join that entry's instances.
+    let slot = |start| MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start, size: 1 } };
+    let mut charges = vec![{
+        let mut c = charge("GPU-0", 1, 4864, 15);
+        c.mig = vec![slot(6)];
+        c
+    }];
+    let held = [(NVIDIA, DeviceUuid::new("GPU-0"), slot(5)), (NVIDIA, DeviceUuid::new("GPU-1"), slot(4))];
+    add_held(&mut charges, &held);
+    assert_eq!(charges.len(), 2);
+    assert_eq!(charges[0].mig, [slot(6), slot(5)]);
+    assert!(charges[1].placements_only);
+
+    let mut devs = vec![usage("GPU-0", "mig"), usage("GPU-1", "mig"), usage("GPU-2", "hami-core")];
+    apply(&mut devs, &charges);
+    assert_eq!(devs[0].mig_used, [slot(6), slot(5)]);
+    assert_eq!((devs[0].used, devs[0].used_mem), (1, MemMiB(4864)));
+    assert_eq!(devs[1].mig_used, [slot(4)]);
+    assert_eq!((devs[1].used, devs[1].used_mem, devs[1].used_cores), (0, MemMiB::ZERO, 0));
+    assert!(devs[1].health && devs[1].class_count(TaskClass::Plain) == 0);
+
+    // HAMi marks a non-MIG GPU named by such a reservation unhealthy in its view.
+    let mut only = Vec::new();
+    add_held(&mut only, &[(NVIDIA, DeviceUuid::new("GPU-2"), slot(1))]);
+    apply(&mut devs, &only);
+    assert!(!devs[2].health && devs[2].used == 0);
 }
 
 #[test]

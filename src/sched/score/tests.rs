@@ -270,7 +270,7 @@ fn six() -> (Vec<DeviceUsage>, Vec<f32>) {
 }
 
 fn order(text: &str, numa: bool, devs: &[DeviceUsage], scores: &[f32]) -> Vec<u16> {
-    let mut out = vec![99, 98];
+    let mut out = Vec::new();
     order_devices(devs, scores, &GpuPolicy::parse(text, numa), &mut out);
     out
 }
@@ -278,28 +278,29 @@ fn order(text: &str, numa: bool, devs: &[DeviceUsage], scores: &[f32]) -> Vec<u1
 #[test]
 fn order_devices_follows_every_row_of_the_policy_table() {
     // Expected lists are ascending; the fit walks from the end, so the last position is tried first.
-    // Among equal keys, single-value policies try the lowest device index first (it sorts last).
+    // Among equal keys, single-value policies keep registration order (Go's insertion sort is
+    // stable), so the device registered last is tried first.
     let rows: [(&str, bool, [u16; 6]); 9] = [
         // §5.6 mutex: Used descending, then NUMA ascending: idle devices, highest NUMA first
-        // (pos 0 over pos 5 by the lower index); scores play no part.
-        ("mutex", false, [1, 3, 4, 2, 5, 0]),
+        // (pos 5 over pos 0: registered later); scores play no part.
+        ("mutex", false, [1, 3, 2, 4, 0, 5]),
         // §5.6: mutex is matched before the NUMA flag rows.
-        ("mutex", true, [1, 3, 4, 2, 5, 0]),
+        ("mutex", true, [1, 3, 2, 4, 0, 5]),
         // §5.6 NUMA flag + binpack: NUMA descending, then score ascending: the lowest NUMA group,
         // its highest score (pos 2, 7) first, even though pos 0 scores 9.
-        ("binpack", true, [3, 5, 0, 4, 1, 2]),
+        ("binpack", true, [3, 5, 0, 1, 4, 2]),
         // §5.6 NUMA flag + other policy: NUMA ascending, then score descending: the highest NUMA
         // group, its lowest score (pos 3, 2) first.
-        ("spread", true, [2, 4, 1, 0, 5, 3]),
-        ("topology-aware", true, [2, 4, 1, 0, 5, 3]),
-        ("no-such-policy", true, [2, 4, 1, 0, 5, 3]),
+        ("spread", true, [2, 1, 4, 0, 5, 3]),
+        ("topology-aware", true, [2, 1, 4, 0, 5, 3]),
+        ("no-such-policy", true, [2, 1, 4, 0, 5, 3]),
         // §5.6 binpack: score ascending, then NUMA ascending: the highest score first.
-        ("binpack", false, [3, 4, 1, 5, 2, 0]),
+        ("binpack", false, [3, 1, 4, 5, 2, 0]),
         // §5.6 spread: score descending, then NUMA ascending: the lowest score first; among the
-        // 5s, NUMA 1 (pos 5) before NUMA 0, and pos 1 before pos 4.
-        ("spread", false, [0, 2, 4, 1, 5, 3]),
+        // 5s, NUMA 1 (pos 5) before NUMA 0, and pos 4 before pos 1.
+        ("spread", false, [0, 2, 1, 4, 5, 3]),
         // §5.6: topology-aware sorts like spread (the choice among fitting devices is §5.10).
-        ("topology-aware", false, [0, 2, 4, 1, 5, 3]),
+        ("topology-aware", false, [0, 2, 1, 4, 5, 3]),
     ];
     let (devs, scores) = six();
     for (text, numa, want) in rows {
@@ -356,31 +357,60 @@ fn indexed(indexes: &[u32]) -> Vec<DeviceUsage> {
 }
 
 #[test]
-fn ties_are_broken_by_device_index_not_list_position() {
-    // scheduling.md §14 row 18: deterministic tie-breaks by device index.
+fn single_value_ties_keep_registration_order_and_chains_end_with_the_index() {
+    // §5.6: HAMi's single-value comparisons have no index key; Go's insertion sort keeps equal
+    // devices where they were, so the device registered last (pos 2) is tried first, whatever
+    // its index. Chains end with the device index ascending.
     let devs = indexed(&[2, 0, 1]);
     let scores = [3.0; 3];
-    for text in ["spread", "binpack", "mutex"] {
-        // Single-value policies: the lowest index (pos 1) is tried first, so it sorts last.
-        assert_eq!(order(text, false, &devs, &scores), [0, 2, 1], "{text}");
-        assert_eq!(order(text, true, &devs, &scores), [0, 2, 1], "{text} with the NUMA flag");
+    for text in ["spread", "binpack", "mutex", "topology-aware"] {
+        assert_eq!(order(text, false, &devs, &scores), [0, 1, 2], "{text}");
+        assert_eq!(order(text, true, &devs, &scores), [0, 1, 2], "{text} with the NUMA flag");
     }
-    // Chains end with the device index ascending.
     assert_eq!(order("binpack,numa", false, &devs, &scores), [1, 2, 0]);
     assert_eq!(order("numa", true, &devs, &scores), [1, 2, 0]);
 }
 
 #[test]
-fn equal_indexes_fall_back_to_list_position() {
-    // scheduling.md §14 row 18: even duplicate indexes order deterministically.
-    let devs = indexed(&[0, 0, 0]);
-    let scores = [1.0; 3];
-    assert_eq!(order("spread", false, &devs, &scores), [2, 1, 0], "first position tried first");
-    assert_eq!(order("spread,numa", false, &devs, &scores), [0, 1, 2], "chain: position ascending");
+fn two_idle_gpus_give_the_pod_the_second() {
+    // HAMi's own expectation: equal devices, the fit walks from the end, the second GPU wins.
+    let devs = indexed(&[0, 1]);
+    for text in ["spread", "binpack", "mutex", "binpack,numa", "spread,numa", "numa"] {
+        assert_eq!(order(text, false, &devs, &[0.0; 2]).last(), Some(&1), "{text}");
+    }
 }
 
 #[test]
-fn order_devices_replaces_the_buffer_and_handles_no_devices() {
+fn each_sort_starts_from_the_order_the_previous_request_left() {
+    // HAMi sorts one list in place for every request of a pod on a node, so a tie in the second
+    // sort keeps the arrangement the first produced, not registration order.
+    let devs = indexed(&[0, 1, 2]);
+    let mut out = Vec::new();
+    // Binpack on distinct scores puts pos 1 last, then pos 0, then pos 2 ...
+    order_devices(&devs, &[5.0, 9.0, 1.0], &GpuPolicy::parse("binpack", false), &mut out);
+    assert_eq!(out, [2, 0, 1]);
+    // ... and an all-equal sort leaves that arrangement as it is.
+    order_devices(&devs, &[0.0; 3], &GpuPolicy::parse("spread", false), &mut out);
+    assert_eq!(out, [2, 0, 1]);
+    // A buffer of the wrong length starts again from registration order.
+    let mut stale = vec![1, 0];
+    order_devices(&devs, &[0.0; 3], &GpuPolicy::parse("spread", false), &mut stale);
+    assert_eq!(stale, [0, 1, 2]);
+}
+
+#[test]
+fn more_than_twelve_devices_follow_go_pattern_defeating_quicksort() {
+    // Thirteen devices and more leave insertion sort: equal devices no longer keep registration
+    // order, and HAMi's walk meets them in the order Go's pdqsort leaves. Sixteen GPUs, the
+    // first eight busier, under binpack: the expected list is what Go's sort.Sort gives.
+    let idx: Vec<u32> = (0..16).collect();
+    let devs = indexed(&idx);
+    let scores: Vec<f32> = (0..16).map(|i| if i < 8 { 1.0 } else { 0.0 }).collect();
+    assert_eq!(order("binpack", false, &devs, &scores), [12, 10, 15, 14, 13, 11, 8, 9, 1, 7, 6, 5, 0, 4, 3, 2]);
+}
+
+#[test]
+fn order_devices_handles_no_devices() {
     let mut out = vec![7, 7, 7];
     order_devices(&[], &[], &GpuPolicy::parse("binpack", false), &mut out);
     assert!(out.is_empty());

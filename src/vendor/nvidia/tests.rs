@@ -950,7 +950,7 @@ fn decode_allocation_attaches_mig_slots() {
 fn decode_allocation_falls_back_by_gpu_and_ignores_bad_mig_values() {
     let v = Nvidia::new(&chart());
     // An entry whose position is gone attaches to the first free entry on its GPU; one whose GPU
-    // is not in the pod is dropped.
+    // is not in the pod attaches to no entry (it is read by `decode_held`).
     let mig = r#"[{"containerIndex":5,"deviceIndex":0,"gpuUUID":"GPU-bb22","profile":"1g.5gb","placement":{"start":6,"size":1}},
                   {"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-zz99","profile":"1g.5gb","placement":{"start":5,"size":1}}]"#;
     let p = allocated_pod(&[
@@ -977,6 +977,36 @@ fn decode_allocation_falls_back_by_gpu_and_ignores_bad_mig_values() {
     // A malformed device value rejects the pod's annotations (protocol.md §4.2 decoding rule 2).
     let p = allocated_pod(&[(keys::NVIDIA_ALLOCATED, "GPU-aa11,NVIDIA,lots,15:;")]);
     assert!(v.decode_allocation(&p).is_err());
+}
+
+#[test]
+fn mig_reservations_no_entry_consumed_are_read_as_held_placements() {
+    // scheduling.md §5.2 step 3: HAMi restores reservations left after every entry took its own,
+    // on GPUs the pod has an entry on or not; they keep their placements taken.
+    let v = Nvidia::new(&chart());
+    let mig = r#"[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{"start":6,"size":1}},
+                  {"containerIndex":0,"deviceIndex":1,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{"start":5,"size":1}},
+                  {"containerIndex":1,"deviceIndex":0,"gpuUUID":"GPU-zz99","profile":"2g.10gb","placement":{"start":0,"size":2}}]"#;
+    let p =
+        allocated_pod(&[(keys::NVIDIA_ALLOCATED, "GPU-aa11,NVIDIA,4864,15:;"), (keys::NVIDIA_MIG_ALLOCATIONS, mig)]);
+    let cs = v.decode_allocation(&p).unwrap().unwrap();
+    assert_eq!(cs[0][0].mig, slot("1g.5gb", 6, 1));
+    let held = v.decode_held(&p);
+    let want = |u: &str, profile: &str, start, size| (DeviceUuid::new(u), slot(profile, start, size).unwrap());
+    assert_eq!(held, [want("GPU-aa11", "1g.5gb", 5, 1), want("GPU-zz99", "2g.10gb", 0, 2)]);
+
+    // Every reservation consumed, no MIG key, or an invalid one: nothing held.
+    let p = allocated_pod(&[
+        (keys::NVIDIA_ALLOCATED, "GPU-aa11,NVIDIA,4864,15:GPU-aa11,NVIDIA,4864,15:;"),
+        (keys::NVIDIA_MIG_ALLOCATIONS, mig),
+    ]);
+    assert_eq!(v.decode_held(&p), [want("GPU-zz99", "2g.10gb", 0, 2)]);
+    assert!(v.decode_held(&allocated_pod(&[(keys::NVIDIA_ALLOCATED, "GPU-aa11,NVIDIA,4864,15:;")])).is_empty());
+    let p = allocated_pod(&[
+        (keys::NVIDIA_ALLOCATED, "GPU-aa11,NVIDIA,4864,15:;"),
+        (keys::NVIDIA_MIG_ALLOCATIONS, "not json"),
+    ]);
+    assert!(v.decode_held(&p).is_empty());
 }
 
 #[test]
