@@ -58,15 +58,20 @@ pub struct Release {
     pub only_reserved: bool,
 }
 
-/// Take the node's in-process bind lock for a pod (HAMi's per-node mutex). Replies `false` when
-/// another pod's bind holds it.
+/// Take the node's in-process bind lock for a pod (HAMi's per-node mutex). Granted at once when
+/// free (or already this pod's); otherwise the pod queues and the reply comes when its turn
+/// does, first come first served. Replies `false` when the node actor stops first, or at once
+/// when the lock is held and `queue` is off. A caller that gives up waiting sends `Unlock`, which
+/// also takes it out of the queue.
 #[derive(Message)]
 #[rtype(result = "bool")]
 pub struct Lock {
     pub uid: PodUid,
+    pub queue: bool,
 }
 
-/// Release the in-process bind lock if this pod holds it.
+/// Release the in-process bind lock if this pod holds it (the next in line gets it), or leave
+/// the queue if it is waiting.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Unlock {

@@ -7,12 +7,13 @@
 //!                      └──Release / TTL──▶ Free     (restart: PodObserved rebuilds both)
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::{Actor, AsyncContext, Context, Handler, MessageResult};
+use actix::{Actor, AsyncContext, Context, Handler, MessageResult, ResponseFuture};
 use dashmap::DashMap;
+use tokio::sync::oneshot;
 
 use crate::model::{DeviceUsage, NodeName, PodDevices, PodRequest, PodUid};
 use crate::sched::accounting::{self, Charge, Layout};
@@ -72,6 +73,8 @@ pub struct NodeActor {
     /// Reservations released recently: an echo of the pod's old annotations must not revive them.
     released: HashMap<PodUid, Instant>,
     lock: Option<PodUid>,
+    /// Binds waiting for `lock`, in arrival order.
+    waiters: VecDeque<(PodUid, oneshot::Sender<()>)>,
     seq: u64,
     scratch: Scratch,
     registered: bool,
@@ -107,6 +110,7 @@ impl NodeActor {
             allocs: HashMap::new(),
             released: HashMap::new(),
             lock: None,
+            waiters: VecDeque::new(),
             seq: 0,
             scratch: Scratch::default(),
             registered: false,
@@ -258,7 +262,7 @@ impl NodeActor {
                 self.trim_tombstones();
             }
             if self.lock.as_ref() == Some(uid) {
-                self.lock = None;
+                self.pass_lock();
             }
         }
         removed
@@ -399,13 +403,18 @@ impl Handler<Release> for NodeActor {
 }
 
 impl Handler<Lock> for NodeActor {
-    type Result = bool;
-    fn handle(&mut self, msg: Lock, _: &mut Context<Self>) -> bool {
+    type Result = ResponseFuture<bool>;
+    fn handle(&mut self, msg: Lock, _: &mut Context<Self>) -> Self::Result {
         match &self.lock {
-            Some(holder) if *holder != msg.uid => false,
+            Some(holder) if *holder != msg.uid && !msg.queue => Box::pin(async { false }),
+            Some(holder) if *holder != msg.uid => {
+                let (tx, rx) = oneshot::channel();
+                self.waiters.push_back((msg.uid, tx));
+                Box::pin(async move { rx.await.is_ok() })
+            }
             _ => {
                 self.lock = Some(msg.uid);
-                true
+                Box::pin(async { true })
             }
         }
     }
@@ -415,7 +424,22 @@ impl Handler<Unlock> for NodeActor {
     type Result = ();
     fn handle(&mut self, msg: Unlock, _: &mut Context<Self>) {
         if self.lock.as_ref() == Some(&msg.uid) {
-            self.lock = None;
+            self.pass_lock();
+        } else {
+            self.waiters.retain(|(uid, _)| *uid != msg.uid);
+        }
+    }
+}
+
+impl NodeActor {
+    /// Hands the bind lock to the first waiter still waiting, or frees it.
+    fn pass_lock(&mut self) {
+        self.lock = None;
+        while let Some((uid, tx)) = self.waiters.pop_front() {
+            if tx.send(()).is_ok() {
+                self.lock = Some(uid);
+                return;
+            }
         }
     }
 }

@@ -354,6 +354,67 @@ async fn a_bind_waits_a_bounded_time_for_a_node_lock_another_pod_holds() {
 }
 
 #[actix::test]
+async fn a_reservation_that_lapses_while_the_bind_waits_for_the_lock_is_still_counted() {
+    // The bind waits for a node lock longer than the reservation lives. The pod must not end up
+    // bound and uncounted: its devices are taken again, exactly, before the Binding is written.
+    let ttl = Duration::from_millis(100);
+    let cfg = EngineConfig {
+        arbiters: 2,
+        reservation_ttl: ttl,
+        bind_lock_wait: Duration::from_secs(20),
+        ..Default::default()
+    };
+    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
+    lock_node_for_holder(&b, "a");
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+
+    let plugin = b.clone();
+    actix::spawn(async move {
+        tokio::time::sleep(ttl * 4).await;
+        plugin.insert_node(node("a").gpus(1, 16384).view());
+    });
+    e.bind(&pref(&p), "a").await.unwrap();
+    assert_eq!(b.pod("default", "p1").unwrap().spec.node_name.as_deref(), Some("a"));
+    assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
+    assert_eq!(used(&e, "a"), (1, 4096, 0));
+}
+
+#[actix::test]
+async fn a_lapsed_reservation_whose_devices_were_taken_during_the_lock_wait_fails_the_bind() {
+    // As above, but another pod took the whole device meanwhile: binding would over-commit it,
+    // so the bind fails with the figures and the pod stays unbound.
+    let ttl = Duration::from_millis(100);
+    let cfg = EngineConfig {
+        arbiters: 2,
+        reservation_ttl: ttl,
+        bind_lock_wait: Duration::from_secs(20),
+        ..Default::default()
+    };
+    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
+    lock_node_for_holder(&b, "a");
+    let p = pod().gpu(1).mem_mib(16000).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+
+    let (e2, b2) = (e.clone(), b.clone());
+    actix::spawn(async move {
+        until_expired(&e2, "p1").await;
+        let other = pod().gpu(1).mem_mib(16000).name("p2");
+        assert_eq!(chosen(&filter(&e2, &b2, &other, &["a"]).await), "a");
+        b2.insert_node(node("a").gpus(1, 16384).view());
+    });
+    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    assert!(
+        err.starts_with("reservation of pod default/p1 on node a expired and its devices are no longer free"),
+        "{err}"
+    );
+    assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
+    assert_eq!(b.pod("default", "p1").unwrap().spec.node_name, None);
+    assert_eq!(allocs(&e).await, [("a".into(), "p2".into(), AllocState::Reserved)]);
+    assert_eq!(used(&e, "a"), (1, 16000, 0));
+}
+
+#[actix::test]
 async fn a_pod_group_member_gives_up_after_the_retry_timeout_with_hamis_message() {
     // scheduling.md §6 step 3: PodGroup members retry contention up to --node-lock-retry-timeout,
     // then fail with `timed out after <d> waiting for node <n> to be unlocked: node lock contention`.

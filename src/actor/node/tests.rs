@@ -288,24 +288,34 @@ async fn release_frees_a_reservation_and_its_placement() {
 }
 
 #[actix::test]
-async fn the_bind_lock_is_held_by_one_pod_at_a_time() {
-    // HAMi's per-node in-process mutex for Bind: re-entrant for its holder, refused to others,
-    // released only by its holder.
+async fn the_bind_lock_is_granted_in_arrival_order() {
+    // HAMi's per-node in-process mutex for Bind: re-entrant for its holder, released only by its
+    // holder. Waiters queue and are answered when their turn comes, first come first served; one
+    // that gives up (Unlock while waiting) leaves the queue.
     let h = Harness::start(one_gpu()).await;
-    let lock = |u: &str| h.addr.send(Lock { uid: PodUid::new(u) });
+    let lock = |u: &str| h.addr.send(Lock { uid: PodUid::new(u), queue: true });
     let unlock = |u: &str| h.addr.send(Unlock { uid: PodUid::new(u) });
     assert!(lock("uid-a").await.unwrap());
     assert!(lock("uid-a").await.unwrap(), "the holder takes it again");
-    assert!(!lock("uid-b").await.unwrap());
-    assert_eq!(h.report().await.locked_by, Some(PodUid::new("uid-a")));
 
-    unlock("uid-b").await.unwrap();
-    assert!(!lock("uid-b").await.unwrap(), "another pod's unlock does nothing");
+    let b = actix::spawn(lock("uid-b"));
+    let c = actix::spawn(lock("uid-c"));
+    let d = actix::spawn(lock("uid-d"));
+    unlock("uid-d").await.unwrap();
+    assert_eq!(h.report().await.locked_by, Some(PodUid::new("uid-a")));
+    unlock("uid-x").await.unwrap();
+    assert_eq!(h.report().await.locked_by, Some(PodUid::new("uid-a")), "another pod's unlock does nothing");
 
     unlock("uid-a").await.unwrap();
-    assert_eq!(h.report().await.locked_by, None);
-    assert!(lock("uid-b").await.unwrap());
+    assert!(b.await.unwrap().unwrap());
     assert_eq!(h.report().await.locked_by, Some(PodUid::new("uid-b")));
+    assert!(!c.is_finished());
+    unlock("uid-b").await.unwrap();
+    assert!(c.await.unwrap().unwrap());
+    assert_eq!(h.report().await.locked_by, Some(PodUid::new("uid-c")), "d left the queue");
+    unlock("uid-c").await.unwrap();
+    assert_eq!(h.report().await.locked_by, None);
+    assert!(!d.await.unwrap().unwrap(), "the waiter that gave up is answered no");
 }
 
 #[actix::test]
@@ -316,10 +326,10 @@ async fn dropping_a_pods_reservation_releases_the_lock_it_holds() {
     let h = Harness::start(one_gpu()).await;
     let p1 = pod().gpu(1).mem_mib(4096).name("p1");
     h.reserve(&p1, TTL).await.unwrap();
-    assert!(h.addr.send(Lock { uid: PodUid::new("uid-p1") }).await.unwrap());
+    assert!(h.addr.send(Lock { uid: PodUid::new("uid-p1"), queue: true }).await.unwrap());
     elapse(TTL + Duration::from_secs(1)).await;
     assert_eq!(h.report().await.locked_by, None);
-    assert!(h.addr.send(Lock { uid: PodUid::new("uid-p2") }).await.unwrap());
+    assert!(h.addr.send(Lock { uid: PodUid::new("uid-p2"), queue: true }).await.unwrap());
 }
 
 #[actix::test]
@@ -491,7 +501,7 @@ async fn report_lists_allocations_sorted_with_state_devices_and_lock() {
     h.addr.send(observed("uid-zeta", on_gpu("GPU-1", 1000, 10), true, TTL)).await.unwrap();
     let alpha = pod().gpu(1).mem_mib(2000).cores(20).name("alpha");
     let r = h.reserve(&alpha, TTL).await.unwrap();
-    h.addr.send(Lock { uid: PodUid::new("uid-alpha") }).await.unwrap();
+    h.addr.send(Lock { uid: PodUid::new("uid-alpha"), queue: true }).await.unwrap();
 
     let rep = h.report().await;
     assert_eq!(rep.name.as_str(), "a");

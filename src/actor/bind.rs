@@ -1,0 +1,267 @@
+//! kube-scheduler's bind call: the node's in-process lock (a FIFO queue in its actor), HAMi's
+//! node locks, the reservation held through the Binding, and the Events of the outcome.
+
+use super::*;
+
+impl<B: Backend> Engine<B> {
+    /// kube-scheduler's bind call: lock, write bind-phase and the Binding, commit. On any failure
+    /// the locks and the reservation are released, a BindingFailed Event is recorded and the
+    /// error is returned. Binding a pod that
+    /// is already bound to that node succeeds without doing anything.
+    pub async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), String> {
+        let started = Instant::now();
+        let r = self.bind_inner(pod, node).await;
+        crate::metrics::bind_done(
+            if r.is_ok() { crate::metrics::Outcome::Scheduled } else { crate::metrics::Outcome::Error },
+            started,
+        );
+        match &r {
+            Ok(()) => self.remember(pod, Some(node.to_owned()), "bound", String::new()),
+            Err(e) => {
+                // Every failure is told on the pod, the early ones too: `kubectl describe` is
+                // where users look first when a pod stays pending.
+                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.clone());
+                self.remember(pod, Some(node.to_owned()), "bind-failed", e.clone());
+            }
+        }
+        r
+    }
+
+    pub(super) async fn bind_inner(&self, pod: &PodRef, node: &str) -> Result<(), String> {
+        let i = &*self.inner;
+        let uid = PodUid::new(&pod.uid);
+        let Some(view) = i.backend.pod(&pod.namespace, &pod.name) else {
+            self.delete_pod(&uid);
+            return Err(backend::Error::PodNotFound(pod.to_string()).to_string());
+        };
+        let Some(addr) = i.book.get(node).map(|e| e.addr.clone()).filter(|_| i.backend.node(node).is_some()) else {
+            let msg = backend::Error::NodeNotFound(node.to_owned()).to_string();
+            self.delete_pod(&uid);
+            return Err(msg);
+        };
+        if view.spec.node_name.as_deref() == Some(node) {
+            let _ = addr.send(Commit { uid: uid.clone() }).await;
+            return Ok(());
+        }
+        let req = match i.vendors.pod_request(&view, &i.cfg.defaults) {
+            Ok(r) => Arc::new(r),
+            Err(e) => return Err(e.to_string()),
+        };
+        // Make sure the reservation is still there; one that expired is taken again with the
+        // exact devices written on the pod, if they are still free.
+        if i.placements.get(&uid).is_none_or(|n| n.as_str() != node) {
+            if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
+                return Err(format!("pod {pod} was not filtered onto node {node}"));
+            }
+            self.reserve_exact(&view, &req, pod, node, &addr).await?;
+        }
+
+        let taken = match self.lock_node(&view, &req, pod, node, &addr).await {
+            Ok(taken) => taken,
+            Err(e) => {
+                self.release(pod, node, "node lock not taken", true).await;
+                return Err(e.to_string());
+            }
+        };
+        // The reservation is made binding before the Binding is written, so it cannot lapse
+        // between the two: one that expired while the bind waited for the locks is taken again,
+        // exactly, or the bind fails. A bound pod is then always counted.
+        let held = match addr.send(Commit { uid: uid.clone() }).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(NotReserved)) => match self.reserve_exact(&view, &req, pod, node, &addr).await {
+                Ok(()) => match addr.send(Commit { uid: uid.clone() }).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(format!("pod {pod} on node {node}: {e}")),
+                    Err(e) => Err(format!("node {node}: {e}")),
+                },
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(format!("node {node}: {e}")),
+        };
+        if let Err(msg) = held {
+            self.unlock_node(pod, node, &taken, &addr).await;
+            return Err(msg);
+        }
+
+        let (bind_time, _) = unix_now();
+        let write = Instant::now();
+        let bound = i.backend.bind(pod, node, bind_time).await;
+        crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
+        match bound {
+            Ok(()) => {
+                addr.do_send(Unlock { uid });
+                self.event(
+                    pod,
+                    reasons::BINDING_SUCCEED,
+                    EventType::Normal,
+                    format!("Successfully binding node [{node}] to {pod}"),
+                );
+                Ok(())
+            }
+            Err(e) => {
+                self.unlock_node(pod, node, &taken, &addr).await;
+                // Committed above, and not bound: the devices go back for the requeued pod.
+                self.release(pod, node, "bind failed", false).await;
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Reserves on `node` exactly the devices written on the pod (its reservation lapsed).
+    async fn reserve_exact(
+        &self,
+        view: &PodView,
+        req: &Arc<PodRequest>,
+        pod: &PodRef,
+        node: &str,
+        addr: &Addr<NodeActor>,
+    ) -> Result<(), String> {
+        let i = &*self.inner;
+        let devices = match i.vendors.decode_allocation(view) {
+            Ok(d) => self.align(view, d),
+            Err(e) => return Err(format!("pod {pod}: device annotations are malformed: {e}")),
+        };
+        let exact = Reserve { pod: req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl };
+        match addr.send(exact).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(r)) => {
+                let snap = self.snapshot(node);
+                Err(format!(
+                    "reservation of pod {pod} on node {node} expired and its devices are no longer free: {}",
+                    r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None)
+                ))
+            }
+            Err(e) => Err(format!("node {node}: {e}")),
+        }
+    }
+
+    /// Takes the node's in-process lock (queueing behind earlier binds) and then each of HAMi's
+    /// node locks the pod needs. HAMi's lock lives on the Node object, so another scheduler or a
+    /// device plugin still allocating can hold it: then both are let go, so that pod can finish,
+    /// and taken again a moment later, until the wait runs out.
+    async fn lock_node(
+        &self,
+        view: &PodView,
+        req: &PodRequest,
+        pod: &PodRef,
+        node: &str,
+        addr: &Addr<NodeActor>,
+    ) -> backend::Result<Vec<LockKind>> {
+        let i = &*self.inner;
+        let uid = PodUid::new(&pod.uid);
+        // HAMi retries contention only for PodGroup members; hami-rs lets every pod wait a bounded
+        // time, since the holder is usually a bind whose device plugin answers within moments.
+        let pod_group = view.is_pod_group_member();
+        let (wait, every) = if pod_group {
+            (i.cfg.node_lock_retry_timeout, Duration::from_millis(100))
+        } else {
+            (i.cfg.bind_lock_wait, Duration::from_millis(50))
+        };
+        let deadline = Instant::now() + wait;
+        let kinds = self.lock_kinds(req);
+        let started = Instant::now();
+        let contention = || backend::Error::LockContention {
+            node: node.to_owned(),
+            within: crate::config::format_go_duration(i.cfg.node_lock_timeout),
+        };
+        let result = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // With no time left the lock is tried once, without queueing.
+            let queue = !left.is_zero();
+            let ask = addr.send(Lock { uid: uid.clone(), queue });
+            let answer = if queue { tokio::time::timeout(left, ask).await } else { Ok(ask.await) };
+            let granted = match answer {
+                Ok(Ok(true)) => Ok(()),
+                Ok(Ok(false)) if !queue => Err(contention()),
+                Ok(Ok(false)) => Err(backend::Error::Api(format!("node {node}: its actor stopped"))),
+                Ok(Err(e)) => Err(backend::Error::Api(format!("node {node}: {e}"))),
+                Err(_) => {
+                    // Out of the queue, or give back a grant that raced the timeout.
+                    addr.do_send(Unlock { uid: uid.clone() });
+                    Err(contention())
+                }
+            };
+            let attempt = match granted {
+                Ok(()) => match self.take_locks(pod, node, &kinds).await {
+                    Ok(taken) => Ok(taken),
+                    Err(e) => {
+                        addr.do_send(Unlock { uid: uid.clone() });
+                        Err(e)
+                    }
+                },
+                Err(e) => Err(e),
+            };
+            match attempt {
+                Err(e) if e.is_contention() && Instant::now() + every < deadline => {
+                    crate::metrics::lock_wait();
+                    tokio::time::sleep(every).await;
+                }
+                other => break other,
+            }
+        };
+        crate::metrics::phase(crate::metrics::Phase::LockWait, started);
+        match result {
+            Err(e) if e.is_contention() => {
+                crate::metrics::lock_timeout();
+                Err(if pod_group && !wait.is_zero() {
+                    backend::Error::Api(format!(
+                        "timed out after {} waiting for node {node} to be unlocked: node lock contention",
+                        crate::config::format_go_duration(wait)
+                    ))
+                } else {
+                    e
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Lets go of HAMi's node locks this bind took, in reverse, then of the in-process lock.
+    async fn unlock_node(&self, pod: &PodRef, node: &str, taken: &[LockKind], addr: &Addr<NodeActor>) {
+        for t in taken.iter().rev() {
+            let _ = self.inner.backend.unlock_node(node, pod, *t).await;
+        }
+        addr.do_send(Unlock { uid: PodUid::new(&pod.uid) });
+    }
+
+    /// Drops the pod's reservation on `node` after a failed bind (a committed one too, unless
+    /// `only_reserved`).
+    async fn release(&self, pod: &PodRef, node: &str, why: &str, only_reserved: bool) {
+        tracing::debug!(pod = %pod, %node, why, "releasing reservation after a failed bind");
+        if let Some(a) = self.inner.book.get(node).map(|e| e.addr.clone()) {
+            let _ = a.send(Release { uid: PodUid::new(&pod.uid), only_reserved }).await;
+        }
+    }
+
+    /// HAMi's node locks the pod needs, sorted: every vendor it requests in any container (HAMi
+    /// locks for regular containers only; scheduling.md §14 row 8).
+    pub(super) fn lock_kinds(&self, req: &PodRequest) -> Vec<LockKind> {
+        let mut kinds: Vec<LockKind> =
+            req.vendors().iter().map(|v| self.inner.vendors.get(*v).lock()).filter(|k| *k != LockKind::None).collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    /// Takes each of HAMi's node locks once, in order; on the first failure the ones already
+    /// taken are released again, in reverse.
+    pub(super) async fn take_locks(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        kinds: &[LockKind],
+    ) -> backend::Result<Vec<LockKind>> {
+        let b = &self.inner.backend;
+        let mut taken: Vec<LockKind> = Vec::with_capacity(kinds.len());
+        for k in kinds {
+            if let Err(e) = b.lock_node(node, pod, *k).await {
+                for t in taken.iter().rev() {
+                    let _ = b.unlock_node(node, pod, *t).await;
+                }
+                return Err(e);
+            }
+            taken.push(*k);
+        }
+        Ok(taken)
+    }
+}

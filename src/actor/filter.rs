@@ -1,0 +1,232 @@
+//! kube-scheduler's filter call: fit the pod on every candidate, rank, reserve on the best
+//! through the coordinator, write the decision onto the pod, and tell the pod's Events.
+
+use super::*;
+
+impl<B: Backend> Engine<B> {
+    /// kube-scheduler's filter call in live mode (`nodeCacheCapable`): decide one node for the
+    /// pod among `names`, reserve it there and write the decision onto the pod.
+    pub async fn filter(&self, pod: &PodView, names: &[Cow<'_, str>]) -> FilterOutcome {
+        let started = Instant::now();
+        let i = &*self.inner;
+        let req = match i.vendors.pod_request(pod, &i.cfg.defaults) {
+            Ok(r) => Arc::new(r),
+            Err(crate::model::request::Error::Weights(e)) => {
+                return FilterOutcome::Error(format!("calcScore failed {e} for pod {}", pod.metadata.name));
+            }
+            Err(e) => {
+                return FilterOutcome::Error(format!("pod {}/{}: {e}", pod.metadata.namespace, pod.metadata.name));
+            }
+        };
+        if !req.requests_devices() {
+            return FilterOutcome::PassThrough;
+        }
+        let pref = PodRef {
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+        };
+        // A repeated filter of the same pod drops what it holds from the earlier attempt, reserved
+        // or committed (a bind that failed after its commit), so the pod does not compete with
+        // itself, as HAMi does. A pod kube-scheduler filters is not bound; should one that is
+        // bound arrive all the same, its devices stay counted.
+        if let Some(prev) = i.placements.get(&req.uid).map(|p| p.clone())
+            && let Some(addr) = i.book.get(prev.as_str()).map(|e| e.addr.clone())
+        {
+            let bound = pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
+            let _ = addr.send(Release { uid: req.uid.clone(), only_reserved: bound }).await;
+        }
+
+        let fan_out = Instant::now();
+        let (mut fits, mut failed) = match i.cfg.filter_mode {
+            FilterMode::Snapshot => self.evaluate_snapshots(&req, names),
+            FilterMode::Messages => self.evaluate_messages(&req, names).await,
+        };
+        crate::metrics::phase(crate::metrics::Phase::FanOut, fan_out);
+        score::rank_nodes(&mut fits, req.node_policy);
+        let n_candidates = names.len();
+        let n_fit = fits.len();
+        // The best few go to the coordinator; beyond them a pod whose every choice was taken
+        // in the meantime is better filtered again by kube-scheduler than reserved on a poor node.
+        let ranked: Vec<NodeName> = fits.iter().take(RESERVE_CANDIDATES).map(|(n, _, _)| n.clone()).collect();
+
+        let reserve = Instant::now();
+        let decision = if ranked.is_empty() {
+            Decision::Refused(Vec::new())
+        } else {
+            match i.coordinator.send(Decide { pod: req.clone(), ranked }).await {
+                Ok(d) => d,
+                Err(e) => return FilterOutcome::Error(format!("coordinator unavailable: {e}")),
+            }
+        };
+        crate::metrics::phase(crate::metrics::Phase::Reserve, reserve);
+        let (node, reserved, refused) = match decision {
+            Decision::Reserved { node, reserved, refused } => (node, reserved, refused),
+            Decision::Refused(refused) => {
+                for (n, r) in refused {
+                    let snap = self.snapshot(n.as_str());
+                    failed.0.push((n, r, snap));
+                }
+                let failed = failed.render();
+                self.no_fit_events(&pref, &failed, n_candidates);
+                self.remember(&pref, None, "no-fit", format!("{} nodes do not meet", failed.len()));
+                crate::metrics::filter_done(crate::metrics::Outcome::NoFit, started);
+                return FilterOutcome::NoFit { failed };
+            }
+        };
+        for (n, r) in refused {
+            let snap = self.snapshot(n.as_str());
+            failed.0.push((n, r, snap));
+        }
+
+        let patch = self.decision_patch(&node, &req, &reserved.devices);
+        let write = Instant::now();
+        let patched = i.backend.patch_pod(&pref, &patch).await;
+        crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
+        if let Err(e) = patched {
+            if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
+                let _ = a.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
+            }
+            let msg = e.to_string();
+            self.event(&pref, reasons::FILTERING_FAILED, EventType::Warning, msg.clone());
+            crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
+            return FilterOutcome::Error(msg);
+        }
+        // HAMi lists every fitting node with its score; the list is capped so one Event stays small
+        // on large clusters.
+        let mut fit_list = String::new();
+        for (k, (n, s, _)) in fits.iter().take(EVENT_FIT_NODES).enumerate() {
+            if k > 0 {
+                fit_list.push(',');
+            }
+            let _ = write!(fit_list, "{n}:{s:.2}");
+        }
+        if n_fit > EVENT_FIT_NODES {
+            let _ = write!(fit_list, ",…{} more", n_fit - EVENT_FIT_NODES);
+        }
+        self.event(
+            &pref,
+            reasons::FILTERING_SUCCEED,
+            EventType::Normal,
+            format!("find fit node({node}), {} nodes not fit, {n_fit} nodes fit({fit_list})", n_candidates - n_fit),
+        );
+        self.remember(&pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n_candidates} nodes fit"));
+        crate::metrics::filter_done(crate::metrics::Outcome::Scheduled, started);
+        FilterOutcome::Chosen { node, failed }
+    }
+
+    /// Fits the pod on every candidate's published snapshot, on this thread.
+    pub(super) fn evaluate_snapshots(&self, req: &PodRequest, names: &[Cow<'_, str>]) -> Evaluation {
+        let i = &*self.inner;
+        let view = i.quota.as_ref().and_then(|q| q.view(&req.namespace));
+        let quota: &dyn QuotaCheck = match &view {
+            Some(v) => v,
+            None => &NoQuota,
+        };
+        let mut fits = Vec::with_capacity(names.len());
+        let mut failed = Failures::default();
+        let mut counts = crate::metrics::RejectionCounts::default();
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            for name in names {
+                let Some(snap) = i.book.get(name.as_ref()).map(|e| e.snap.clone()) else {
+                    counts.add(&Rejection::NodeUnregistered);
+                    failed.0.push((NodeName::new(name), Rejection::NodeUnregistered, None));
+                    continue;
+                };
+                match fit::fit_pod_score(&snap, req, &i.vendors, quota, s) {
+                    Ok(score) => fits.push((snap.name.clone(), score, ())),
+                    Err(r) => {
+                        counts.add(&r);
+                        failed.0.push((snap.name.clone(), r, Some(snap)));
+                    }
+                }
+            }
+        });
+        crate::metrics::rejections(&counts);
+        (fits, failed)
+    }
+
+    /// Sends `Filter` to every candidate node actor through the coordinator.
+    pub(super) async fn evaluate_messages(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Evaluation {
+        let i = &*self.inner;
+        let ids: Vec<NodeName> = names.iter().map(|n| NodeName::new(n)).collect();
+        let answers = i.coordinator.send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();
+        let mut fits = Vec::with_capacity(answers.len());
+        let mut failed = Failures::default();
+        let mut counts = crate::metrics::RejectionCounts::default();
+        for (n, r) in answers {
+            match r {
+                Ok(s) => fits.push((n, s, ())),
+                Err(r) => {
+                    counts.add(&r);
+                    // A name the engine does not know reads as in snapshot mode: HAMi's bare text.
+                    let snap = self.snapshot(n.as_str());
+                    failed.0.push((n, r, snap));
+                }
+            }
+        }
+        crate::metrics::rejections(&counts);
+        (fits, failed)
+    }
+
+    /// The one merge patch Filter writes (protocol.md §4.1): node, time, every chosen vendor's
+    /// keys, the node label, and `null` for keys of vendors not chosen this time.
+    pub(super) fn decision_patch(&self, node: &NodeName, req: &PodRequest, devices: &PodDevices) -> PodPatch {
+        let (unix_s, unix_ns) = unix_now();
+        let mut annotations: Vec<(String, String)> =
+            vec![(keys::ASSIGNED_NODE.into(), node.to_string()), (keys::ASSIGNED_TIME.into(), unix_s.to_string())];
+        let snap = self.snapshot(node.as_str());
+        let devs = snap.as_ref().map_or(&[][..], |s| &s.devices);
+        for (v, cs) in &devices.0 {
+            self.inner
+                .vendors
+                .get(*v)
+                .annotations(&WriteCx { node, devs, devices: cs, pod: req, unix_s, unix_ns }, &mut annotations);
+        }
+        let mut patch =
+            PodPatch { annotations: annotations.into_iter().map(|(k, v)| (k, Some(v))).collect(), labels: Vec::new() };
+        for (_, v) in self.inner.vendors.iter() {
+            for k in v.pod_keys() {
+                if req.annotations.contains_key(&k) && !patch.annotations.iter().any(|(w, _)| *w == k) {
+                    patch.annotations.push((k, None));
+                }
+            }
+        }
+        if node.as_str().len() <= MAX_LABEL_VALUE {
+            patch.labels.push((keys::ASSIGNED_NODE.into(), node.to_string()));
+        }
+        patch
+    }
+
+    pub(super) fn no_fit_events(&self, pod: &PodRef, failed: &BTreeMap<String, String>, candidates: usize) {
+        // One Event per reason word of the `<n>/<m> <Reason>` items, as HAMi records them.
+        let mut by_reason: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for (node, text) in failed {
+            let hami = text.split(" (").next().unwrap_or(text);
+            for item in hami.split(", ") {
+                if let Some((count, word)) = item.split_once(' ')
+                    && count.contains('/')
+                {
+                    by_reason.entry(word.to_owned()).or_default().push(node);
+                }
+            }
+        }
+        for (reason, mut nodes) in by_reason {
+            nodes.sort();
+            nodes.dedup();
+            self.event(
+                pod,
+                reasons::FILTERING_FAILED,
+                EventType::Warning,
+                format!("{} nodes {reason}({})", nodes.len(), nodes.join(",")),
+            );
+        }
+        self.event(
+            pod,
+            reasons::FILTERING_FAILED,
+            EventType::Warning,
+            format!("no available node, {candidates} nodes do not meet"),
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! What the cluster shows the engine: nodes registered, changed or removed, pods observed or
+//! deleted. Each observation goes to the owning node actor as a message.
+
+use super::*;
+
+impl<B: Backend> Engine<B> {
+    /// A node was added or its labels/annotations changed. A malformed registration marks the
+    /// node's devices unusable, logs why and records an Event; other nodes are unaffected.
+    pub async fn register_node(&self, node: Arc<NodeView>) -> Registration {
+        let name = node.metadata.name.clone();
+        self.inner.removed.remove(name.as_str());
+        let addr = self.actor(&name);
+        let r = match addr.send(NodeRegistered { node }).await {
+            Ok(r) => r,
+            Err(_) => return Registration::Malformed { reason: "node actor stopped".into() },
+        };
+        if let Registration::Malformed { reason } = &r {
+            tracing::warn!(node = %name, %reason, "node devices unusable");
+            self.inner.backend.record_event(Event {
+                object: ObjectKind::Node,
+                pod: PodRef { namespace: String::new(), name: name.clone(), uid: String::new() },
+                reason: reasons::DEVICE_REGISTRATION_INVALID,
+                kind: EventType::Warning,
+                message: reason.clone(),
+            });
+        }
+        r
+    }
+
+    /// Vendors whose devices the health round found dead on `node` (empty: all alive).
+    pub fn set_unhealthy(&self, node: &str, unhealthy: Vec<crate::model::VendorId>) {
+        self.actor(node).do_send(VendorHealth { unhealthy });
+    }
+
+    /// The node is gone, with every allocation it held. Until it is registered again, pods that
+    /// name it are not counted (they would bring back a node nobody registered); whoever
+    /// registers it again observes the pods still bound to it once more ([`Engine::was_removed`]).
+    pub fn remove_node(&self, name: &str) {
+        self.inner.removed.insert(NodeName::new(name), ());
+        if let Some((_, e)) = self.inner.book.remove(name) {
+            e.addr.do_send(NodeRemoved);
+        }
+    }
+
+    /// Whether the node was removed and not registered since: its pods need observing again once
+    /// it is registered.
+    pub fn was_removed(&self, name: &str) -> bool {
+        self.inner.removed.contains_key(name)
+    }
+
+    /// A pod as the cluster shows it. Pods without `hami.io/vgpu-node` are ignored; finished
+    /// pods release what they held; terminating pods keep their devices until deleted.
+    pub fn observe_pod(&self, pod: &PodView) {
+        let uid = PodUid::new(&pod.metadata.uid);
+        if pod.is_finished() {
+            self.delete_pod(&uid);
+            return;
+        }
+        let Some(node) = pod.annotation(keys::ASSIGNED_NODE) else { return };
+        if self.inner.removed.contains_key(node) {
+            self.delete_pod(&uid);
+            return;
+        }
+        let devices = match self.inner.vendors.decode_allocation(pod) {
+            Ok(d) => d,
+            Err(e) => {
+                // HAMi ignores such a pod's usage; say so, since it may hold devices.
+                tracing::warn!(pod = %format_args!("{}/{}", pod.metadata.namespace, pod.metadata.name), error = %e, "pod device annotations are malformed; its usage is not counted");
+                return;
+            }
+        };
+        let devices = self.align(pod, devices);
+        let obs = PodObserved {
+            uid: uid.clone(),
+            namespace: Arc::from(pod.metadata.namespace.as_str()),
+            name: Arc::from(pod.metadata.name.as_str()),
+            devices,
+            held: self.inner.vendors.decode_held(pod),
+            layout: Layout {
+                n_init: pod.spec.init_containers.len(),
+                sidecars: pod.spec.init_containers.iter().map(|c| c.is_sidecar()).collect(),
+                init_released: !pod.spec.init_containers.is_empty() && pod.init_containers_succeeded(),
+            },
+            tags: accounting::tags_of(&self.inner.vendors, &pod.metadata.annotations),
+            bound: pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()),
+            ttl: self.inner.cfg.reservation_ttl,
+        };
+        // A pod moved to another node (a new decision) is dropped from the old one first.
+        if let Some(prev) = self.inner.placements.get(&uid).map(|p| p.clone())
+            && prev.as_str() != node
+            && let Some(e) = self.inner.book.get(prev.as_str())
+        {
+            e.addr.do_send(PodDeleted { uid: uid.clone() });
+        }
+        self.actor(node).do_send(obs);
+    }
+
+    /// Places each vendor's decoded entries on the pod's containers (see `accounting::align`).
+    pub(super) fn align(&self, pod: &PodView, mut devices: PodDevices) -> PodDevices {
+        for (v, list) in devices.0.iter_mut() {
+            let vendor = self.inner.vendors.get(*v);
+            let requesting: Vec<bool> = pod
+                .all_containers()
+                .map(|c| vendor.request(*v, c, pod).ok().flatten().is_some_and(|r| r.nums > 0))
+                .collect();
+            *list = accounting::align(std::mem::take(list), &requesting);
+        }
+        devices
+    }
+
+    /// The pod is gone (deleted, or finished).
+    pub fn delete_pod(&self, uid: &PodUid) {
+        if let Some((_, node)) = self.inner.placements.remove(uid)
+            && let Some(e) = self.inner.book.get(node.as_str())
+        {
+            e.addr.do_send(PodDeleted { uid: uid.clone() });
+        }
+    }
+}
