@@ -2,6 +2,7 @@
 //! through the coordinator, write the decision onto the pod, and tell the pod's Events.
 
 use super::*;
+use quota::QuotaBook;
 
 impl<B: Backend> Engine<B> {
     /// kube-scheduler's filter call in live mode (`nodeCacheCapable`): decide one node for the
@@ -39,7 +40,10 @@ impl<B: Backend> Engine<B> {
 
         let fan_out = Instant::now();
         let (mut fits, mut failed) = match i.cfg.filter_mode {
-            FilterMode::Snapshot => self.evaluate_snapshots(&req, names),
+            FilterMode::Snapshot => match self.evaluate_snapshots(&req, names).await {
+                Some(e) => e,
+                None => return FilterOutcome::Error("the engine is stopping".into()),
+            },
             FilterMode::Messages => self.evaluate_messages(&req, names).await,
         };
         crate::metrics::phase(crate::metrics::Phase::FanOut, fan_out);
@@ -116,35 +120,45 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Fits the pod on every candidate's published snapshot, on this thread.
-    pub(super) fn evaluate_snapshots(&self, req: &PodRequest, names: &[Cow<'_, str>]) -> Evaluation {
+    /// Fits the pod on every candidate's published snapshot. Long candidate lists are cut into
+    /// one slice per arbiter: this thread fits the first, the arbiters the others, at the same
+    /// time, each on its own core. `None` when an arbiter is gone (the engine is stopping).
+    pub(super) async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
         let i = &*self.inner;
-        let view = i.quota.as_ref().and_then(|q| q.view(&req.namespace));
-        let quota: &dyn QuotaCheck = match &view {
-            Some(v) => v,
-            None => &NoQuota,
-        };
-        let mut fits = Vec::with_capacity(names.len());
-        let mut failed = Failures::default();
-        let mut counts = crate::metrics::RejectionCounts::default();
-        SCRATCH.with(|s| {
-            let s = &mut *s.borrow_mut();
-            for name in names {
-                let Some(snap) = i.book.get(name.as_ref()).map(|e| e.snap.clone()) else {
-                    counts.add(&Rejection::NodeUnregistered);
-                    failed.0.push((NodeName::new(name), Rejection::NodeUnregistered, None));
-                    continue;
-                };
-                match fit::fit_pod_score(&snap, req, &i.vendors, quota, s) {
-                    Ok(score) => fits.push((snap.name.clone(), score, ())),
-                    Err(r) => {
-                        counts.add(&r);
-                        failed.0.push((snap.name.clone(), r, Some(snap)));
-                    }
+        let mut part = Part::default();
+        let mut snaps: Vec<Arc<NodeSnapshot>> = Vec::with_capacity(names.len());
+        for name in names {
+            match i.book.get(name.as_ref()) {
+                Some(e) => snaps.push(e.snap.clone()),
+                None => {
+                    part.counts.add(&Rejection::NodeUnregistered);
+                    part.failed.push((NodeName::new(name), Rejection::NodeUnregistered, None));
                 }
             }
-        });
-        crate::metrics::rejections(&counts);
-        (fits, failed)
+        }
+        let slices = if snaps.len() >= PARALLEL_MIN { i.arbiters.len().max(1) } else { 1 };
+        let per = snaps.len().div_ceil(slices).max(1);
+        let mut pending = Vec::with_capacity(slices.saturating_sub(1));
+        for k in (1..slices).rev() {
+            let start = (k * per).min(snaps.len());
+            let tail = snaps.split_off(start);
+            if tail.is_empty() {
+                continue;
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (vendors, quota, req) = (i.vendors.clone(), i.quota.clone(), req.clone());
+            i.arbiters[k].spawn(async move {
+                let _ = tx.send(fit_slice(&vendors, quota.as_deref(), &req, tail));
+            });
+            pending.push(rx);
+        }
+        let mine = fit_slice(&i.vendors, i.quota.as_deref(), req, snaps);
+        part.merge(mine);
+        for rx in pending {
+            part.merge(rx.await.ok()?);
+        }
+        crate::metrics::rejections(&part.counts);
+        Some((part.fits, Failures(part.failed)))
     }
 
     /// Sends `Filter` to every candidate node actor through the coordinator.
@@ -229,4 +243,47 @@ impl<B: Backend> Engine<B> {
             format!("no available node, {candidates} nodes do not meet"),
         );
     }
+}
+
+/// Below this many candidates one thread fits them all: handing a slice to another arbiter
+/// costs a cross-thread wake-up, more than fitting a few dozen nodes.
+const PARALLEL_MIN: usize = 128;
+
+/// What one slice of the candidates came to.
+#[derive(Default)]
+struct Part {
+    fits: Vec<(NodeName, f32, ())>,
+    failed: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
+    counts: crate::metrics::RejectionCounts,
+}
+
+impl Part {
+    fn merge(&mut self, other: Part) {
+        self.fits.extend(other.fits);
+        self.failed.extend(other.failed);
+        self.counts.merge(&other.counts);
+    }
+}
+
+/// Fits the pod on each snapshot with this thread's buffers.
+fn fit_slice(vendors: &Vendors, quota: Option<&QuotaBook>, req: &PodRequest, snaps: Vec<Arc<NodeSnapshot>>) -> Part {
+    let view = quota.and_then(|q| q.view(&req.namespace));
+    let quota: &dyn QuotaCheck = match &view {
+        Some(v) => v,
+        None => &NoQuota,
+    };
+    let mut part = Part { fits: Vec::with_capacity(snaps.len()), ..Part::default() };
+    SCRATCH.with(|s| {
+        let s = &mut *s.borrow_mut();
+        for snap in snaps {
+            match fit::fit_pod_score(&snap, req, vendors, quota, s) {
+                Ok(score) => part.fits.push((snap.name.clone(), score, ())),
+                Err(r) => {
+                    part.counts.add(&r);
+                    part.failed.push((snap.name.clone(), r, Some(snap)));
+                }
+            }
+        }
+    });
+    part
 }

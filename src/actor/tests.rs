@@ -676,6 +676,53 @@ async fn a_restarted_engine_rebuilds_the_same_usage_from_the_pods() {
 }
 
 #[actix::test]
+async fn long_candidate_lists_fitted_in_slices_decide_as_one_thread_does() {
+    // Past PARALLEL_MIN candidates the snapshot path fits slices on several arbiters at once; the
+    // decisions, devices, failure reasons and usage must be those of one thread fitting them all.
+    let nodes: Vec<NodeBuilder> = (0..300)
+        .map(|k| {
+            let n = node(&format!("n{k:03}"));
+            match k % 3 {
+                0 => n.gpus(1, 8192),
+                1 => n.gpus(2, 16384),
+                _ => n.gpu(gpu(&format!("GPU-n{k}-0"), 32768).ty("NVIDIA-A100")),
+            }
+        })
+        .collect();
+    let names: Vec<&'static str> =
+        nodes.iter().map(|n| &*Box::leak(n.name.clone().into_boxed_str())).chain(["unknown"]).collect();
+    let pods: Vec<PodBuilder> = (0..12)
+        .map(|k| {
+            let p = pod().gpu(1 + k % 2).mem_mib(3000 + 2500 * u64::from(k % 5)).name(&format!("p{k}"));
+            if k % 4 == 3 { p.annotation(keys::NODE_SCHEDULER_POLICY, "spread") } else { p }
+        })
+        .chain([
+            pod().gpu(1).mem_mib(40000).name("too-big"),
+            pod().gpu(1).mem_mib(1000).name("a100").annotation(keys::NVIDIA_USE_TYPE, "A100"),
+        ])
+        .collect();
+    let mut runs = Vec::new();
+    for arbiters in [1, 3] {
+        let (e, b) = engine_with(EngineConfig { arbiters, ..Default::default() }, &nodes).await;
+        let mut seen = Vec::new();
+        for p in &pods {
+            let out = filter(&e, &b, p, &names).await;
+            let mut written = b.written("default", &p.view.metadata.name);
+            written.remove(keys::ASSIGNED_TIME);
+            let out = match out {
+                FilterOutcome::Chosen { node, failed } => (Some(node), failed.render()),
+                FilterOutcome::NoFit { failed } => (None, failed),
+                other => panic!("{other:?}"),
+            };
+            seen.push((out, written));
+        }
+        runs.push((seen, usage(&e).await));
+    }
+    assert!(runs[0].0.iter().any(|((n, _), _)| n.is_none()), "the scenario refuses a pod");
+    assert_eq!(runs[0], runs[1]);
+}
+
+#[actix::test]
 async fn messages_mode_decides_like_snapshot_mode() {
     // The two evaluation paths (config.rs FilterMode) must agree: same node, same devices, same
     // failure reasons, pod after pod.
