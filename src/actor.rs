@@ -36,7 +36,8 @@ mod filter;
 pub mod messages;
 pub mod node;
 mod observe;
-pub mod quota;
+/// The namespace quota book, which lives with the pure scheduling code.
+pub use crate::sched::quota_book as quota;
 
 use coordinator::{Coordinator, Decide, Decision, FanOut};
 use messages::*;

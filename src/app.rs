@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use actix_web::{App, HttpServer, web};
 
-use crate::actor::quota::QuotaBook;
 use crate::actor::{Engine, EngineConfig};
 use crate::backend::Backend;
 use crate::backend::kube::watch::{self, LeaderOptions, WatchOptions};
@@ -13,6 +12,7 @@ use crate::backend::kube::{KubeBackend, KubeOptions};
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::config::{ServeArgs, parse_listen};
 use crate::http::{self, AppState, Readiness};
+use crate::sched::quota_book::QuotaBook;
 use crate::vendor::{Enable, Vendors};
 
 #[derive(Debug, thiserror::Error)]

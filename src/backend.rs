@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::model::PodView;
 use crate::model::pod::NodeView;
@@ -80,6 +81,24 @@ pub struct Event {
 }
 
 /// Event reasons HAMi records (protocol.md §10).
+/// Whether this replica may schedule: leader (or no election) and caches synced. The backend's
+/// election and watchers set it; the HTTP layer reads it.
+#[derive(Clone)]
+pub struct Readiness {
+    pub leader: Arc<AtomicBool>,
+    pub synced: Arc<AtomicBool>,
+}
+
+impl Readiness {
+    /// Always leader, already synced (in-memory backend, no election).
+    pub fn ready() -> Readiness {
+        Readiness { leader: Arc::new(AtomicBool::new(true)), synced: Arc::new(AtomicBool::new(true)) }
+    }
+    pub fn is_ready(&self) -> bool {
+        self.leader.load(Ordering::SeqCst) && self.synced.load(Ordering::SeqCst)
+    }
+}
+
 pub mod reasons {
     pub const FILTERING_SUCCEED: &str = "FilteringSucceed";
     pub const FILTERING_FAILED: &str = "FilteringFailed";

@@ -3,7 +3,7 @@
 //! and hand the engine plain types.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{HttpResponse, web};
 
@@ -39,22 +39,7 @@ impl Drop for InflightGuard {
     }
 }
 
-/// Whether this replica may schedule: leader (or no election) and caches synced.
-#[derive(Clone)]
-pub struct Readiness {
-    pub leader: Arc<AtomicBool>,
-    pub synced: Arc<AtomicBool>,
-}
-
-impl Readiness {
-    /// Always leader, already synced (in-memory backend, no election).
-    pub fn ready() -> Readiness {
-        Readiness { leader: Arc::new(AtomicBool::new(true)), synced: Arc::new(AtomicBool::new(true)) }
-    }
-    pub fn is_ready(&self) -> bool {
-        self.leader.load(Ordering::SeqCst) && self.synced.load(Ordering::SeqCst)
-    }
-}
+pub use crate::backend::Readiness;
 
 pub struct AppState<B: Backend> {
     pub engine: Engine<B>,

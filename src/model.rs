@@ -8,6 +8,7 @@ pub mod device;
 pub mod edit;
 pub mod pod;
 pub mod quantity;
+pub mod reason;
 pub mod request;
 
 pub use device::{

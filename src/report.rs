@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::actor::messages::{AllocState, NodeReport};
 use crate::backend::Backend;
 use crate::model::annotations as keys;
+use crate::sched::report::{AllocState, NodeReport};
 use crate::vendor::Vendors;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -11,7 +11,10 @@ pub mod accounting;
 pub mod fit;
 pub mod gosort;
 pub mod quota;
-pub mod reason;
+pub mod quota_book;
+pub mod report;
+/// Rejection reasons live with the model, so vendors report them without depending on `sched`.
+pub use crate::model::reason;
 pub mod score;
 
 pub use fit::{NodeFit, Scratch, fit_pod, fit_pod_score};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix::Message;
 
 use crate::model::pod::NodeView;
-use crate::model::{NodeName, PodDevices, PodRequest, PodUid};
+use crate::model::{PodDevices, PodRequest, PodUid};
 use crate::sched::Rejection;
 use crate::sched::accounting::Layout;
 
@@ -137,27 +137,4 @@ pub struct PodDeleted {
 #[rtype(result = "NodeReport")]
 pub struct Report;
 
-/// A pod's state on a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AllocState {
-    Reserved,
-    Committed,
-}
-
-#[derive(Clone, Debug)]
-pub struct AllocReport {
-    pub uid: PodUid,
-    pub namespace: Arc<str>,
-    pub name: Arc<str>,
-    pub state: AllocState,
-    pub devices: PodDevices,
-}
-
-#[derive(Clone, Debug)]
-pub struct NodeReport {
-    pub name: NodeName,
-    pub snapshot: Arc<crate::sched::NodeSnapshot>,
-    pub allocs: Vec<AllocReport>,
-    pub locked_by: Option<PodUid>,
-}
+pub use crate::sched::report::{AllocReport, AllocState, NodeReport};

@@ -13,12 +13,12 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::actor::quota::QuotaBook;
 use crate::backend::Backend;
 use crate::model::annotations as keys;
 use crate::model::edit::{ContainerEdit, PodContext, PodEdits};
 use crate::model::request::{self, PolicyDefaults};
 use crate::model::{MemMiB, PodRequest, PodView};
+use crate::sched::quota_book::QuotaBook;
 use crate::vendor::{QuotaCheck, Vendors};
 
 use super::AppState;

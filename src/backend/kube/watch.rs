@@ -16,13 +16,13 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::actor::Engine;
-use crate::actor::quota::QuotaBook;
 use crate::backend::Backend;
-use crate::http::Readiness;
+use crate::backend::Readiness;
 use crate::model::annotations as keys;
 use crate::model::codec::{self, Handshake};
 use crate::model::pod::NodeView;
 use crate::model::{PodUid, PodView, VendorId};
+use crate::sched::quota_book::QuotaBook;
 use crate::vendor::{Cleanup, Discovery, HealthRule};
 
 use super::{KubeBackend, to_view};

@@ -1,7 +1,8 @@
 //! The namespace quota book shared by node actors: limits from ResourceQuotas, usage from every
 //! allocation. Fit reads a per-namespace copy taken once per evaluation; a reservation checks and
 //! adds its usage atomically under that namespace's entry, so concurrent reservations on
-//! different nodes cannot exceed a limit together. The arithmetic is `sched::quota`.
+//! different nodes cannot exceed a limit together. The arithmetic is `sched::quota`. Shared, so
+//! concurrent: a `DashMap` per namespace, no I/O.
 
 use dashmap::DashMap;
 

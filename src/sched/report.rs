@@ -1,0 +1,32 @@
+//! What a node holds, as its actor reports it: every allocation with its state, the snapshot
+//! and the bind lock's holder. Plain data for `/usage`, the status page, the simulator and the
+//! cluster gauges.
+
+use std::sync::Arc;
+
+use crate::model::{NodeName, PodDevices, PodUid};
+
+/// A pod's state on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllocState {
+    Reserved,
+    Committed,
+}
+
+#[derive(Clone, Debug)]
+pub struct AllocReport {
+    pub uid: PodUid,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub state: AllocState,
+    pub devices: PodDevices,
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeReport {
+    pub name: NodeName,
+    pub snapshot: Arc<super::NodeSnapshot>,
+    pub allocs: Vec<AllocReport>,
+    pub locked_by: Option<PodUid>,
+}
