@@ -131,6 +131,48 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// What a bind may do with the node lock it finds on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockVerdict {
+    /// This pod holds it already.
+    Mine,
+    /// It may be taken over: it names a holder that no longer needs it (expired or not), or it
+    /// is a legacy lock naming nobody that expired. `expired` says which, for the handover metric.
+    Take { expired: bool },
+    /// Another pod still needs it, or a legacy lock is still fresh.
+    Contention,
+}
+
+/// The pod named in `lock` whose need of it decides the verdict, if any: not this pod, and not
+/// a legacy lock naming nobody.
+pub fn lock_holder_to_ask<'a>(lock: &'a crate::model::codec::NodeLock, pod: &PodRef) -> Option<(&'a str, &'a str)> {
+    if lock.is_held_by(&pod.namespace, &pod.name) {
+        return None;
+    }
+    lock.owner.as_ref().map(|(ns, name)| (ns.as_str(), name.as_str()))
+}
+
+/// The lock decision both backends take. `holder_needs` answers for the pod
+/// [`lock_holder_to_ask`] named (ignored when it named none): a lock whose holder still waits
+/// for its device plugin's Allocate is never taken, even expired, since the plugin finds its pod
+/// through the lock; one whose holder is gone, bound elsewhere or done is taken at once, fresh or
+/// not, so a failed bind does not block the node for the whole lock timeout.
+pub fn judge_lock(
+    lock: &crate::model::codec::NodeLock,
+    pod: &PodRef,
+    expired: bool,
+    holder_needs: Option<bool>,
+) -> LockVerdict {
+    if lock.is_held_by(&pod.namespace, &pod.name) {
+        return LockVerdict::Mine;
+    }
+    let free = match &lock.owner {
+        None => expired,
+        Some(_) => holder_needs == Some(false),
+    };
+    if free { LockVerdict::Take { expired } } else { LockVerdict::Contention }
+}
+
 /// client-go's Event spam filter, which HAMi's recorder applies: per object, a burst of 25 Events,
 /// then one every 5 minutes. A pod that keeps failing to schedule must not flood the API server.
 pub struct EventBudget {
@@ -236,6 +278,35 @@ pub trait Backend: Clone + Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lock_decision_is_one_table_for_both_backends() {
+        use crate::model::codec::NodeLock;
+        let me = PodRef { namespace: "default".into(), name: "me".into(), uid: "uid-me".into() };
+        let named =
+            |who: &str| NodeLock { time: chrono::Utc::now().into(), owner: Some(("default".into(), who.into())) };
+        let legacy = NodeLock { time: chrono::Utc::now().into(), owner: None };
+        // (lock, expired, does the named holder still need it, verdict)
+        let rows = [
+            (named("me"), false, None, LockVerdict::Mine),
+            (named("me"), true, None, LockVerdict::Mine),
+            (named("other"), false, Some(true), LockVerdict::Contention),
+            // Expired but its pod still waits for Allocate: the plugin finds the pod through it.
+            (named("other"), true, Some(true), LockVerdict::Contention),
+            // Fresh, but its pod no longer needs it: taken at once.
+            (named("other"), false, Some(false), LockVerdict::Take { expired: false }),
+            (named("other"), true, Some(false), LockVerdict::Take { expired: true }),
+            // A legacy lock names nobody: only its age frees it.
+            (legacy.clone(), false, None, LockVerdict::Contention),
+            (legacy, true, None, LockVerdict::Take { expired: true }),
+        ];
+        for (lock, expired, needs, want) in rows {
+            assert_eq!(judge_lock(&lock, &me, expired, needs), want, "{lock:?} expired={expired} needs={needs:?}");
+        }
+        assert_eq!(lock_holder_to_ask(&named("me"), &me), None);
+        assert_eq!(lock_holder_to_ask(&named("other"), &me), Some(("default", "other")));
+    }
+
     use crate::model::annotations as keys;
     use crate::testing::pod;
 

@@ -19,7 +19,7 @@ use crate::model::codec;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
-use super::{Backend, Error, Event, EventType, ObjectKind, PodPatch, PodRef, Result};
+use super::{Backend, Error, Event, EventType, LockVerdict, ObjectKind, PodPatch, PodRef, Result};
 
 pub mod watch;
 
@@ -273,19 +273,18 @@ impl KubeBackend {
             if let Some(v) = annos.get(keys::NODE_LOCK) {
                 let l = codec::decode_node_lock(v)
                     .map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
-                if l.is_held_by(&pod.namespace, &pod.name) {
-                    return Ok(());
-                }
-                let expired = l.is_expired(Utc::now(), timeout);
-                let breakable = match &l.owner {
-                    None => expired,
-                    Some((ns, name)) => !self.holder_needs(ns, name, node).await?,
+                let needs = match super::lock_holder_to_ask(&l, pod) {
+                    Some((ns, name)) => Some(self.holder_needs(ns, name, node).await?),
+                    None => None,
                 };
-                if !breakable {
-                    return Err(contention());
-                }
-                if expired {
-                    crate::metrics::lock_handover();
+                match super::judge_lock(&l, pod, l.is_expired(Utc::now(), timeout), needs) {
+                    LockVerdict::Mine => return Ok(()),
+                    LockVerdict::Contention => return Err(contention()),
+                    LockVerdict::Take { expired } => {
+                        if expired {
+                            crate::metrics::lock_handover();
+                        }
+                    }
                 }
             }
             let value = codec::encode_node_lock(Utc::now(), &pod.namespace, &pod.name);

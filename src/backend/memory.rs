@@ -17,7 +17,7 @@ use crate::model::codec;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
-use super::{Backend, Error, Event, PodPatch, PodRef, Result};
+use super::{Backend, Error, Event, LockVerdict, PodPatch, PodRef, Result};
 
 const EVENTS_KEPT: usize = 2000;
 /// Pods learned from filter requests (not in the cluster file) that are kept while never bound.
@@ -459,18 +459,18 @@ impl Backend for MemoryBackend {
             if let Some(v) = n.metadata.annotations.get(key) {
                 let l = codec::decode_node_lock(v)
                     .map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
-                let holder_gone = l.owner.as_ref().is_some_and(|(ns, name)| {
-                    pods.get(&(ns.clone(), name.clone())).is_none_or(|e| !super::holder_needs_lock(&e.view, node))
+                let needs = super::lock_holder_to_ask(&l, pod).map(|(ns, name)| {
+                    pods.get(&(ns.to_owned(), name.to_owned())).is_some_and(|e| super::holder_needs_lock(&e.view, node))
                 });
-                if l.is_held_by(&pod.namespace, &pod.name) {
-                    return Ok(());
-                }
-                // A legacy lock names no holder: only its age frees it.
-                if !holder_gone && (l.owner.is_some() || !l.is_expired(now, timeout)) {
-                    return Err(Error::LockContention {
-                        node: node.to_owned(),
-                        within: crate::config::format_go_duration(timeout),
-                    });
+                match super::judge_lock(&l, pod, l.is_expired(now, timeout), needs) {
+                    LockVerdict::Mine => return Ok(()),
+                    LockVerdict::Contention => {
+                        return Err(Error::LockContention {
+                            node: node.to_owned(),
+                            within: crate::config::format_go_duration(timeout),
+                        });
+                    }
+                    LockVerdict::Take { .. } => {}
                 }
             }
             let value = match kind {
