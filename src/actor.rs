@@ -32,6 +32,7 @@ use crate::vendor::{LockKind, NoQuota, QuotaCheck, Vendors, WriteCx};
 
 mod bind;
 pub mod coordinator;
+pub mod error;
 mod filter;
 pub mod messages;
 pub mod node;
@@ -40,6 +41,7 @@ mod observe;
 pub use crate::sched::quota_book as quota;
 
 use coordinator::{Coordinator, Decide, Decision, FanOut};
+pub use error::{BindError, FilterError};
 use messages::*;
 use node::{Book, NodeActor, NodeEntry, SharedQuota};
 
@@ -122,7 +124,7 @@ impl PartialEq for Failures {
 }
 
 /// The answer to one filter call.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum FilterOutcome {
     /// The pod requests no device: the candidates are passed through unchanged.
     PassThrough,
@@ -131,7 +133,7 @@ pub enum FilterOutcome {
     /// No node fits.
     NoFit { failed: BTreeMap<String, String> },
     /// The evaluation itself failed (bad request, patch failure).
-    Error(String),
+    Error(FilterError),
 }
 
 /// A recent decision, for the status page.

@@ -29,8 +29,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Other(String),
+    #[error(transparent)]
+    Kube(#[from] crate::backend::kube::ConnectError),
+    #[error("TLS: {0}")]
+    Tls(#[from] http::tls::Error),
+    #[error("--metrics-bind-address: {0}")]
+    MetricsAddress(String),
+    #[error("HTTP server: {0}")]
+    Serve(std::io::Error),
 }
 
 pub fn vendors_from(flags: &crate::config::SchedulerFlags) -> Result<Arc<Vendors>, Error> {
@@ -99,7 +105,7 @@ async fn serve_kube(args: &ServeArgs, metrics: Option<crate::metrics::Handle>) -
         component,
         lock_timeout: args.sched.node_lock_timeout,
     };
-    let backend = KubeBackend::connect(opts).await.map_err(Error::Other)?;
+    let backend = KubeBackend::connect(opts).await?;
     let quota = Arc::new(QuotaBook::new(&vendors));
     let engine = Engine::start(EngineConfig::from_flags(&args.sched), vendors, backend.clone(), Some(quota.clone()));
     let readiness = Readiness {
@@ -168,7 +174,7 @@ pub async fn run_http<B: Backend>(
     let listen = |source| Error::Listen { addr: args.http_bind.to_string(), source };
     let main = match (&args.cert_file, &args.key_file) {
         (Some(cert), Some(key)) => {
-            let (cfg, handle) = http::tls::load(cert, key).map_err(|e| Error::Other(format!("TLS: {e}")))?;
+            let (cfg, handle) = http::tls::load(cert, key)?;
             http::tls::watch(handle, cert.clone(), key.clone(), std::time::Duration::from_secs(5));
             tracing::info!(addr = %args.http_bind, "extender and webhook listening (TLS)");
             server.bind_rustls_0_23(args.http_bind, (*cfg).clone()).map_err(listen)?.run()
@@ -180,7 +186,7 @@ pub async fn run_http<B: Backend>(
     };
     let metrics_handle = match metrics {
         Some(handle) => {
-            let addr = parse_listen(&args.metrics_bind_address).map_err(Error::Other)?;
+            let addr = parse_listen(&args.metrics_bind_address).map_err(Error::MetricsAddress)?;
             let (engine, ready, legacy) = (state.engine.clone(), state.readiness.clone(), args.legacy_metrics);
             // Only the leader exports cluster gauges; followers would duplicate them.
             let cluster: ClusterGauges = Arc::new(move || {
@@ -209,7 +215,7 @@ pub async fn run_http<B: Backend>(
         }
         None => None,
     };
-    let r = main.await.map_err(|e| Error::Other(e.to_string()));
+    let r = main.await.map_err(Error::Serve);
     if let Some(h) = metrics_handle {
         h.stop(true).await;
     }

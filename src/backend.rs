@@ -119,8 +119,22 @@ pub enum Error {
     LockContention { node: String, within: String },
     #[error("node {node}: lock annotation is malformed: {why}")]
     LockMalformed { node: String, why: String },
+    /// The API server answered with an error status.
+    #[error("{message} ({reason})")]
+    Status { code: u16, message: String, reason: String },
+    /// The request did not get an answer (connection, timeout, decoding): the error and its
+    /// causes.
     #[error("{0}")]
-    Api(String),
+    Transport(String),
+    /// Releasing HAMi's node lock kept conflicting with other writers.
+    #[error("node {node}: could not release the node lock")]
+    UnlockFailed { node: String },
+    /// Cambricon's own node lock is fresh.
+    #[error("node {node} has been locked within 2 minutes")]
+    CambriconLocked { node: String },
+    /// A write refused (the in-memory backend's stand-in for the API server's refusals).
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl Error {

@@ -96,7 +96,7 @@ pub async fn simulate_pods_with(
         let (node, error, failed) = match engine.filter(&pod, &names).await {
             FilterOutcome::PassThrough => (None, Some("pod requests no devices".to_owned()), BTreeMap::new()),
             FilterOutcome::NoFit { failed } => (None, Some("no node fits".to_owned()), failed),
-            FilterOutcome::Error(e) => (None, Some(e), BTreeMap::new()),
+            FilterOutcome::Error(e) => (None, Some(e.to_string()), BTreeMap::new()),
             FilterOutcome::Chosen { node, failed } => match engine.bind(&pref, node.as_str()).await {
                 Ok(()) => {
                     if let Some(v) = crate::backend::Backend::pod(&backend, &pref.namespace, &pref.name) {

@@ -8,7 +8,7 @@ impl<B: Backend> Engine<B> {
     /// the locks and the reservation are released, a BindingFailed Event is recorded and the
     /// error is returned. Binding a pod that
     /// is already bound to that node succeeds without doing anything.
-    pub async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), String> {
+    pub async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
         let started = Instant::now();
         let r = self.bind_inner(pod, node).await;
         crate::metrics::bind_done(
@@ -20,24 +20,23 @@ impl<B: Backend> Engine<B> {
             Err(e) => {
                 // Every failure is told on the pod, the early ones too: `kubectl describe` is
                 // where users look first when a pod stays pending.
-                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.clone());
-                self.remember(pod, Some(node.to_owned()), "bind-failed", e.clone());
+                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.to_string());
+                self.remember(pod, Some(node.to_owned()), "bind-failed", e.to_string());
             }
         }
         r
     }
 
-    pub(super) async fn bind_inner(&self, pod: &PodRef, node: &str) -> Result<(), String> {
+    pub(super) async fn bind_inner(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
         let i = &*self.inner;
         let uid = PodUid::new(&pod.uid);
         let Some(view) = i.backend.pod(&pod.namespace, &pod.name) else {
             self.delete_pod(&uid);
-            return Err(backend::Error::PodNotFound(pod.to_string()).to_string());
+            return Err(backend::Error::PodNotFound(pod.to_string()).into());
         };
         let Some(addr) = i.book.get(node).map(|e| e.addr.clone()).filter(|_| i.backend.node(node).is_some()) else {
-            let msg = backend::Error::NodeNotFound(node.to_owned()).to_string();
             self.delete_pod(&uid);
-            return Err(msg);
+            return Err(backend::Error::NodeNotFound(node.to_owned()).into());
         };
         if view.spec.node_name.as_deref() == Some(node) {
             let _ = addr.send(Commit { uid: uid.clone() }).await;
@@ -45,13 +44,13 @@ impl<B: Backend> Engine<B> {
         }
         let req = match i.vendors.pod_request(&view, &i.cfg.defaults) {
             Ok(r) => Arc::new(r),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(BindError::Request(e)),
         };
         // Make sure the reservation is still there; one that expired is taken again with the
         // exact devices written on the pod, if they are still free.
         if i.placements.get(&uid).is_none_or(|n| n.as_str() != node) {
             if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
-                return Err(format!("pod {pod} was not filtered onto node {node}"));
+                return Err(BindError::NotFiltered { pod: pod.to_string(), node: node.to_owned() });
             }
             self.reserve_exact(&view, &req, pod, node, &addr).await?;
         }
@@ -60,7 +59,7 @@ impl<B: Backend> Engine<B> {
             Ok(taken) => taken,
             Err(e) => {
                 self.release(pod, node, "node lock not taken", true).await;
-                return Err(e.to_string());
+                return Err(e);
             }
         };
         // The reservation is made binding before the Binding is written, so it cannot lapse
@@ -71,12 +70,14 @@ impl<B: Backend> Engine<B> {
             Ok(Err(NotReserved)) => match self.reserve_exact(&view, &req, pod, node, &addr).await {
                 Ok(()) => match addr.send(Commit { uid: uid.clone() }).await {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(format!("pod {pod} on node {node}: {e}")),
-                    Err(e) => Err(format!("node {node}: {e}")),
+                    Ok(Err(e)) => {
+                        Err(BindError::NotReserved { pod: pod.to_string(), node: node.to_owned(), source: e })
+                    }
+                    Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
                 },
                 Err(e) => Err(e),
             },
-            Err(e) => Err(format!("node {node}: {e}")),
+            Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
         };
         if let Err(msg) = held {
             self.unlock_node(pod, node, &taken, &addr).await;
@@ -102,7 +103,7 @@ impl<B: Backend> Engine<B> {
                 self.unlock_node(pod, node, &taken, &addr).await;
                 // Committed above, and not bound: the devices go back for the requeued pod.
                 self.release(pod, node, "bind failed", false).await;
-                Err(e.to_string())
+                Err(e.into())
             }
         }
     }
@@ -115,23 +116,24 @@ impl<B: Backend> Engine<B> {
         pod: &PodRef,
         node: &str,
         addr: &Addr<NodeActor>,
-    ) -> Result<(), String> {
+    ) -> Result<(), BindError> {
         let i = &*self.inner;
         let devices = match i.vendors.decode_allocation(view) {
             Ok(d) => self.align(view, d),
-            Err(e) => return Err(format!("pod {pod}: device annotations are malformed: {e}")),
+            Err(e) => return Err(BindError::Malformed { pod: pod.to_string(), source: e }),
         };
         let exact = Reserve { pod: req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl };
         match addr.send(exact).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(r)) => {
                 let snap = self.snapshot(node);
-                Err(format!(
-                    "reservation of pod {pod} on node {node} expired and its devices are no longer free: {}",
-                    r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None)
-                ))
+                Err(BindError::Lapsed {
+                    pod: pod.to_string(),
+                    node: node.to_owned(),
+                    detail: r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None),
+                })
             }
-            Err(e) => Err(format!("node {node}: {e}")),
+            Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
         }
     }
 
@@ -146,7 +148,7 @@ impl<B: Backend> Engine<B> {
         pod: &PodRef,
         node: &str,
         addr: &Addr<NodeActor>,
-    ) -> backend::Result<Vec<LockKind>> {
+    ) -> Result<Vec<LockKind>, BindError> {
         let i = &*self.inner;
         let uid = PodUid::new(&pod.uid);
         // HAMi retries contention only for PodGroup members; hami-rs lets every pod wait a bounded
@@ -172,13 +174,13 @@ impl<B: Backend> Engine<B> {
             let answer = if queue { tokio::time::timeout(left, ask).await } else { Ok(ask.await) };
             let granted = match answer {
                 Ok(Ok(true)) => Ok(()),
-                Ok(Ok(false)) if !queue => Err(contention()),
-                Ok(Ok(false)) => Err(backend::Error::Api(format!("node {node}: its actor stopped"))),
-                Ok(Err(e)) => Err(backend::Error::Api(format!("node {node}: {e}"))),
+                Ok(Ok(false)) if !queue => Err(contention().into()),
+                Ok(Ok(false)) => Err(BindError::Stopped { node: node.to_owned() }),
+                Ok(Err(e)) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
                 Err(_) => {
                     // Out of the queue, or give back a grant that raced the timeout.
                     addr.do_send(Unlock { uid: uid.clone() });
-                    Err(contention())
+                    Err(contention().into())
                 }
             };
             let attempt = match granted {
@@ -204,10 +206,7 @@ impl<B: Backend> Engine<B> {
             Err(e) if e.is_contention() => {
                 crate::metrics::lock_timeout();
                 Err(if pod_group && !wait.is_zero() {
-                    backend::Error::Api(format!(
-                        "timed out after {} waiting for node {node} to be unlocked: node lock contention",
-                        crate::config::format_go_duration(wait)
-                    ))
+                    BindError::PodGroupTimeout { wait: crate::config::format_go_duration(wait), node: node.to_owned() }
                 } else {
                     e
                 })
@@ -250,7 +249,7 @@ impl<B: Backend> Engine<B> {
         pod: &PodRef,
         node: &str,
         kinds: &[LockKind],
-    ) -> backend::Result<Vec<LockKind>> {
+    ) -> Result<Vec<LockKind>, BindError> {
         let b = &self.inner.backend;
         let mut taken: Vec<LockKind> = Vec::with_capacity(kinds.len());
         for k in kinds {
@@ -258,7 +257,7 @@ impl<B: Backend> Engine<B> {
                 for t in taken.iter().rev() {
                     let _ = b.unlock_node(node, pod, *t).await;
                 }
-                return Err(e);
+                return Err(e.into());
             }
             taken.push(*k);
         }

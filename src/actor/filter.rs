@@ -13,10 +13,11 @@ impl<B: Backend> Engine<B> {
         let req = match i.vendors.pod_request(pod, &i.cfg.defaults) {
             Ok(r) => Arc::new(r),
             Err(crate::model::request::Error::Weights(e)) => {
-                return FilterOutcome::Error(format!("calcScore failed {e} for pod {}", pod.metadata.name));
+                return FilterOutcome::Error(FilterError::Weights { pod: pod.metadata.name.clone(), source: e });
             }
             Err(e) => {
-                return FilterOutcome::Error(format!("pod {}/{}: {e}", pod.metadata.namespace, pod.metadata.name));
+                let pod = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
+                return FilterOutcome::Error(FilterError::Request { pod, source: e });
             }
         };
         if !req.requests_devices() {
@@ -42,7 +43,7 @@ impl<B: Backend> Engine<B> {
         let (mut fits, mut failed) = match i.cfg.filter_mode {
             FilterMode::Snapshot => match self.evaluate_snapshots(&req, names).await {
                 Some(e) => e,
-                None => return FilterOutcome::Error("the engine is stopping".into()),
+                None => return FilterOutcome::Error(FilterError::Stopping),
             },
             FilterMode::Messages => self.evaluate_messages(&req, names).await,
         };
@@ -60,7 +61,7 @@ impl<B: Backend> Engine<B> {
         } else {
             match i.coordinator.send(Decide { pod: req.clone(), ranked }).await {
                 Ok(d) => d,
-                Err(e) => return FilterOutcome::Error(format!("coordinator unavailable: {e}")),
+                Err(e) => return FilterOutcome::Error(FilterError::Coordinator(e)),
             }
         };
         crate::metrics::phase(crate::metrics::Phase::Reserve, reserve);
@@ -91,10 +92,9 @@ impl<B: Backend> Engine<B> {
             if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
                 let _ = a.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
             }
-            let msg = e.to_string();
-            self.event(&pref, reasons::FILTERING_FAILED, EventType::Warning, msg.clone());
+            self.event(&pref, reasons::FILTERING_FAILED, EventType::Warning, e.to_string());
             crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
-            return FilterOutcome::Error(msg);
+            return FilterOutcome::Error(e.into());
         }
         // HAMi lists every fitting node with its score; the list is capped so one Event stays small
         // on large clusters.

@@ -252,7 +252,7 @@ async fn binding_a_pod_that_does_not_exist_fails_with_an_event() {
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
     b.remove_pod("default", "p1");
-    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    let err = e.bind(&pref(&p), "a").await.unwrap_err().to_string();
     assert_eq!(err, "pod default/p1 not found");
     assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
     assert!(allocs(&e).await.is_empty());
@@ -265,7 +265,7 @@ async fn binding_to_an_unknown_node_fails_with_hamis_message_and_event() {
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
-    let err = e.bind(&pref(&p), "zz").await.unwrap_err();
+    let err = e.bind(&pref(&p), "zz").await.unwrap_err().to_string();
     assert_eq!(err, "failed to get node zz");
     assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), ["failed to get node zz"]);
     assert!(allocs(&e).await.is_empty());
@@ -273,7 +273,7 @@ async fn binding_to_an_unknown_node_fails_with_hamis_message_and_event() {
     // A node the engine knows but the cluster no longer has fails the same way.
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
     b.remove_node("a");
-    assert_eq!(e.bind(&pref(&p), "a").await.unwrap_err(), "failed to get node a");
+    assert_eq!(e.bind(&pref(&p), "a").await.unwrap_err().to_string(), "failed to get node a");
 }
 
 #[actix::test]
@@ -284,7 +284,7 @@ async fn a_failing_binding_releases_the_reservation_and_the_locks() {
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
     b.fail_binds(true);
-    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    let err = e.bind(&pref(&p), "a").await.unwrap_err().to_string();
     assert_eq!(err, "pods \"p1\" binding refused");
     assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
     assert!(!b.node("a").unwrap().metadata.annotations.contains_key(keys::NODE_LOCK));
@@ -310,7 +310,7 @@ async fn a_node_locked_by_another_pod_fails_the_bind_with_contention() {
 
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
-    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    let err = e.bind(&pref(&p), "a").await.unwrap_err().to_string();
     assert_eq!(err, "node a has been locked within 5m0s: node lock contention");
     assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
     assert_eq!(b.node("a").unwrap().annotation(keys::NODE_LOCK), Some(lock.as_str()), "not ours to release");
@@ -403,7 +403,7 @@ async fn a_lapsed_reservation_whose_devices_were_taken_during_the_lock_wait_fail
         assert_eq!(chosen(&filter(&e2, &b2, &other, &["a"]).await), "a");
         b2.insert_node(node("a").gpus(1, 16384).view());
     });
-    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    let err = e.bind(&pref(&p), "a").await.unwrap_err().to_string();
     assert!(
         err.starts_with("reservation of pod default/p1 on node a expired and its devices are no longer free"),
         "{err}"
@@ -423,7 +423,7 @@ async fn a_pod_group_member_gives_up_after_the_retry_timeout_with_hamis_message(
     lock_node_for_holder(&b, "a");
     let p = pod().gpu(1).mem_mib(4096).name("p1").label(keys::POD_GROUP_LABEL, "job-1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
-    let err = e.bind(&pref(&p), "a").await.unwrap_err();
+    let err = e.bind(&pref(&p), "a").await.unwrap_err().to_string();
     assert_eq!(err, "timed out after 0.2s waiting for node a to be unlocked: node lock contention");
     assert_eq!(messages(&b, &p, reasons::BINDING_FAILED), [err]);
     assert!(allocs(&e).await.is_empty());
@@ -473,7 +473,7 @@ async fn a_bind_after_the_reservation_expired_fails_when_the_devices_were_taken(
     assert_eq!(chosen(&filter(&e, &b, &p2, &["a"]).await), "a");
     e.bind(&pref(&p2), "a").await.unwrap();
 
-    let err = e.bind(&pref(&p1), "a").await.unwrap_err();
+    let err = e.bind(&pref(&p1), "a").await.unwrap_err().to_string();
     assert!(
         err.starts_with("reservation of pod default/p1 on node a expired and its devices are no longer free: 1/1 CardInsufficientMemory"),
         "{err}"
@@ -492,7 +492,7 @@ async fn a_bind_to_a_node_the_pod_was_not_filtered_onto_fails() {
     let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
-    let err = e.bind(&pref(&p), "b").await.unwrap_err();
+    let err = e.bind(&pref(&p), "b").await.unwrap_err().to_string();
     assert_eq!(err, "pod default/p1 was not filtered onto node b");
     assert_eq!(used(&e, "b"), (0, 0, 0));
     assert_eq!(b.pod("default", "p1").unwrap().spec.node_name, None);
@@ -562,7 +562,10 @@ async fn a_failing_pod_patch_releases_the_reservation_and_answers_the_error() {
     let p = pod().gpu(1).mem_mib(16384).name("p1");
     b.fail_patches(true);
     let out = filter(&e, &b, &p, &["a"]).await;
-    assert_eq!(out, FilterOutcome::Error("pod default/p1: patch refused".into()));
+    assert_eq!(
+        out,
+        FilterOutcome::Error(FilterError::Backend(backend::Error::Refused("pod default/p1: patch refused".into())))
+    );
     assert_eq!(messages(&b, &p, reasons::FILTERING_FAILED), ["pod default/p1: patch refused"]);
     assert!(allocs(&e).await.is_empty());
     assert_eq!(used(&e, "a"), (0, 0, 0));

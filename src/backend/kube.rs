@@ -78,6 +78,15 @@ struct Inner {
     events: mpsc::Sender<Event>,
 }
 
+/// Why no client to the API server could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("kubeconfig: {0}")]
+    Config(#[from] kube::config::InferConfigError),
+    #[error("kube client: {0}")]
+    Client(#[from] kube::Error),
+}
+
 /// The Kubernetes backend. Clones share the client and caches.
 #[derive(Clone)]
 pub struct KubeBackend {
@@ -85,10 +94,10 @@ pub struct KubeBackend {
 }
 
 fn api_err(e: kube::Error) -> Error {
-    Error::Api(match e {
-        kube::Error::Api(s) => format!("{} ({})", s.message, s.reason),
-        other => with_causes(&other),
-    })
+    match e {
+        kube::Error::Api(s) => Error::Status { code: s.code, message: s.message, reason: s.reason },
+        other => Error::Transport(with_causes(&other)),
+    }
 }
 
 /// The error and its causes, `: `-separated (a transport error's own text, such as "client error
@@ -123,13 +132,13 @@ pub fn to_view<K: serde::Serialize, V: serde::de::DeserializeOwned + Default>(ob
 
 impl KubeBackend {
     /// Connects with the usual kubeconfig inference (KUBECONFIG, ~/.kube/config, in-cluster).
-    pub async fn connect(opts: KubeOptions) -> std::result::Result<KubeBackend, String> {
-        let mut cfg = kube::Config::infer().await.map_err(|e| format!("kubeconfig: {e}"))?;
+    pub async fn connect(opts: KubeOptions) -> std::result::Result<KubeBackend, ConnectError> {
+        let mut cfg = kube::Config::infer().await?;
         if let Some(t) = opts.timeout {
             cfg.read_timeout = Some(t);
             cfg.write_timeout = Some(t);
         }
-        let client = kube::Client::try_from(cfg).map_err(|e| format!("kube client: {e}"))?;
+        let client = kube::Client::try_from(cfg)?;
         Ok(KubeBackend::with_client(client, opts))
     }
 
@@ -255,7 +264,7 @@ impl KubeBackend {
         let contention =
             || Error::LockContention { node: node.to_owned(), within: crate::config::format_go_duration(timeout) };
         let mut delay = Duration::from_millis(100);
-        let mut last = Error::Api("node lock not taken".into());
+        let mut last = contention();
         for attempt in 0..LOCK_ATTEMPTS {
             // The first attempt trusts the watcher's copy of the node; a conflict re-reads it.
             let (annos, rv) = match (attempt, self.node(node)) {
@@ -328,7 +337,7 @@ impl KubeBackend {
             tokio::time::sleep(jitter(delay)).await;
             delay *= 2;
         }
-        Err(Error::Api(format!("node {node}: could not release the node lock")))
+        Err(Error::UnlockFailed { node: node.to_owned() })
     }
 
     /// Cambricon's lock: a bare time set by blind patch, 2-minute expiry (protocol.md §3.8).
@@ -337,7 +346,7 @@ impl KubeBackend {
         if let Some(v) = cached.as_ref().and_then(|n| n.annotation(keys::CAMBRICON_LOCK)) {
             let fresh = codec::decode_node_lock(v).is_ok_and(|l| !l.is_expired(Utc::now(), CAMBRICON_LOCK_TIMEOUT));
             if fresh {
-                return Err(Error::Api(format!("node {node} has been locked within 2 minutes")));
+                return Err(Error::CambriconLocked { node: node.to_owned() });
             }
         }
         let value = codec::encode_rfc3339(Utc::now());
@@ -352,7 +361,7 @@ impl KubeBackend {
                 Err(e) => last = Some(api_err(e)),
             }
         }
-        Err(last.unwrap_or_else(|| Error::Api("cambricon lock not taken".into())))
+        Err(last.unwrap_or_else(|| Error::CambriconLocked { node: node.to_owned() }))
     }
 
     /// Writes queued Events; a full queue drops Events rather than slowing scheduling.

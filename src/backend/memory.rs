@@ -357,7 +357,7 @@ impl MemoryBackend {
             .get_mut(&(pod.namespace.clone(), pod.name.clone()))
             .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
         if !pod.uid.is_empty() && e.view.metadata.uid != pod.uid {
-            return Err(Error::Api(format!("pod {pod}: uid precondition failed")));
+            return Err(Error::Refused(format!("pod {pod}: uid precondition failed")));
         }
         // Readers hold their own `Arc`s; the entry's copy is changed in place when no one does.
         let PodEntry { view, written } = &mut *e;
@@ -426,7 +426,7 @@ impl Backend for MemoryBackend {
 
     async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
         if self.inner.fail_patch.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::Api(format!("pod {pod}: patch refused")));
+            return Err(Error::Refused(format!("pod {pod}: patch refused")));
         }
         self.edit_pod(pod, |v, written| {
             for (k, val) in &patch.annotations {
@@ -492,7 +492,7 @@ impl Backend for MemoryBackend {
 
     async fn bind(&self, pod: &PodRef, node: &str, bind_time: i64) -> Result<()> {
         if self.inner.fail_bind.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::Api(format!("pods \"{}\" binding refused", pod.name)));
+            return Err(Error::Refused(format!("pods \"{}\" binding refused", pod.name)));
         }
         if !self.inner.nodes.contains_key(node) {
             return Err(Error::NodeNotFound(node.to_owned()));

@@ -85,7 +85,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
             };
             (res, None, "no-fit")
         }
-        FilterOutcome::Error(e) => (ExtenderFilterResult::error(e), None, "error"),
+        FilterOutcome::Error(e) => (ExtenderFilterResult::error(e.to_string()), None, "error"),
     };
     tracing::info!(pod = %pod_name, node = node.as_deref().unwrap_or("-"), outcome = verdict, latency_ms = started.elapsed().as_secs_f64() * 1e3, error = %res.error, "filter");
     Ok(json(&res))
@@ -158,7 +158,7 @@ pub async fn bind<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload)
     let guard = st.inflight.enter();
     let r = st.engine.bind(&pod, &args.node).await;
     drop(guard);
-    let error = r.err().unwrap_or_default();
+    let error = r.err().map(|e| e.to_string()).unwrap_or_default();
     tracing::info!(pod = %pod, node = %args.node, outcome = if error.is_empty() { "bound" } else { "failed" }, latency_ms = started.elapsed().as_secs_f64() * 1e3, error = %error, "bind");
     Ok(json(&ExtenderBindingResult { error }))
 }
