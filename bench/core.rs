@@ -13,6 +13,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use hami_rs::actor::{Engine, EngineConfig, FilterOutcome};
 use hami_rs::backend::PodRef;
 use hami_rs::backend::memory::MemoryBackend;
+use hami_rs::config::FilterMode;
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec;
 use hami_rs::model::{ContainerDevice, DeviceInfo, PodView};
@@ -125,9 +126,14 @@ fn bench_fit_one_node(c: &mut Criterion) {
 /// them (one GPU each: 8000 MiB and 10 cores, less when more than ten share a GPU, so every GPU
 /// keeps room for the bench pod and nothing starts over-committed).
 async fn engine(n: usize, p: usize) -> (Engine<MemoryBackend>, Vec<String>) {
+    engine_in(n, p, FilterMode::Snapshot).await
+}
+
+/// `engine`, evaluating filters in the given mode.
+async fn engine_in(n: usize, p: usize, filter_mode: FilterMode) -> (Engine<MemoryBackend>, Vec<String>) {
     let v = Arc::new(vendors());
     let backend = MemoryBackend::new(Duration::from_secs(300));
-    let cfg = EngineConfig { reservation_ttl: Duration::from_secs(600), ..EngineConfig::default() };
+    let cfg = EngineConfig { reservation_ttl: Duration::from_secs(600), filter_mode, ..EngineConfig::default() };
     let engine = Engine::start(cfg, v, backend.clone(), None);
     let mut names = Vec::with_capacity(n);
     let per_gpu = p.div_ceil(n * 8).max(1) as u64;
@@ -182,19 +188,28 @@ async fn filter_once(engine: &Engine<MemoryBackend>, names: &[Cow<'_, str>], i: 
 }
 
 fn bench_filter(c: &mut Criterion) {
-    let sizes: Vec<(usize, usize)> = if full() {
-        vec![(100, 0), (1000, 0), (1000, 20_000), (1000, 100_000), (5000, 0), (5000, 20_000), (5000, 100_000)]
+    // (nodes, running pods, mode): the snapshot mode at every size, the messages mode (one Filter
+    // message per candidate through the coordinator) at the headline size for comparison.
+    let sizes: Vec<(usize, usize, FilterMode)> = if full() {
+        let mut v: Vec<_> =
+            [(100, 0), (1000, 0), (1000, 20_000), (1000, 100_000), (5000, 0), (5000, 20_000), (5000, 100_000)]
+                .into_iter()
+                .map(|(n, p)| (n, p, FilterMode::Snapshot))
+                .collect();
+        v.push((1000, 20_000, FilterMode::Messages));
+        v
     } else {
-        vec![(100, 0), (100, 1000)]
+        vec![(100, 0, FilterMode::Snapshot), (100, 1000, FilterMode::Snapshot), (100, 1000, FilterMode::Messages)]
     };
     let mut g = c.benchmark_group("filter_engine");
     g.sample_size(if full() { 30 } else { 10 });
-    for (n, p) in sizes {
+    for (n, p, mode) in sizes {
         let sys = actix_rt::System::new();
-        let (engine, names) = sys.block_on(engine(n, p));
+        let (engine, names) = sys.block_on(engine_in(n, p, mode));
+        let tag = if mode == FilterMode::Messages { "_messages" } else { "" };
         let cows: Vec<Cow<'_, str>> = names.iter().map(|s| Cow::Borrowed(s.as_str())).collect();
         let mut i = 0u64;
-        g.bench_with_input(BenchmarkId::new(format!("nodes_{n}"), format!("running_{p}")), &(n, p), |b, _| {
+        g.bench_with_input(BenchmarkId::new(format!("nodes_{n}{tag}"), format!("running_{p}")), &(n, p), |b, _| {
             b.iter_custom(|iters| {
                 sys.block_on(async {
                     let t = Instant::now();
@@ -216,7 +231,7 @@ fn bench_filter(c: &mut Criterion) {
             }
         });
         let per = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / calls as f64;
-        println!("allocations per filter call: nodes={n} running={p}: {per:.0}");
+        println!("allocations per filter call: nodes={n} running={p}{tag}: {per:.0}");
         drop(engine);
     }
     g.finish();
