@@ -362,8 +362,7 @@ impl Vendors {
                     Err(why) => {
                         return Err(request::Error::Quantity {
                             container: c.name.clone(),
-                            resource: v.name().to_owned(),
-                            value: String::new(),
+                            vendor: v.name().to_owned(),
                             why,
                         });
                     }
@@ -418,84 +417,8 @@ impl Vendors {
     }
 }
 
-/// Shared request helpers for vendors.
-pub mod quantities {
-    use crate::model::ContainerView;
-    use crate::model::pod::QuantityText;
-
-    /// An exact integer quantity (Go's `AsInt64`), `None` when absent; `Err` when present but
-    /// not an integer.
-    pub fn int(q: Option<&QuantityText>) -> Result<Option<i64>, String> {
-        match q {
-            None => Ok(None),
-            Some(t) => {
-                let p = t.parse().map_err(|e| e.to_string())?;
-                p.as_i64_exact().map(Some).ok_or_else(|| format!("{:?} is not an integer", t.0))
-            }
-        }
-    }
-
-    /// Limit-else-request integer of `name`; an empty name reads as absent.
-    pub fn get(c: &ContainerView, name: &str) -> Result<Option<i64>, String> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        int(c.quantity(name)).map_err(|e| format!("{name}: {e}"))
-    }
-
-    /// Limit-only integer of `name`.
-    pub fn get_limit(c: &ContainerView, name: &str) -> Result<Option<i64>, String> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        int(c.limit(name)).map_err(|e| format!("{name}: {e}"))
-    }
-
-    /// A device count, limit else request: absent, not an exact integer (Go's `AsInt64`) or not
-    /// positive means "no request of this vendor". HAMi keeps counts in an int32, so a larger
-    /// count is refused rather than wrapped or dropped.
-    pub fn count(c: &ContainerView, name: &str) -> Result<Option<u32>, String> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        match c.quantity(name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => match i32::try_from(n) {
-                Ok(n) => Ok(Some(n.unsigned_abs())),
-                Err(_) => Err(format!("{name}: {n} devices is out of range")),
-            },
-            _ => Ok(None),
-        }
-    }
-
-    /// Memory in MiB, limit else request, given in units of `unit` MiB; 0 when absent. HAMi drops
-    /// the container's request when the value is not an integer or leaves int32 once scaled;
-    /// hami-rs refuses it so the pod is never placed without a reservation (scheduling.md §14
-    /// row 16).
-    pub fn memory(c: &ContainerView, name: &str, unit: u64) -> Result<u64, String> {
-        let unit = unit.max(1);
-        match get(c, name)? {
-            None => Ok(0),
-            Some(m) => {
-                let limit = i64::from(i32::MAX) / i64::try_from(unit).unwrap_or(i64::MAX);
-                if !(0..=limit).contains(&m) {
-                    return Err(format!("{name}: {m} is out of range 0..={limit}"));
-                }
-                Ok(m.unsigned_abs() * unit)
-            }
-        }
-    }
-
-    /// Cores, limit else request: `default` when absent or not an integer (HAMi falls back the
-    /// same way); a negative value would subtract usage, so it is refused.
-    pub fn cores(c: &ContainerView, name: &str, default: u32) -> Result<u32, String> {
-        let Some(q) = c.quantity(name).filter(|_| !name.is_empty()) else { return Ok(default) };
-        match q.parse().ok().and_then(|q| q.as_i64_exact()) {
-            None => Ok(default),
-            Some(v) if v < 0 => Err(format!("{name}: {v} is negative")),
-            Some(v) => u32::try_from(v).map_err(|_| format!("{name}: {v} is out of range")),
-        }
-    }
-}
+/// How vendors read a container's quantities; a given quantity must be usable.
+pub mod quantities;
 
 /// The generic device walk most vendors share (scheduling.md §5.7).
 pub mod walk;

@@ -15,7 +15,7 @@ use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
 use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "AMD";
 
@@ -82,38 +82,20 @@ impl Vendor for Amd {
         }
     }
 
-    /// scheduling.md §4.2, AMD: everything from limits only. A count that is absent, not an
-    /// integer or not positive is no request; memory must be an int32 of MiB and cores an integer
-    /// percentage 1–100 (default 100). HAMi drops requests with a bad memory or core value;
-    /// hami-rs refuses them (scheduling.md §14 row 16).
+    /// scheduling.md §4.2, AMD: everything from limits only. A count of 0 is no request; memory
+    /// must be an int32 of MiB and cores an integer percentage 1–100 (default 100). HAMi drops
+    /// requests with a bad count, memory or core value; hami-rs refuses them.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         let cfg = &self.cfg;
-        if cfg.resource_count_name.is_empty() {
+        let limit = |name: &str| quantities::given_limit(c, name);
+        let Some(nums) = quantities::count_of(limit(&cfg.resource_count_name), &cfg.resource_count_name)? else {
             return Ok(None);
-        }
-        let exact = |name: &str| {
-            c.limit(name).filter(|_| !name.is_empty()).map(|q| q.parse().ok().and_then(|q| q.as_i64_exact()))
         };
-        let nums = match exact(&cfg.resource_count_name).flatten() {
-            Some(n) if n > 0 => n,
-            _ => return Ok(None),
-        };
-        if nums > I32_MAX {
-            return Err(format!("{}: {nums} devices is out of range", cfg.resource_count_name));
-        }
-        let mem = match exact(&cfg.resource_memory_name) {
-            None => 0,
-            Some(Some(m)) if (0..=I32_MAX).contains(&m) => m as u64,
-            Some(_) => return Err(format!("{}: must be an integer between 0 and {I32_MAX}", cfg.resource_memory_name)),
-        };
-        let cores = match exact(&cfg.resource_core_name) {
-            None => 100,
-            Some(Some(p)) if (1..=100).contains(&p) => p as u32,
-            Some(_) => {
-                return Err(format!("{} must be an integer percentage between 1 and 100", cfg.resource_core_name));
-            }
-        };
-        Ok(Some(ContainerRequest::new(id, nums as u32, mem, 0, cores)))
+        let mem_name = &cfg.resource_memory_name;
+        let mem = quantities::int_in(limit(mem_name), mem_name, 0..=I32_MAX)?.map_or(0, i64::unsigned_abs);
+        let core_name = &cfg.resource_core_name;
+        let cores = quantities::int_in(limit(core_name), core_name, 1..=100)?.map_or(100, |p| p as u32);
+        Ok(Some(ContainerRequest::new(id, nums, mem, 0, cores)))
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {

@@ -18,7 +18,7 @@ use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection, Tally};
 
 use super::walk::{self, Rules};
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, ScoreCx, Vendor, WriteCx};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, ScoreCx, Vendor, WriteCx, quantities};
 
 /// Chips whose common word starts with this get network-topology grouping and the node score.
 const ASCEND910_PREFIX: &str = "Ascend910";
@@ -211,16 +211,7 @@ impl Vendor for Ascend {
     /// hami-rs refuses the pod instead (§14 row 16).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         let cfg = &self.cfg;
-        if cfg.resource_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is not an integer means "no request" (HAMi's AsInt64).
-        let nums = match c.quantity(&cfg.resource_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                i32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", cfg.resource_name))? as u32
-            }
-            _ => return Ok(None),
-        };
+        let Some(nums) = quantities::count(c, &cfg.resource_name)? else { return Ok(None) };
         let mem_name = &cfg.resource_memory_name;
         let memreq = match c.quantity(mem_name).filter(|_| !mem_name.is_empty()) {
             None => 0,

@@ -14,7 +14,7 @@ use crate::model::{ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
 use crate::sched::reason::Rejection;
 
 use super::walk::{self, Rules};
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, Vendor, WriteCx};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "Biren";
 
@@ -55,15 +55,7 @@ impl Vendor for Biren {
 
     /// scheduling.md §4.2: the count (limits, else requests); percentage 100, no cores.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
-            }
-            _ => return Ok(None),
-        };
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
     }
 

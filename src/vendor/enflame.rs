@@ -14,7 +14,7 @@ use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection};
 
 use super::walk::{self, Rules};
-use super::{Discovery, FitCx, HealthRule, LockKind, Pick, Vendor, WriteCx};
+use super::{Discovery, FitCx, HealthRule, LockKind, Pick, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "GCU";
 
@@ -50,16 +50,7 @@ impl Vendor for EnflameGcu {
     /// scheduling.md §4.2: the count (limits, else requests) as an exact integer; every device is
     /// reserved whole (memory 100, percentage 100, cores 100).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is absent, not an integer or not positive is "no GCU request" (AsInt64).
-        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
-            }
-            _ => return Ok(None),
-        };
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, WHOLE, 100, 100)))
     }
 

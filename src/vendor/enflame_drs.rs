@@ -19,7 +19,7 @@ use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodRequest, PodView, VendorId};
 use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, LockKind, Pick, QuotaNames, Vendor, WriteCx};
+use super::{Discovery, FitCx, LockKind, Pick, QuotaNames, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "Enflame";
 
@@ -335,11 +335,6 @@ fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
     cx.params.and_then(|p| p.downcast_ref::<Params>())
 }
 
-/// A non-negative integer quantity, rounded up as Go's `Value` rounds (limits, else requests).
-fn value(c: &ContainerView, name: &str) -> Option<Result<i64, String>> {
-    c.quantity(name).map(|q| q.parse().map(|q| q.value_ceil()).map_err(|e| format!("{name}: {e}")))
-}
-
 fn edit_value(text: &str) -> Option<i64> {
     Quantity::parse(text).ok().map(|q| q.value_ceil())
 }
@@ -366,32 +361,23 @@ impl Vendor for EnflameDrs {
         QuotaNames { memory: Some(self.mem_name.clone()), cores: Some(self.core_name.clone()), memory_factor: 1 }
     }
 
-    /// scheduling.md §4.2: always one device. A positive integer `drs-gcu` asks for that many
-    /// slices; otherwise memory and/or cores (rounded up) ask for the smallest profile that holds
-    /// them. Values outside what the request fields can hold are refused (HAMi drops them).
+    /// scheduling.md §4.2: always one device. A positive `drs-gcu` asks for that many slices;
+    /// otherwise memory and/or cores (rounded up) ask for the smallest profile that holds them.
+    /// A slice count that is not a whole number, and values outside what the request fields can
+    /// hold, are refused (HAMi ignores or drops them).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if let Some(n) = c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact())
-            && n > 0
-        {
-            if n > I32_MAX {
-                return Err(format!("{}: {n} slices is out of range", self.count_name));
-            }
-            return Ok(Some(ContainerRequest { mode: MODE_DIRECT, ..ContainerRequest::new(id, 1, n as u64, 0, 0) }));
+        if let Some(n) = quantities::count(c, &self.count_name)? {
+            return Ok(Some(ContainerRequest {
+                mode: MODE_DIRECT,
+                ..ContainerRequest::new(id, 1, u64::from(n), 0, 0)
+            }));
         }
-        let mem = value(c, &self.mem_name).transpose()?;
-        let core = value(c, &self.core_name).transpose()?;
+        let field = |name: &str| quantities::ceil_in(quantities::given(c, name), name, 0..=I32_MAX);
+        let (mem, core) = (field(&self.mem_name)?, field(&self.core_name)?);
         if mem.is_none() && core.is_none() {
             return Ok(None);
         }
-        let field = |v: Option<i64>, name: &str| -> Result<u64, String> {
-            match v {
-                None => Ok(0),
-                Some(v) if !(0..=I32_MAX).contains(&v) => Err(format!("{name}: {v} is out of range 0..={I32_MAX}")),
-                Some(v) => Ok(v as u64),
-            }
-        };
-        let mem = field(mem, &self.mem_name)?;
-        let core = field(core, &self.core_name)? as u32;
+        let (mem, core) = (mem.map_or(0, i64::unsigned_abs), core.map_or(0, |c| c as u32));
         Ok(Some(ContainerRequest { mode: MODE_SPEC, ..ContainerRequest::new(id, 1, mem, 0, core) }))
     }
 

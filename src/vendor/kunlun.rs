@@ -13,7 +13,7 @@ use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceInfo, DeviceUsage, PodRequest, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, LockKind, Pick, ScoreCx, Vendor, WriteCx};
+use super::{Discovery, FitCx, LockKind, Pick, ScoreCx, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "kunlun";
 
@@ -229,15 +229,7 @@ impl Vendor for KunlunXpu {
     /// scheduling.md §4.2: the count (limits, else requests); whole devices (percentage 100,
     /// cores 0).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
-            }
-            _ => return Ok(None),
-        };
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
     }
 

@@ -16,7 +16,7 @@ use crate::model::{ContainerDevice, ContainerView, DeviceUsage, PodView, VendorI
 use crate::sched::reason::{Reason, Rejection, Tally};
 
 use super::kunlun::{self, DEVICE_MEM, Params};
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "XPU";
 
@@ -73,25 +73,13 @@ impl Vendor for KunlunVxpu {
         QuotaNames { memory: Some(self.mem_name.clone()).filter(|n| !n.is_empty()), cores: None, memory_factor: 1 }
     }
 
-    /// scheduling.md §4.2: memory rounded up to a template, cores = memory × 100 ÷ 98304; a
-    /// memory that is absent or not an integer asks for the whole device (98304 MiB, 100 %,
-    /// percentage 100), as HAMi does.
+    /// scheduling.md §4.2: memory rounded up to a template, cores = memory × 100 ÷ 98304; an
+    /// absent memory asks for the whole device (98304 MiB, 100 %, percentage 100), as HAMi does.
+    /// HAMi also reads a memory that is not an integer as absent; hami-rs refuses it, and a
+    /// negative one.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
-            }
-            _ => return Ok(None),
-        };
-        let mem = Some(&self.mem_name)
-            .filter(|n| !n.is_empty())
-            .and_then(|n| c.quantity(n))
-            .and_then(|q| q.parse().ok())
-            .and_then(|q| q.as_i64_exact())
-            .map(template);
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
+        let mem = quantities::int_in(quantities::given(c, &self.mem_name), &self.mem_name, 0..=i64::MAX)?.map(template);
         Ok(Some(match mem {
             Some(m) => ContainerRequest::new(id, nums, m, 0, (m * 100 / DEVICE_MEM) as u32),
             None => ContainerRequest::new(id, nums, DEVICE_MEM, 100, 100),

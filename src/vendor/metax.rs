@@ -91,16 +91,7 @@ impl Vendor for MetaxGpu {
     /// scheduling.md §4.2: the count (limits, else requests) asks for whole devices: all memory
     /// (percentage 100) and 100 cores.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is not an integer means "no request" (HAMi's AsInt64).
-        let Ok(Some(n)) = quantities::get(c, &self.count_name) else { return Ok(None) };
-        if n <= 0 {
-            return Ok(None);
-        }
-        // HAMi truncates the count to int32; hami-rs refuses a count it cannot represent.
-        let nums = i32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))? as u32;
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 100)))
     }
 

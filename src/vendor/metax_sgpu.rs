@@ -21,7 +21,7 @@ use crate::model::{
 use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
 use super::walk::memory_for;
-use super::{Discovery, FitCx, HealthRule, Pick, QuotaNames, ScoreCx, Vendor, WriteCx};
+use super::{Discovery, FitCx, HealthRule, Pick, QuotaNames, ScoreCx, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "Metax-SGPU";
 
@@ -331,28 +331,19 @@ impl Vendor for MetaxSgpu {
         }
     }
 
-    /// scheduling.md §4.2, Metax sGPU row: every quantity from limits only.
+    /// scheduling.md §4.2, Metax sGPU row: every quantity from limits only; each one given must be
+    /// usable.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         if self.count_name.is_empty() {
             return Ok(None);
         }
         let int = |name: &str| c.limit(name).filter(|_| !name.is_empty()).map(|q| (q, q.parse().ok()));
-        // A count that is not an integer means "no request" (HAMi's AsInt64).
-        let nums = match int(&self.count_name).and_then(|(_, q)| q?.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                i32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))? as u32
-            }
-            _ => return Ok(None),
+        let Some(nums) = quantities::count_of(quantities::given_limit(c, &self.count_name), &self.count_name)? else {
+            return Ok(None);
         };
-        // Cores default to 100; a non-integer value keeps the default, as in HAMi. HAMi drops the
-        // request for out-of-range cores; hami-rs refuses it.
-        let cores = match int(&self.core_name).and_then(|(_, q)| q?.as_i64_exact()) {
-            None => 100,
-            Some(v) => u32::try_from(v)
-                .ok()
-                .filter(|&v| i32::try_from(v).is_ok())
-                .ok_or_else(|| format!("{}: {v} is out of range", self.core_name))?,
-        };
+        // Cores default to 100. HAMi keeps the default for a value that is not an integer and
+        // drops the request for one out of range; hami-rs refuses both.
+        let cores = quantities::cores_of(quantities::given_limit(c, &self.core_name), &self.core_name, 100)?;
         let memreq = match int(&self.memory_name) {
             None => 0,
             Some((text, q)) => {

@@ -196,41 +196,16 @@ impl Vendor for Nvidia {
         }
     }
 
-    /// scheduling.md §4.1.
+    /// scheduling.md §4.1. Every quantity that is given must be usable (see [`quantities`]);
+    /// the percentage must be an integer 0–100, the range the webhook admits, and 0 reads as
+    /// unset as in HAMi.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         let cfg = &self.cfg;
-        if cfg.resource_count_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is absent or not an integer means "no NVIDIA request" (HAMi's AsInt64).
-        let nums =
-            match c.quantity(&cfg.resource_count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-                Some(n) if n > 0 => {
-                    u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", cfg.resource_count_name))?
-                }
-                _ => return Ok(None),
-            };
-        // HAMi drops the whole request when memory is not an int32 after the factor; hami-rs
-        // refuses it instead, so the pod is never placed without a reservation.
-        let mut memreq = match quantities::get(c, &cfg.resource_memory_name)? {
-            None => 0,
-            Some(m) => {
-                let limit = i64::from(i32::MAX) / self.factor as i64;
-                if !(0..=limit).contains(&m) {
-                    return Err(format!("{}: {m} is out of range 0..={limit}", cfg.resource_memory_name));
-                }
-                m as u64 * self.factor
-            }
-        };
-        let mut mempct = match c
-            .quantity(&cfg.resource_memory_percentage_name)
-            .filter(|_| !cfg.resource_memory_percentage_name.is_empty())
-            .and_then(|q| q.parse().ok())
-            .and_then(|q| q.as_i64_exact())
-        {
-            None => MEMPCT_UNSET,
-            Some(p) if p > 100 => 100,
-            Some(p) if p <= 0 => MEMPCT_UNSET,
+        let Some(nums) = quantities::count(c, &cfg.resource_count_name)? else { return Ok(None) };
+        let mut memreq = quantities::memory(c, &cfg.resource_memory_name, self.factor)?;
+        let pct_name = &cfg.resource_memory_percentage_name;
+        let mut mempct = match quantities::int_in(quantities::given(c, pct_name), pct_name, 0..=100)? {
+            None | Some(0) => MEMPCT_UNSET,
             Some(p) => p as u32,
         };
         if mempct == MEMPCT_UNSET && memreq == 0 {
@@ -240,16 +215,7 @@ impl Vendor for Nvidia {
                 mempct = 100;
             }
         }
-        let cores = match c.quantity(&cfg.resource_core_name).filter(|_| !cfg.resource_core_name.is_empty()) {
-            None => cfg.default_cores,
-            Some(q) => match q.parse().ok().and_then(|q| q.as_i64_exact()) {
-                // HAMi falls back to the default for a non-integer value; negative values would
-                // subtract usage, so hami-rs refuses them.
-                None => cfg.default_cores,
-                Some(v) if v < 0 => return Err(format!("{}: {v} is negative", cfg.resource_core_name)),
-                Some(v) => u32::try_from(v).map_err(|_| format!("{}: {v} is out of range", cfg.resource_core_name))?,
-            },
-        };
+        let cores = quantities::cores(c, &cfg.resource_core_name, cfg.default_cores)?;
         Ok(Some(ContainerRequest { vendor: id, nums, memreq: MemMiB(memreq), mempct, cores, mode: 0 }))
     }
 
