@@ -20,8 +20,9 @@ use crate::model::{
 };
 use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
+use super::common;
 use super::walk::memory_for;
-use super::{Discovery, FitCx, HealthRule, Pick, QuotaNames, ScoreCx, Vendor, WriteCx, quantities};
+use super::{Discovery, FitCx, HealthRule, Names, Pick, ScoreCx, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "Metax-SGPU";
 
@@ -303,10 +304,6 @@ fn decode_device(device: usize, item: &Value) -> Result<DeviceInfo, codec::Error
     Ok(d)
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
 /// Whether a quantity's text names a unit (then it is bytes, else GiB). HAMi tests the canonical
 /// form Kubernetes stores, which is what the API server hands out.
 fn has_unit(text: &str) -> bool {
@@ -314,21 +311,9 @@ fn has_unit(text: &str) -> bool {
 }
 
 impl Vendor for MetaxSgpu {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
-        [&self.count_name, &self.memory_name, &self.core_name].into_iter().filter(|n| !n.is_empty()).cloned().collect()
-    }
-
     /// scheduling.md §9: vmemory limits are GiB, so they scale by 1024 against MiB usage.
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames {
-            memory: Some(self.memory_name.clone()).filter(|n| !n.is_empty()),
-            cores: Some(self.core_name.clone()).filter(|n| !n.is_empty()),
-            memory_factor: GIB_IN_MIB as u64,
-        }
+    fn names(&self) -> Names<'_> {
+        Names::new(WORD, &self.count_name, &self.memory_name, &self.core_name, GIB_IN_MIB as u64)
     }
 
     /// scheduling.md §4.2, Metax sGPU row: every quantity from limits only; each one given must be
@@ -420,12 +405,7 @@ impl Vendor for MetaxSgpu {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(v) = node.annotation(keys::NODE_DEVICES) else { return Discovery::Absent };
-        match decode_node_devices(v) {
-            Ok(devices) => Discovery::Devices { devices, extra: None },
-            Err(codec::Error::NoDevices) => Discovery::Absent,
-            Err(error) => Discovery::Malformed { key: keys::NODE_DEVICES.into(), error },
-        }
+        common::listed(node, keys::NODE_DEVICES, decode_node_devices, Discovery::devices)
     }
 
     /// protocol.md §3.7: healthy iff the annotation lists at least one device.
@@ -436,7 +416,7 @@ impl Vendor for MetaxSgpu {
     /// vendors.md §7: filter every candidate (walking from the end), then pick.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let empty = Params::default();
-        let p = params(cx).unwrap_or(&empty);
+        let p = cx.params_as::<Params>().unwrap_or(&empty);
         let req = &cx.req;
         let online = p.class.online();
         let mut tally = Tally::new(cx.order.len());

@@ -16,8 +16,9 @@ use crate::model::{
 };
 use crate::sched::reason::Rejection;
 
+use super::common;
 use super::walk::{self, Rules};
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx, quantities};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Names, Pick, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "NVIDIA";
 
@@ -48,10 +49,6 @@ impl Nvidia {
     pub fn new(cfg: &NvidiaConfig) -> Nvidia {
         Nvidia { cfg: cfg.clone(), factor: cfg.memory_factor.max(1), word: Arc::from(WORD) }
     }
-}
-
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
 }
 
 /// MIG profile choice (scheduling.md §5.9).
@@ -164,36 +161,21 @@ fn topology_choice(picks: &mut Vec<Pick>, n: usize, scores: &PairScores) {
 }
 
 fn is_mig_request(cx: &FitCx<'_>) -> bool {
-    let mode_allows = params(cx).and_then(|p| p.vgpu_mode.as_deref()).is_none_or(|m| m.contains("mig"));
+    let mode_allows = cx.params_as::<Params>().and_then(|p| p.vgpu_mode.as_deref()).is_none_or(|m| m.contains("mig"));
     mode_allows && cx.order.iter().any(|&p| cx.devs[usize::from(p)].info.is_mig())
 }
 
 impl Vendor for Nvidia {
-    fn name(&self) -> &str {
-        WORD
+    fn names(&self) -> Names<'_> {
+        let c = &self.cfg;
+        Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, self.factor)
     }
 
     fn resource_names(&self) -> Vec<String> {
         let c = &self.cfg;
-        [
-            &c.resource_count_name,
-            &c.resource_memory_name,
-            &c.resource_memory_percentage_name,
-            &c.resource_core_name,
-            &c.resource_priority_name,
-        ]
-        .into_iter()
-        .filter(|n| !n.is_empty())
-        .cloned()
-        .collect()
-    }
-
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames {
-            memory: Some(self.cfg.resource_memory_name.clone()).filter(|n| !n.is_empty()),
-            cores: Some(self.cfg.resource_core_name.clone()).filter(|n| !n.is_empty()),
-            memory_factor: self.factor,
-        }
+        let (count, pct, prio) =
+            (&c.resource_count_name, &c.resource_memory_percentage_name, &c.resource_priority_name);
+        common::names(&[count, &c.resource_memory_name, pct, &c.resource_core_name, prio])
     }
 
     /// scheduling.md §4.1. Every quantity that is given must be usable (see [`quantities`]);
@@ -288,23 +270,17 @@ impl Vendor for Nvidia {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(reg) = node.annotation(keys::NVIDIA_REGISTER) else {
-            return Discovery::Absent;
-        };
-        let devices = match codec::decode_node_devices(reg) {
-            Ok(d) => d,
-            Err(codec::Error::NoDevices) => return Discovery::Absent,
-            Err(error) => return Discovery::Malformed { key: keys::NVIDIA_REGISTER.into(), error },
-        };
-        let scores = match node.annotation(keys::NVIDIA_SCORE) {
-            None => PairScores::default(),
-            Some(s) => match codec::decode_pair_scores(s) {
-                Ok(p) => p,
-                Err(error) => return Discovery::Malformed { key: keys::NVIDIA_SCORE.into(), error },
-            },
-        };
-        let cordon = node.annotation(keys::NVIDIA_CORDON).map(codec::parse_list).unwrap_or_default();
-        Discovery::Devices { devices, extra: Some(Arc::new(Extra { cordon, scores })) }
+        common::registered(node, keys::NVIDIA_REGISTER, |devices| {
+            let scores = match node.annotation(keys::NVIDIA_SCORE) {
+                None => PairScores::default(),
+                Some(s) => match codec::decode_pair_scores(s) {
+                    Ok(p) => p,
+                    Err(error) => return Discovery::Malformed { key: keys::NVIDIA_SCORE.into(), error },
+                },
+            };
+            let cordon = node.annotation(keys::NVIDIA_CORDON).map(codec::parse_list).unwrap_or_default();
+            Discovery::Devices { devices, extra: Some(Arc::new(Extra { cordon, scores })) }
+        })
     }
 
     fn health_rule(&self) -> HealthRule {
@@ -323,7 +299,7 @@ impl Vendor for Nvidia {
     }
 
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        let p = params(cx);
+        let p = cx.params_as::<Params>();
         let extra = cx.extra.and_then(|e| e.downcast_ref::<Extra>());
         let type_ok = |d: &DeviceUsage| {
             p.is_none_or(|p| {
