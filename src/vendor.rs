@@ -52,6 +52,13 @@ pub enum Discovery {
     },
 }
 
+impl Discovery {
+    /// Devices and no node extras, what most vendors find.
+    pub fn devices(devices: Vec<DeviceInfo>) -> Discovery {
+        Discovery::Devices { devices, extra: None }
+    }
+}
+
 /// Which node lock a vendor's bind takes (protocol.md §3.8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LockKind {
@@ -93,6 +100,60 @@ pub struct QuotaNames {
     pub cores: Option<String>,
     /// Quota limits are in request units; scheduler usage is MiB, so limits scale by this.
     pub memory_factor: u64,
+}
+
+/// A vendor's word and the container resources it reads. An empty resource name is one the vendor
+/// does not have or the device config switched off.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Names<'a> {
+    /// The common word, as written in annotations (`NVIDIA`, `MLU`, `Ascend910B3`).
+    pub word: &'a str,
+    pub count: &'a str,
+    pub memory: &'a str,
+    pub cores: &'a str,
+    /// Quota memory limits are in request units; scheduler usage is MiB, so limits scale by this.
+    pub memory_factor: u64,
+}
+
+impl<'a> Names<'a> {
+    pub fn new(word: &'a str, count: &'a str, memory: &'a str, cores: &'a str, memory_factor: u64) -> Names<'a> {
+        Names { word, count, memory, cores, memory_factor }
+    }
+
+    /// A vendor whose containers give a device count and nothing else (so no quota applies).
+    pub fn count_only(word: &'a str, count: &'a str) -> Names<'a> {
+        Names { word, count, ..Names::default() }
+    }
+}
+
+impl QuotaNames {
+    /// The memory and core resources quota counts; an empty name is a resource the device config
+    /// switched off.
+    pub fn of(memory: &str, cores: &str, memory_factor: u64) -> QuotaNames {
+        let named = |n: &str| Some(n.to_owned()).filter(|n| !n.is_empty());
+        QuotaNames { memory: named(memory), cores: named(cores), memory_factor }
+    }
+}
+
+/// The pod keys most vendors' Filter writes the device list under, identical: to-allocate (read
+/// by the device plugin) and allocated (read back when usage is rebuilt).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceKeys<'a> {
+    pub to_allocate: &'a str,
+    pub allocated: &'a str,
+}
+
+impl DeviceKeys<'_> {
+    pub fn names(&self) -> Vec<String> {
+        vec![self.to_allocate.to_owned(), self.allocated.to_owned()]
+    }
+
+    /// Writes the encoded device list under both keys.
+    pub fn write(&self, devices: &[ContainerDevices], out: &mut Vec<(String, String)>) {
+        let v = codec::encode_pod_devices(devices);
+        out.push((self.to_allocate.to_owned(), v.clone()));
+        out.push((self.allocated.to_owned(), v));
+    }
 }
 
 /// Namespace quota as fit sees it.
@@ -145,6 +206,13 @@ pub struct FitCx<'a> {
     pub pod_cores: u32,
 }
 
+impl FitCx<'_> {
+    /// What the vendor's `pod_params` parsed from the pod, as the vendor's own type.
+    pub fn params_as<T: 'static>(&self) -> Option<&T> {
+        self.params.and_then(|p| p.downcast_ref::<T>())
+    }
+}
+
 /// What a vendor's node score sees (scheduling.md §5.12).
 pub struct ScoreCx<'a> {
     pub node: &'a NodeName,
@@ -169,16 +237,41 @@ pub struct WriteCx<'a> {
     pub unix_ns: i128,
 }
 
+impl WriteCx<'_> {
+    /// The node's device an entry names.
+    pub fn device(&self, entry: &ContainerDevice) -> Option<&DeviceUsage> {
+        self.devs.iter().find(|d| d.info.id == entry.uuid)
+    }
+
+    /// The vendor this part of the decision belongs to, found through its first chosen device.
+    pub fn vendor(&self) -> Option<VendorId> {
+        self.devices.iter().flatten().next().and_then(|e| self.device(e)).map(|d| d.vendor)
+    }
+}
+
 /// One accelerator family.
 pub trait Vendor: Send + Sync + 'static {
+    /// The vendor's word and resources; the defaults of `name`, `resource_names`, `quota_names`
+    /// and `mutate` follow from it.
+    fn names(&self) -> Names<'_> {
+        Names::default()
+    }
+
     /// The common word, as written in annotations (`NVIDIA`, `MLU`, `Ascend910B3`).
-    fn name(&self) -> &str;
+    fn name(&self) -> &str {
+        self.names().word
+    }
 
     /// Every resource name the vendor owns (count first), for `managedResources`.
-    fn resource_names(&self) -> Vec<String>;
+    fn resource_names(&self) -> Vec<String> {
+        let n = self.names();
+        [n.count, n.memory, n.cores].into_iter().filter(|r| !r.is_empty()).map(str::to_owned).collect()
+    }
 
+    /// The memory and core resources namespace quota counts for this vendor.
     fn quota_names(&self) -> QuotaNames {
-        QuotaNames::default()
+        let n = self.names();
+        QuotaNames::of(n.memory, n.cores, n.memory_factor)
     }
 
     /// The container's request, `Ok(None)` when it requests nothing of this vendor, `Err` with a
@@ -195,9 +288,11 @@ pub trait Vendor: Send + Sync + 'static {
         None
     }
 
-    /// The webhook's mutation of one container; `Ok(true)` when it recognised a request.
-    fn mutate(&self, _c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
-        Ok(false)
+    /// The webhook's mutation of one container; `Ok(true)` when it recognised a request. The
+    /// default is HAMi's rule for the vendors whose mutation changes nothing: the container is
+    /// recognised iff its count is in limits.
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+        Ok(common::count_in_limits(c, self.names().count))
     }
 
     /// Devices and node extras from the node's annotations or capacity.
@@ -246,14 +341,28 @@ pub trait Vendor: Send + Sync + 'static {
         0.0
     }
 
+    /// The two keys Filter writes the device list under, for vendors that write HAMi's usual
+    /// pair; the defaults below then need no overriding.
+    fn device_keys(&self) -> Option<DeviceKeys<'_>> {
+        None
+    }
+
     /// The key usage is rebuilt from, if the vendor writes one.
-    fn allocated_key(&self) -> Option<&str>;
+    fn allocated_key(&self) -> Option<&str> {
+        self.device_keys().map(|k| k.allocated)
+    }
 
     /// Every pod key this vendor may write (cleared when a later decision does not use it).
-    fn pod_keys(&self) -> Vec<String>;
+    fn pod_keys(&self) -> Vec<String> {
+        self.device_keys().map(|k| k.names()).unwrap_or_default()
+    }
 
     /// The annotations Filter writes for this vendor's part of the decision.
-    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>);
+    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
+        if let Some(k) = self.device_keys() {
+            k.write(cx.devices, out);
+        }
+    }
 
     /// Reads back what this vendor allocated to a pod (restart rebuild, pods seen by the watcher).
     fn decode_allocation(&self, pod: &PodView) -> Result<Option<Vec<ContainerDevices>>, codec::Error> {
@@ -369,8 +478,7 @@ impl Vendors {
                     Err(why) => {
                         return Err(request::Error::Quantity {
                             container: c.name.clone(),
-                            resource: v.name().to_owned(),
-                            value: String::new(),
+                            vendor: v.name().to_owned(),
                             why,
                         });
                     }
@@ -430,84 +538,14 @@ impl Vendors {
     }
 }
 
-/// Shared request helpers for vendors.
-pub mod quantities {
-    use crate::model::ContainerView;
-    use crate::model::pod::QuantityText;
+/// How vendors read a container's quantities; a given quantity must be usable.
+pub mod quantities;
 
-    /// An exact integer quantity (Go's `AsInt64`), `None` when absent; `Err` when present but
-    /// not an integer.
-    pub fn int(q: Option<&QuantityText>) -> Result<Option<i64>, String> {
-        match q {
-            None => Ok(None),
-            Some(t) => {
-                let p = t.parse().map_err(|e| e.to_string())?;
-                p.as_i64_exact().map(Some).ok_or_else(|| format!("{:?} is not an integer", t.0))
-            }
-        }
-    }
+/// Pieces of the `Vendor` impls that several vendors share.
+pub mod common;
 
-    /// Limit-else-request integer of `name`; an empty name reads as absent.
-    pub fn get(c: &ContainerView, name: &str) -> Result<Option<i64>, String> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        int(c.quantity(name)).map_err(|e| format!("{name}: {e}"))
-    }
-
-    /// Limit-only integer of `name`.
-    pub fn get_limit(c: &ContainerView, name: &str) -> Result<Option<i64>, String> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        int(c.limit(name)).map_err(|e| format!("{name}: {e}"))
-    }
-
-    /// A device count, limit else request: absent, not an exact integer (Go's `AsInt64`) or not
-    /// positive means "no request of this vendor". HAMi keeps counts in an int32, so a larger
-    /// count is refused rather than wrapped or dropped.
-    pub fn count(c: &ContainerView, name: &str) -> Result<Option<u32>, String> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        match c.quantity(name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => match i32::try_from(n) {
-                Ok(n) => Ok(Some(n.unsigned_abs())),
-                Err(_) => Err(format!("{name}: {n} devices is out of range")),
-            },
-            _ => Ok(None),
-        }
-    }
-
-    /// Memory in MiB, limit else request, given in units of `unit` MiB; 0 when absent. HAMi drops
-    /// the container's request when the value is not an integer or leaves int32 once scaled;
-    /// hami-rs refuses it so the pod is never placed without a reservation (scheduling.md §14
-    /// row 16).
-    pub fn memory(c: &ContainerView, name: &str, unit: u64) -> Result<u64, String> {
-        let unit = unit.max(1);
-        match get(c, name)? {
-            None => Ok(0),
-            Some(m) => {
-                let limit = i64::from(i32::MAX) / i64::try_from(unit).unwrap_or(i64::MAX);
-                if !(0..=limit).contains(&m) {
-                    return Err(format!("{name}: {m} is out of range 0..={limit}"));
-                }
-                Ok(m.unsigned_abs() * unit)
-            }
-        }
-    }
-
-    /// Cores, limit else request: `default` when absent or not an integer (HAMi falls back the
-    /// same way); a negative value would subtract usage, so it is refused.
-    pub fn cores(c: &ContainerView, name: &str, default: u32) -> Result<u32, String> {
-        let Some(q) = c.quantity(name).filter(|_| !name.is_empty()) else { return Ok(default) };
-        match q.parse().ok().and_then(|q| q.as_i64_exact()) {
-            None => Ok(default),
-            Some(v) if v < 0 => Err(format!("{name}: {v} is negative")),
-            Some(v) => u32::try_from(v).map_err(|_| format!("{name}: {v} is out of range")),
-        }
-    }
-}
+/// The `Vendor` impl the count-only vendors (Biren, Vastai) share.
+pub mod count_only;
 
 /// The generic device walk most vendors share (scheduling.md §5.7).
 pub mod walk;

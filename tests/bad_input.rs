@@ -584,50 +584,132 @@ async fn filter_bodies_of_the_wrong_shape_are_400() {
     app.still_schedules(&["a"]).await;
 }
 
-#[actix_web::test]
-async fn unusable_device_quantities_are_a_filter_error_and_reserve_nothing() {
-    let app = TestApp::standard().start().await;
-    let cases: Vec<(&str, Value, &str)> = vec![
+/// Container limits a vendor cannot use, the vendor, and what the refusal says about them. Every
+/// row is a quantity HAMi drops or ignores (placing the pod as if it needed no device).
+fn unusable_limits() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+    const RANGE: &str = "is out of range 0..=2147483647";
+    vec![
         (
             "16Gi for MiB memory",
             json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16Gi"}),
+            "NVIDIA",
             "nvidia.com/gpumem: 17179869184 is out of range 0..=2147483647",
         ),
         (
             "negative memory",
             json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "-1"}),
+            "NVIDIA",
             "nvidia.com/gpumem: -1 is out of range",
         ),
         (
             "negative cores",
             json!({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "-5"}),
-            "nvidia.com/gpucores: -5 is negative",
+            "NVIDIA",
+            "nvidia.com/gpucores: -5 is out of range 0..=2147483647",
+        ),
+        (
+            "fractional cores",
+            json!({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "1.5"}),
+            "NVIDIA",
+            "nvidia.com/gpucores: \"1.5\" is not an integer",
         ),
         (
             "fractional memory",
             json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "0.5"}),
+            "NVIDIA",
             "nvidia.com/gpumem: \"0.5\" is not an integer",
         ),
-        ("memory 1e400 as text", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1e400"}), "is too large"),
+        (
+            "memory 1e400 as text",
+            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1e400"}),
+            "NVIDIA",
+            "nvidia.com/gpumem: quantity \"1e400\" is too large",
+        ),
         (
             "memory 2^64",
             json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "18446744073709551616"}),
-            "is not an integer",
+            "NVIDIA",
+            "nvidia.com/gpumem: 18446744073709551616 is out of range",
+        ),
+        (
+            "memory not a quantity",
+            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}),
+            "NVIDIA",
+            "nvidia.com/gpumem: quantity \"lots\" is not a valid Kubernetes quantity",
+        ),
+        (
+            "percentage 150",
+            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "150"}),
+            "NVIDIA",
+            "nvidia.com/gpumem-percentage: 150 is out of range 0..=100",
+        ),
+        (
+            "count past int32",
+            json!({"nvidia.com/gpu": "2147483648"}),
+            "NVIDIA",
+            "nvidia.com/gpu: 2147483648 is out of range 0..=2147483647",
         ),
         (
             "count over uint32",
             json!({"nvidia.com/gpu": "4294967296"}),
-            "nvidia.com/gpu: 4294967296 devices is out of range",
+            "NVIDIA",
+            "nvidia.com/gpu: 4294967296 is out of range",
+        ),
+        ("count 2^64", json!({"nvidia.com/gpu": "18446744073709551616"}), "NVIDIA", RANGE),
+        (
+            "count 10^20",
+            json!({"nvidia.com/gpu": "99999999999999999999"}),
+            "NVIDIA",
+            "nvidia.com/gpu: 99999999999999999999 is out of range",
+        ),
+        ("count 2^64 as a JSON number", json!({"nvidia.com/gpu": 18446744073709551616u128 as f64}), "NVIDIA", RANGE),
+        (
+            "count 1e400 as text",
+            json!({"nvidia.com/gpu": "1e400"}),
+            "NVIDIA",
+            "nvidia.com/gpu: quantity \"1e400\" is too large",
         ),
         (
-            "not a quantity",
-            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}),
-            "is not a valid Kubernetes quantity",
+            "count not a number",
+            json!({"nvidia.com/gpu": "one"}),
+            "NVIDIA",
+            "nvidia.com/gpu: quantity \"one\" is not a valid Kubernetes quantity",
         ),
-    ];
-    for (what, limits, says) in cases {
+        (
+            "negative count",
+            json!({"nvidia.com/gpu": "-1"}),
+            "NVIDIA",
+            "nvidia.com/gpu: -1 is out of range 0..=2147483647",
+        ),
+        ("fractional count", json!({"nvidia.com/gpu": "1.5"}), "NVIDIA", "nvidia.com/gpu: \"1.5\" is not an integer"),
+        (
+            "another vendor's count",
+            json!({"cambricon.com/vmlu": "two"}),
+            "MLU",
+            "cambricon.com/vmlu: quantity \"two\" is not a valid Kubernetes quantity",
+        ),
+        (
+            "another vendor's cores",
+            json!({"hygon.com/dcunum": "1", "hygon.com/dcucores": "2.5"}),
+            "DCU",
+            "hygon.com/dcucores: \"2.5\" is not an integer",
+        ),
+        (
+            "a limits-only vendor's count",
+            json!({"amd.com/gpu": "-2"}),
+            "AMD",
+            "amd.com/gpu: -2 is out of range 0..=2147483647",
+        ),
+    ]
+}
+
+#[actix_web::test]
+async fn unusable_device_quantities_are_a_filter_error_and_reserve_nothing() {
+    let app = TestApp::standard().start().await;
+    for (what, limits, vendor, says) in unusable_limits() {
         let e = app.post("/filter", filter_body(limits, &["a", "b"])).await.filter_error();
-        assert!(e.starts_with("pod default/bad: container main: NVIDIA"), "{what}: {e}");
+        let prefix = format!("pod default/bad: container main: unusable {vendor} device request: ");
+        assert!(e.starts_with(&prefix), "{what}: {e}");
         assert!(e.contains(says), "{what}: {e}");
     }
     assert!(app.holders().await.is_empty());
@@ -636,17 +718,13 @@ async fn unusable_device_quantities_are_a_filter_error_and_reserve_nothing() {
 }
 
 #[actix_web::test]
-async fn counts_that_are_not_positive_integers_and_unknown_resources_pass_through() {
-    // HAMi reads counts with AsInt64: a fractional, negative, zero or out-of-int64 count is no
-    // request of the vendor, so the pod is not HAMi's and its candidates are echoed.
+async fn zero_counts_unknown_resources_and_no_limits_pass_through() {
+    // A count of 0 asks for no device, as in HAMi; a resource no vendor owns is not HAMi's. The
+    // pod requests nothing, so its candidates are echoed.
     let app = TestApp::standard().start().await;
     let cases: Vec<(&str, Value)> = vec![
-        ("fractional count", json!({"nvidia.com/gpu": "1.5"})),
-        ("negative count", json!({"nvidia.com/gpu": "-1"})),
         ("zero count", json!({"nvidia.com/gpu": "0"})),
-        ("count 2^64", json!({"nvidia.com/gpu": "18446744073709551616"})),
-        ("count 2^64 as a JSON number", json!({"nvidia.com/gpu": 18446744073709551616u128 as f64})),
-        ("count 1e400 as text", json!({"nvidia.com/gpu": "1e400"})),
+        ("zero count in milli-units", json!({"nvidia.com/gpu": "0m"})),
         ("an unknown vendor's resource", json!({"example.com/fpga": "1", "example.com/fpga-memory": "16Gi"})),
         ("no limits at all", json!({})),
     ];
@@ -994,51 +1072,37 @@ async fn admission_reviews_without_a_usable_pod_are_refused_in_the_review() {
 }
 
 #[actix_web::test]
-async fn admission_of_unusable_quantities_is_denied_and_odd_counts_are_left_alone() {
+async fn admission_of_unusable_quantities_is_denied_and_unknown_resources_are_left_alone() {
     let app = TestApp::standard().start().await;
-    let denied: Vec<(&str, Value, &str)> = vec![
-        (
-            "16Gi for MiB memory",
-            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16Gi"}),
-            "container main: unusable NVIDIA device request: nvidia.com/gpumem: 17179869184 is out of range",
-        ),
-        (
-            "negative memory",
-            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "-1"}),
-            "container main: unusable NVIDIA device request: nvidia.com/gpumem: -1 is out of range",
-        ),
-        ("memory 1e400 as text", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1e400"}), "is too large"),
-        (
-            "count over uint32",
-            json!({"nvidia.com/gpu": "4294967296"}),
-            "nvidia.com/gpu: 4294967296 devices is out of range",
-        ),
-    ];
-    for (what, limits, says) in denied {
+    for (what, limits, vendor, says) in unusable_limits() {
         let r = app.post("/webhook", review(pod_json(limits)).to_string()).await.review_response();
+        let message = r["status"]["message"].as_str().unwrap();
+        // NVIDIA's mutation checks the percentage itself, before any request is derived, and
+        // answers with HAMi's message and code.
+        if what == "percentage 150" {
+            assert_eq!((&r["allowed"], &r["status"]["code"]), (&json!(false), &json!(500)), "{what}: {r}");
+            let hami = "invalid nvidia.com/gpumem-percentage value 150 in container main: must be an integer between 0 and 100";
+            assert_eq!(message, hami, "{what}");
+            continue;
+        }
         assert_eq!((&r["allowed"], &r["status"]["code"]), (&json!(false), &json!(403)), "{what}: {r}");
-        assert!(r["status"]["message"].as_str().unwrap().contains(says), "{what}: {r}");
+        let prefix = format!("container main: unusable {vendor} device request: ");
+        assert!(message.starts_with(&prefix), "{what}: {r}");
+        assert!(message.contains(says), "{what}: {r}");
     }
-    let untouched: Vec<(&str, Value)> = vec![
-        ("fractional count", json!({"nvidia.com/gpu": "1.5"})),
-        ("count 2^64", json!({"nvidia.com/gpu": "18446744073709551616"})),
-        ("an unknown vendor's resource", json!({"example.com/fpga": "1"})),
-    ];
+    let r =
+        app.post("/webhook", review(pod_json(json!({"example.com/fpga": "1"}))).to_string()).await.review_response();
+    assert_eq!(r["allowed"], true, "an unknown vendor's resource: {r}");
+    assert!(r.get("patch").is_none(), "an unknown vendor's resource: {r}");
     // HAMi's webhook recognises the count by its presence and adds the exclusive cores and the
-    // scheduler name; Filter then reads it with AsInt64 and passes the pod through.
+    // scheduler name, whatever the count says.
     let exclusive = json!([
         {"op": "add", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpucores", "value": "100"},
         {"op": "add", "path": "/spec/schedulerName", "value": "hami-scheduler"}
     ]);
-    for (what, limits) in untouched {
-        let r = app.post("/webhook", review(pod_json(limits)).to_string()).await.review_response();
-        assert_eq!(r["allowed"], true, "{what}: {r}");
-        if what.contains("unknown") {
-            assert!(r.get("patch").is_none(), "{what}: {r}");
-        } else {
-            assert_eq!(patch_ops(&r), exclusive, "{what}");
-        }
-    }
+    let r = app.post("/webhook", review(pod_json(json!({"nvidia.com/gpu": "0"}))).to_string()).await.review_response();
+    assert_eq!(r["allowed"], true, "zero count: {r}");
+    assert_eq!(patch_ops(&r), exclusive, "zero count");
     app.still_schedules(&["a"]).await;
 }
 
@@ -1066,14 +1130,15 @@ async fn admission_of_a_pod_with_100_containers_patches_every_one() {
 
 #[actix_web::test]
 async fn a_count_past_every_node_is_a_no_fit() {
+    // The largest count HAMi's int32 holds is a valid request that no node can serve.
     let app = TestApp::standard().start().await;
     let res =
-        app.post("/filter", filter_body(json!({"nvidia.com/gpu": "2147483648"}), &["a", "b"])).await.filter_result();
+        app.post("/filter", filter_body(json!({"nvidia.com/gpu": "2147483647"}), &["a", "b"])).await.filter_result();
     assert_eq!(
         res["FailedNodes"],
         json!({
-            "a": "NodeInsufficientDevice (requested 2147483648 devices, node has 1)",
-            "b": "NodeInsufficientDevice (requested 2147483648 devices, node has 2)",
+            "a": "NodeInsufficientDevice (requested 2147483647 devices, node has 1)",
+            "b": "NodeInsufficientDevice (requested 2147483647 devices, node has 2)",
         }),
         "{res}"
     );

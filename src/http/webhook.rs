@@ -338,9 +338,7 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
     };
     let req = match derive_request(cx.vendors, &mutated, cx.defaults) {
         Ok(r) => r,
-        Err(request::Error::Quantity { container, resource, why, .. }) => {
-            return Decision::Deny(format!("container {container}: unusable {resource} device request: {why}"));
-        }
+        Err(e @ request::Error::Quantity { .. }) => return Decision::Deny(e.to_string()),
         Err(e) => return Decision::Deny(format!("unusable device request: {e}")),
     };
     // Step 7.

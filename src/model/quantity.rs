@@ -19,6 +19,15 @@ pub enum Error {
     TooLarge(String),
 }
 
+/// Why a valid quantity is not an exact i64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotI64 {
+    /// Not a whole number (`1.5`, `100m`).
+    Fraction,
+    /// A whole number beyond the i64 range (`99999999999999999999`, `1e30`).
+    OutOfRange,
+}
+
 const MAX_DIGITS: usize = 36;
 
 impl Quantity {
@@ -91,14 +100,23 @@ impl Quantity {
 
     /// The value as an i64 when it is exactly an integer in range (Go's `AsInt64`).
     pub fn as_i64_exact(&self) -> Option<i64> {
+        self.to_i64().ok()
+    }
+
+    /// The value as an i64, or why it is not one: a fraction, or a whole number past the i64
+    /// range. Go's `AsInt64` answers `false` for both; a caller that must explain a refusal needs
+    /// to tell them apart (`99999999999999999999` is too big, not fractional).
+    pub fn to_i64(&self) -> Result<i64, NotI64> {
         if self.mantissa == 0 {
-            return Some(0);
+            return Ok(0);
         }
-        let (num, den) = self.ratio()?;
-        if num % den != 0 {
-            return None;
+        match self.ratio() {
+            Some((num, den)) if num % den != 0 => Err(NotI64::Fraction),
+            Some((num, den)) => i64::try_from(num / den).map_err(|_| NotI64::OutOfRange),
+            None if self.below_one() => Err(NotI64::Fraction),
+            // Past i128 either way: far beyond any i64.
+            None => Err(NotI64::OutOfRange),
         }
-        i64::try_from(num / den).ok()
     }
 
     /// The value rounded up to an integer (Go's `Value`), saturating at the i64 range.
@@ -180,6 +198,28 @@ mod tests {
         ];
         for (s, want) in cases {
             assert_eq!(Quantity::parse(s).unwrap().as_i64_exact(), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn values_that_are_not_an_i64_say_whether_they_are_fractions_or_too_big() {
+        let cases = [
+            ("99999999999999999999", Err(NotI64::OutOfRange)),
+            ("9223372036854775808", Err(NotI64::OutOfRange)),
+            ("-9223372036854775809", Err(NotI64::OutOfRange)),
+            ("1e30", Err(NotI64::OutOfRange)),
+            ("1e100", Err(NotI64::OutOfRange)),
+            ("8Ei", Err(NotI64::OutOfRange)),
+            ("1.5", Err(NotI64::Fraction)),
+            ("100m", Err(NotI64::Fraction)),
+            ("-0.5", Err(NotI64::Fraction)),
+            ("1e-40", Err(NotI64::Fraction)),
+            ("9223372036854775807", Ok(i64::MAX)),
+            ("-9223372036854775808", Ok(i64::MIN)),
+            ("0e50", Ok(0)),
+        ];
+        for (s, want) in cases {
+            assert_eq!(Quantity::parse(s).unwrap().to_i64(), want, "{s}");
         }
     }
 

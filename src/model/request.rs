@@ -182,8 +182,10 @@ impl std::fmt::Debug for PodRequest {
 pub enum Error {
     #[error(transparent)]
     Weights(#[from] codec::Error),
-    #[error("container {container}: {resource} = {value:?}: {why}")]
-    Quantity { container: String, resource: String, value: String, why: String },
+    /// A vendor's quantity the container gives cannot be used; `why` names the resource and
+    /// the value.
+    #[error("container {container}: unusable {vendor} device request: {why}")]
+    Quantity { container: String, vendor: String, why: String },
 }
 
 /// Defaults the pod annotations fall back to (`--gpu-scheduler-policy`, `--node-scheduler-policy`).

@@ -7,40 +7,38 @@ use std::sync::Arc;
 
 use crate::config::device::AmdConfig;
 use crate::model::annotations::amd as keys;
-use crate::model::codec::{self, Selection, TypeList, UuidList};
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
 use crate::model::request::{ContainerRequest, VendorParams};
-use crate::model::{ContainerDevice, ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
-use crate::sched::reason::{Need, Reason, Rejection, Tally};
+use crate::model::{ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
+use crate::sched::reason::{Need, Reason, Rejection};
 
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx};
+use super::common::{self, Selections};
+use super::quantities::{self, I32_MAX};
+use super::walk::{self, Rules};
+use super::{Cleanup, DeviceKeys, Discovery, FitCx, HealthRule, Names, Pick, Vendor};
+
+// The tests read these through `use super::*`.
+#[cfg(test)]
+use {super::WriteCx, crate::model::codec};
 
 pub const WORD: &str = "AMD";
 
-const I32_MAX: i64 = i32::MAX as i64;
-
 pub struct Amd {
     cfg: AmdConfig,
+    /// The walk's entry word, which AMD's entries replace with the device's product name.
+    word: Arc<str>,
 }
 
 impl Amd {
     pub fn new(cfg: &AmdConfig) -> Amd {
-        Amd { cfg: cfg.clone() }
+        Amd { cfg: cfg.clone(), word: Arc::from(WORD) }
     }
 }
 
 /// What the pod's annotations select, parsed once per pod.
-#[derive(Debug, Default)]
-pub struct Params {
-    pub types: Selection<TypeList>,
-    pub uuids: Selection<UuidList>,
-}
-
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
+pub type Params = Selections;
 
 /// The memory and CUs a request takes on `d` (vendors.md §12): memory 0 means the whole card;
 /// a core percentage becomes `floor(CUs × % ÷ 100)` clamped to [1, CUs]; without a percentage a
@@ -60,68 +58,30 @@ pub fn demand(memreq: MemMiB, pct: u32, d: &DeviceUsage) -> (MemMiB, Option<u32>
 }
 
 impl Vendor for Amd {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
+    fn names(&self) -> Names<'_> {
         let c = &self.cfg;
-        [&c.resource_count_name, &c.resource_memory_name, &c.resource_core_name]
-            .into_iter()
-            .filter(|n| !n.is_empty())
-            .cloned()
-            .collect()
+        Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, 1)
     }
 
-    fn quota_names(&self) -> QuotaNames {
-        let named = |n: &String| Some(n.clone()).filter(|n| !n.is_empty());
-        QuotaNames {
-            memory: named(&self.cfg.resource_memory_name),
-            cores: named(&self.cfg.resource_core_name),
-            memory_factor: 1,
-        }
-    }
-
-    /// scheduling.md §4.2, AMD: everything from limits only. A count that is absent, not an
-    /// integer or not positive is no request; memory must be an int32 of MiB and cores an integer
-    /// percentage 1–100 (default 100). HAMi drops requests with a bad memory or core value;
-    /// hami-rs refuses them (scheduling.md §14 row 16).
+    /// scheduling.md §4.2, AMD: everything from limits only. A count of 0 is no request; memory
+    /// must be an int32 of MiB and cores an integer percentage 1–100 (default 100). HAMi drops
+    /// requests with a bad count, memory or core value; hami-rs refuses them.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         let cfg = &self.cfg;
-        if cfg.resource_count_name.is_empty() {
+        let limit = |name: &str| quantities::given_limit(c, name);
+        let Some(nums) = quantities::count_of(limit(&cfg.resource_count_name), &cfg.resource_count_name)? else {
             return Ok(None);
-        }
-        let exact = |name: &str| {
-            c.limit(name).filter(|_| !name.is_empty()).map(|q| q.parse().ok().and_then(|q| q.as_i64_exact()))
         };
-        let nums = match exact(&cfg.resource_count_name).flatten() {
-            Some(n) if n > 0 => n,
-            _ => return Ok(None),
-        };
-        if nums > I32_MAX {
-            return Err(format!("{}: {nums} devices is out of range", cfg.resource_count_name));
-        }
-        let mem = match exact(&cfg.resource_memory_name) {
-            None => 0,
-            Some(Some(m)) if (0..=I32_MAX).contains(&m) => m as u64,
-            Some(_) => return Err(format!("{}: must be an integer between 0 and {I32_MAX}", cfg.resource_memory_name)),
-        };
-        let cores = match exact(&cfg.resource_core_name) {
-            None => 100,
-            Some(Some(p)) if (1..=100).contains(&p) => p as u32,
-            Some(_) => {
-                return Err(format!("{} must be an integer percentage between 1 and 100", cfg.resource_core_name));
-            }
-        };
-        Ok(Some(ContainerRequest::new(id, nums as u32, mem, 0, cores)))
+        let mem_name = &cfg.resource_memory_name;
+        let mem = quantities::int_in(limit(mem_name), mem_name, 0..=I32_MAX)?.map_or(0, i64::unsigned_abs);
+        let core_name = &cfg.resource_core_name;
+        let cores = quantities::int_in(limit(core_name), core_name, 1..=100)?.map_or(100, |p| p as u32);
+        Ok(Some(ContainerRequest::new(id, nums, mem, 0, cores)))
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
-        let a = |k: &str| pod.annotation(k);
-        Some(Arc::new(Params {
-            types: Selection::types(a(keys::USE_TYPE), a(keys::NOUSE_TYPE)),
-            uuids: Selection::uuids(a(keys::USE_UUID), a(keys::NOUSE_UUID)),
-        }))
+        let uuids = [keys::USE_UUID, keys::NOUSE_UUID];
+        Some(Arc::new(Params::from_pod(pod, [keys::USE_TYPE, keys::NOUSE_TYPE], uuids)))
     }
 
     /// protocol.md §6, AMD: recognised if the count, memory or cores is in limits; with the count,
@@ -144,12 +104,7 @@ impl Vendor for Amd {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(reg) = node.annotation(keys::REGISTER) else { return Discovery::Absent };
-        match codec::decode_node_devices(reg) {
-            Ok(devices) => Discovery::Devices { devices, extra: None },
-            Err(codec::Error::NoDevices) => Discovery::Absent,
-            Err(error) => Discovery::Malformed { key: keys::REGISTER.into(), error },
-        }
+        common::registered(node, keys::REGISTER, Discovery::devices)
     }
 
     /// protocol.md §3.7: healthy while the node reports the count resource (always, when no count
@@ -170,87 +125,38 @@ impl Vendor for Amd {
     /// vendors.md §12: healthy, type, UUID, a free slot, mutex, then the memory and CUs of
     /// [`demand`] must be free. Each entry carries the device's product name as its type.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        let p = params(cx);
-        let mut tally = Tally::new(cx.order.len());
-        let start = out.len();
-        let mut nums = cx.req.nums;
-        for &pos in cx.order.iter().rev() {
-            let d = &cx.devs[usize::from(pos)];
-            let at = usize::from(pos);
-            if !d.health {
-                tally.reject(Reason::CardNotHealth, at, Need::None);
-                continue;
-            }
-            if p.is_some_and(|p| !p.types.allows(&d.info.ty)) {
-                tally.reject(Reason::CardTypeMismatch, at, Need::None);
-                continue;
-            }
-            if p.is_some_and(|p| !p.uuids.allows(d.info.id.as_str())) {
-                tally.reject(Reason::CardUuidMismatch, at, Need::None);
-                continue;
-            }
-            if d.used >= d.info.count {
-                tally.reject(Reason::CardTimeSlicingExhausted, at, Need::Slots { used: d.used, count: d.info.count });
-                continue;
-            }
-            if cx.pod.gpu_policy.mutex && d.used > 0 {
-                tally.reject(Reason::ExclusiveDeviceAllocateConflict, at, Need::Busy { used: d.used });
-                continue;
-            }
+        let p = cx.params_as::<Params>();
+        let (type_ok, uuid_ok) = (Params::type_check(p), Params::uuid_check(p));
+        let take = |d: &DeviceUsage| {
             let (mem, cores) = demand(cx.req.memreq, cx.req.cores, d);
             let free_mem = d.free_mem();
             if free_mem < mem {
-                tally.reject(
-                    Reason::CardInsufficientMemory,
-                    at,
-                    Need::Memory { requested: mem.get(), free: free_mem.get() },
-                );
-                continue;
+                let need = Need::Memory { requested: mem.get(), free: free_mem.get() };
+                return Err((Reason::CardInsufficientMemory, need));
             }
             let free = d.free_cores();
-            let Some(cores) = cores.filter(|c| *c <= free) else {
-                let requested = cores.unwrap_or(cx.req.cores);
-                tally.reject(Reason::CardInsufficientCore, at, Need::Cores { requested, free });
-                continue;
-            };
-            out.push(Pick {
-                pos,
-                dev: ContainerDevice {
-                    uuid: d.info.id.clone(),
-                    ty: d.info.ty.clone(),
-                    usedmem: mem,
-                    usedcores: cores,
-                    idx: d.info.index,
-                    mig: None,
-                },
-            });
-            nums = nums.saturating_sub(1);
-            if nums == 0 {
-                return Ok(());
+            match cores.filter(|c| *c <= free) {
+                Some(cores) => Ok((mem, cores)),
+                None => {
+                    let requested = cores.unwrap_or(cx.req.cores);
+                    Err((Reason::CardInsufficientCore, Need::Cores { requested, free }))
+                }
             }
-        }
-        let picked = out.len() - start;
-        if picked > 0 {
-            tally.add(Reason::AllocatedCardsInsufficientRequest, picked);
-        }
-        out.truncate(start);
-        Err(Rejection::Devices(tally))
-    }
-
-    fn allocated_key(&self) -> Option<&str> {
-        Some(keys::ALLOCATED)
-    }
-
-    fn pod_keys(&self) -> Vec<String> {
-        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
+        };
+        let rules = Rules {
+            entry_uses_device_type: true,
+            type_ok: &type_ok,
+            uuid_ok: &uuid_ok,
+            take: Some(&take),
+            ..Rules::basic(&self.word)
+        };
+        walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
     /// protocol.md §4.1, §4.2: to-allocate and allocated, identical; the type field is the
     /// device's product name.
-    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
-        let v = codec::encode_pod_devices(cx.devices);
-        out.push((keys::TO_ALLOCATE.into(), v.clone()));
-        out.push((keys::ALLOCATED.into(), v));
+    fn device_keys(&self) -> Option<DeviceKeys<'_>> {
+        Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }
 }
 

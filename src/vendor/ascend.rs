@@ -17,8 +17,9 @@ use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection, Tally};
 
+use super::common;
 use super::walk::{self, Rules};
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, ScoreCx, Vendor, WriteCx};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Names, Pick, ScoreCx, Vendor, WriteCx, quantities};
 
 /// Chips whose common word starts with this get network-topology grouping and the node score.
 const ASCEND910_PREFIX: &str = "Ascend910";
@@ -103,10 +104,6 @@ pub struct Extra {
     pub hami_vnpu_core: Option<bool>,
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
 fn is_hami_core(annotations: &crate::model::pod::Annotations) -> bool {
     annotations.get(keys::VNPU_MODE).is_some_and(|m| m == keys::VNPU_MODE_HAMI_CORE)
 }
@@ -186,41 +183,16 @@ fn value(name: &str, text: &str) -> Result<i64, String> {
 }
 
 impl Vendor for Ascend {
-    fn name(&self) -> &str {
-        &self.word
-    }
-
-    fn resource_names(&self) -> Vec<String> {
+    fn names(&self) -> Names<'_> {
         let c = &self.cfg;
-        [&c.resource_name, &c.resource_memory_name, &c.resource_core_name]
-            .into_iter()
-            .filter(|n| !n.is_empty())
-            .cloned()
-            .collect()
-    }
-
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames {
-            memory: Some(self.cfg.resource_memory_name.clone()).filter(|n| !n.is_empty()),
-            cores: Some(self.cfg.resource_core_name.clone()).filter(|n| !n.is_empty()),
-            memory_factor: self.factor,
-        }
+        Names::new(&self.word, &c.resource_name, &c.resource_memory_name, &c.resource_core_name, self.factor)
     }
 
     /// scheduling.md §4.2, Ascend row. HAMi drops the request for out-of-range quantities;
     /// hami-rs refuses the pod instead (§14 row 16).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         let cfg = &self.cfg;
-        if cfg.resource_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is not an integer means "no request" (HAMi's AsInt64).
-        let nums = match c.quantity(&cfg.resource_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                i32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", cfg.resource_name))? as u32
-            }
-            _ => return Ok(None),
-        };
+        let Some(nums) = quantities::count(c, &cfg.resource_name)? else { return Ok(None) };
         let mem_name = &cfg.resource_memory_name;
         let memreq = match c.quantity(mem_name).filter(|_| !mem_name.is_empty()) {
             None => 0,
@@ -331,23 +303,20 @@ impl Vendor for Ascend {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(reg) = node.annotation(&self.keys.register) else { return Discovery::Absent };
-        let mut devices = match codec::decode_node_devices(reg) {
-            Ok(d) => d,
-            Err(codec::Error::NoDevices) => return Discovery::Absent,
-            Err(error) => return Discovery::Malformed { key: self.keys.register.clone(), error },
-        };
-        let extra = Extra { hami_vnpu_core: node.annotation(keys::NODE_HAMI_VNPU_CORE).map(|v| v == "true") };
-        // hami-core requests cores in percent of an NPU, and HAMi fits them against a total of
-        // 100 whatever AI-core count the plugin registered. On a node that takes such pods the
-        // NPU's core capacity is therefore 100, so usage and its bounds share one unit (HAMi
-        // compares the percentages with the AI-core count in the core-0 rule of hard-split pods).
-        if extra.hami_vnpu_core.unwrap_or(self.hami_vnpu_core) {
-            for d in &mut devices {
-                d.devcore = HAMI_CORE_TOTAL;
+        common::registered(node, &self.keys.register, |mut devices| {
+            let extra = Extra { hami_vnpu_core: node.annotation(keys::NODE_HAMI_VNPU_CORE).map(|v| v == "true") };
+            // hami-core requests cores in percent of an NPU, and HAMi fits them against a total
+            // of 100 whatever AI-core count the plugin registered. On a node that takes such pods
+            // the NPU's core capacity is therefore 100, so usage and its bounds share one unit
+            // (HAMi compares the percentages with the AI-core count in the core-0 rule of
+            // hard-split pods).
+            if extra.hami_vnpu_core.unwrap_or(self.hami_vnpu_core) {
+                for d in &mut devices {
+                    d.devcore = HAMI_CORE_TOTAL;
+                }
             }
-        }
-        Discovery::Devices { devices, extra: Some(Arc::new(extra)) }
+            Discovery::Devices { devices, extra: Some(Arc::new(extra)) }
+        })
     }
 
     fn health_rule(&self) -> HealthRule {
@@ -360,7 +329,7 @@ impl Vendor for Ascend {
 
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let empty = Params::default();
-        let p = params(cx).unwrap_or(&empty);
+        let p = cx.params_as::<Params>().unwrap_or(&empty);
         let node_core = cx.extra.and_then(|e| e.downcast_ref::<Extra>()).and_then(|e| e.hami_vnpu_core);
         if p.hami_core && !node_core.unwrap_or(self.hami_vnpu_core) {
             let mut t = Tally::new(cx.order.len());

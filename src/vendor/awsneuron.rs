@@ -14,15 +14,17 @@ use serde_json::{Map, Value};
 
 use crate::config::device::AwsNeuronConfig;
 use crate::model::annotations::awsneuron as keys;
-use crate::model::codec::{self, Selection, UuidList};
+use crate::model::codec;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
 use crate::model::request::{ContainerRequest, VendorParams};
-use crate::model::{ContainerDevice, ContainerView, DeviceInfo, MemMiB, PodView, VendorId};
+use crate::model::{ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodView, VendorId};
 use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, LockKind, Pick, QuotaNames, Vendor, WriteCx};
+use super::common::{self, Selections};
+use super::walk::{self, Rules};
+use super::{Discovery, FitCx, LockKind, Names, Pick, Vendor, WriteCx};
 
 pub const WORD: &str = "AWSNeuron";
 
@@ -98,14 +100,7 @@ fn validate(text: &str, name: &str, max: i64) -> Result<i64, String> {
 }
 
 /// The pod's UUID selection (used for single-device requests only, as in HAMi).
-#[derive(Debug, Default)]
-pub struct Params {
-    pub uuids: Selection<UuidList>,
-}
-
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
+pub type Params = Selections;
 
 /// The lowest `n` bits of `free`, or `None` when it has fewer.
 fn lowest_bits(free: u32, n: u32) -> Option<u32> {
@@ -129,16 +124,8 @@ fn block(free: &[Option<u16>], start: usize, n: usize) -> Option<Vec<u16>> {
 }
 
 impl Vendor for AwsNeuron {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
-        [&self.count_name, &self.core_name].into_iter().filter(|n| !n.is_empty()).cloned().collect()
-    }
-
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames { memory: None, cores: Some(self.core_name.clone()).filter(|n| !n.is_empty()), memory_factor: 1 }
+    fn names(&self) -> Names<'_> {
+        Names::new(WORD, &self.count_name, "", &self.core_name, 1)
     }
 
     /// scheduling.md §4.2: a device count (limits, else requests) asks for that many devices with
@@ -161,8 +148,7 @@ impl Vendor for AwsNeuron {
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
-        let a = |k: &str| pod.annotation(k);
-        Some(Arc::new(Params { uuids: Selection::uuids(a(keys::USE_UUID), a(keys::NOUSE_UUID)) }))
+        Some(Arc::new(Params::uuids_only(pod, [keys::USE_UUID, keys::NOUSE_UUID])))
     }
 
     /// protocol.md §6, AWS Neuron: the count (limits, else requests), else the cores, must be a
@@ -186,13 +172,7 @@ impl Vendor for AwsNeuron {
     /// protocol.md §3.4: one device per unit of `aws.amazon.com/neuron`, id `<node>-AWSNeuron-<i>`,
     /// a slot per core, no memory, a core bitmask, and the instance type in the custom info.
     fn discover(&self, node: &NodeView) -> Discovery {
-        if self.count_name.is_empty() {
-            return Discovery::Absent;
-        }
-        let n = node.capacity(&self.count_name);
-        if n <= 0 {
-            return Discovery::Absent;
-        }
+        let Some(n) = common::positive_capacity(node, &self.count_name) else { return Discovery::Absent };
         let here = if self.core_name.is_empty() { 0 } else { node.capacity(&self.core_name).max(0) / n };
         let here = u32::try_from(here).unwrap_or(u32::MAX);
         if here > 0 {
@@ -250,68 +230,28 @@ impl Vendor for AwsNeuron {
             };
             for pos in chosen {
                 let d = &cx.devs[usize::from(pos)];
-                out.push(Pick {
-                    pos,
-                    dev: ContainerDevice {
-                        uuid: d.info.id.clone(),
-                        ty: self.word.clone(),
-                        usedmem: d.info.devmem,
-                        usedcores: d.info.devcore,
-                        idx: d.info.index,
-                        mig: None,
-                    },
-                });
+                out.push(walk::pick(pos, d, &self.word, d.info.devmem, d.info.devcore));
             }
             return Ok(());
         }
-        let p = params(cx);
-        for &pos in cx.order.iter().rev() {
-            let d = &cx.devs[usize::from(pos)];
-            let at = usize::from(pos);
-            if !d.health {
-                tally.reject(Reason::CardNotHealth, at, Need::None);
-                continue;
-            }
-            if !d.info.ty.contains(WORD) {
-                tally.reject(Reason::CardTypeMismatch, at, Need::None);
-                continue;
-            }
-            if p.is_some_and(|p| !p.uuids.allows(d.info.id.as_str())) {
-                tally.reject(Reason::CardUuidMismatch, at, Need::None);
-                continue;
-            }
-            if d.used >= d.info.count {
-                tally.reject(Reason::CardTimeSlicingExhausted, at, Need::Slots { used: d.used, count: d.info.count });
-                continue;
-            }
-            if cx.pod.gpu_policy.mutex && d.used > 0 {
-                tally.reject(Reason::ExclusiveDeviceAllocateConflict, at, Need::Busy { used: d.used });
-                continue;
-            }
-            // A device request takes every core of the device; a core request its count. The
-            // bits taken are the lowest free ones, which for HAMi's one- and two-core devices is
-            // exactly its rule (idle: 1 or 3; otherwise the complement of the used mask).
+        let p = cx.params_as::<Params>();
+        let type_ok = |d: &DeviceUsage| d.info.ty.contains(WORD);
+        let uuid_ok = Params::uuid_check(p);
+        // A device request takes every core of the device; a core request its count. The bits
+        // taken are the lowest free ones, which for HAMi's one- and two-core devices is exactly
+        // its rule (idle: 1 or 3; otherwise the complement of the used mask).
+        let take = |d: &DeviceUsage| {
             let need = if cx.req.mode == MODE_DEVICES { d.info.devcore.count_ones() } else { cx.req.cores };
             let free_bits = d.info.devcore & !d.used_cores;
-            let Some(mask) = lowest_bits(free_bits, need) else {
-                let free = free_bits.count_ones();
-                tally.reject(Reason::CardInsufficientCore, at, Need::Cores { requested: need, free });
-                continue;
-            };
-            out.push(Pick {
-                pos,
-                dev: ContainerDevice {
-                    uuid: d.info.id.clone(),
-                    ty: self.word.clone(),
-                    usedmem: MemMiB::ZERO,
-                    usedcores: mask,
-                    idx: d.info.index,
-                    mig: None,
-                },
-            });
-            return Ok(());
-        }
-        Err(Rejection::Devices(tally))
+            match lowest_bits(free_bits, need) {
+                Some(mask) => Ok((MemMiB::ZERO, mask)),
+                None => {
+                    Err((Reason::CardInsufficientCore, Need::Cores { requested: need, free: free_bits.count_ones() }))
+                }
+            }
+        };
+        let rules = Rules { type_ok: &type_ok, uuid_ok: &uuid_ok, take: Some(&take), ..Rules::basic(&self.word) };
+        walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
     fn allocated_key(&self) -> Option<&str> {
@@ -338,13 +278,7 @@ impl Vendor for AwsNeuron {
     /// which agrees for every pod the API server admits (extended resources need limits).
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
-        let vendor = cx
-            .devices
-            .iter()
-            .flatten()
-            .next()
-            .and_then(|e| cx.devs.iter().find(|d| d.info.id == e.uuid))
-            .map(|d| d.vendor);
+        let vendor = cx.vendor();
         let mut ids: Vec<String> = Vec::new();
         let mut core_mode = false;
         for (ci, c) in cx.devices.iter().enumerate() {
@@ -359,9 +293,7 @@ impl Vendor for AwsNeuron {
                     ids.push(e.idx.to_string());
                     continue;
                 }
-                let per = self
-                    .learned_cores()
-                    .unwrap_or_else(|| cx.devs.iter().find(|d| d.info.id == e.uuid).map_or(0, |d| d.info.count));
+                let per = self.learned_cores().unwrap_or_else(|| cx.device(e).map_or(0, |d| d.info.count));
                 for bit in (0..32).filter(|b| e.usedcores & (1 << b) != 0) {
                     ids.push((u64::from(per) * u64::from(e.idx) + bit).to_string());
                     core_mode = true;

@@ -6,15 +6,22 @@ use std::sync::Arc;
 
 use crate::config::device::EnflameConfig;
 use crate::model::annotations::enflame as keys;
-use crate::model::codec;
-use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::request::ContainerRequest;
 use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection};
 
+use super::common;
 use super::walk::{self, Rules};
-use super::{Discovery, FitCx, HealthRule, LockKind, Pick, Vendor, WriteCx};
+use super::{DeviceKeys, Discovery, FitCx, HealthRule, LockKind, Names, Pick, Vendor, quantities};
+
+// The tests read these through `use super::*`.
+#[cfg(test)]
+use {
+    super::WriteCx,
+    crate::model::codec,
+    crate::model::edit::{ContainerEdit, PodContext},
+};
 
 pub const WORD: &str = "GCU";
 
@@ -39,49 +46,25 @@ fn busy(d: &DeviceUsage) -> Option<Reason> {
 }
 
 impl Vendor for EnflameGcu {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
-        Some(self.count_name.clone()).filter(|n| !n.is_empty()).into_iter().collect()
+    fn names(&self) -> Names<'_> {
+        Names::count_only(WORD, &self.count_name)
     }
 
     /// scheduling.md §4.2: the count (limits, else requests) as an exact integer; every device is
     /// reserved whole (memory 100, percentage 100, cores 100).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is absent, not an integer or not positive is "no GCU request" (AsInt64).
-        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
-            }
-            _ => return Ok(None),
-        };
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, WHOLE, 100, 100)))
-    }
-
-    /// protocol.md §6: recognised iff the count is in limits; nothing is changed.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
-        Ok(!self.count_name.is_empty() && c.has_limit(&self.count_name))
     }
 
     /// protocol.md §3.4: one device per unit of capacity, id `<node>-GCU-<i>`.
     fn discover(&self, node: &NodeView) -> Discovery {
-        if self.count_name.is_empty() {
-            return Discovery::Absent;
-        }
-        let n = node.capacity(&self.count_name);
-        if n <= 0 {
-            return Discovery::Absent;
-        }
+        let Some(n) = common::positive_capacity(node, &self.count_name) else { return Discovery::Absent };
         // Devices are addressed by u16 positions; an absurd capacity is capped, not wrapped.
         let devices = (0..n.min(i64::from(u16::MAX)) as u32)
             .map(|i| DeviceInfo::new(&format!("{}-{WORD}-{i}", node.name()), i, 1, WHOLE, 100, WORD))
             .collect();
-        Discovery::Devices { devices, extra: None }
+        Discovery::devices(devices)
     }
 
     fn health_rule(&self) -> HealthRule {
@@ -94,19 +77,9 @@ impl Vendor for EnflameGcu {
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    fn allocated_key(&self) -> Option<&str> {
-        Some(keys::ALLOCATED)
-    }
-
-    fn pod_keys(&self) -> Vec<String> {
-        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
-    }
-
     /// protocol.md §4.1: to-allocate and allocated, identical.
-    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
-        let v = codec::encode_pod_devices(cx.devices);
-        out.push((keys::TO_ALLOCATE.into(), v.clone()));
-        out.push((keys::ALLOCATED.into(), v));
+    fn device_keys(&self) -> Option<DeviceKeys<'_>> {
+        Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }
 
     fn lock(&self) -> LockKind {

@@ -19,7 +19,9 @@ use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodRequest, PodView, VendorId};
 use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, LockKind, Pick, QuotaNames, Vendor, WriteCx};
+use super::common;
+use super::walk::{self, Rules};
+use super::{Discovery, FitCx, LockKind, Names, Pick, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "Enflame";
 
@@ -331,15 +333,6 @@ struct Assigned<'a> {
     profile_name: &'a str,
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
-/// A non-negative integer quantity, rounded up as Go's `Value` rounds (limits, else requests).
-fn value(c: &ContainerView, name: &str) -> Option<Result<i64, String>> {
-    c.quantity(name).map(|q| q.parse().map(|q| q.value_ceil()).map_err(|e| format!("{name}: {e}")))
-}
-
 fn edit_value(text: &str) -> Option<i64> {
     Quantity::parse(text).ok().map(|q| q.value_ceil())
 }
@@ -354,44 +347,27 @@ fn mirror(c: &mut ContainerEdit<'_>, name: &str) {
 }
 
 impl Vendor for EnflameDrs {
-    fn name(&self) -> &str {
-        WORD
+    fn names(&self) -> Names<'_> {
+        Names::new(WORD, &self.count_name, &self.mem_name, &self.core_name, 1)
     }
 
-    fn resource_names(&self) -> Vec<String> {
-        vec![self.count_name.clone(), self.mem_name.clone(), self.core_name.clone()]
-    }
-
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames { memory: Some(self.mem_name.clone()), cores: Some(self.core_name.clone()), memory_factor: 1 }
-    }
-
-    /// scheduling.md §4.2: always one device. A positive integer `drs-gcu` asks for that many
-    /// slices; otherwise memory and/or cores (rounded up) ask for the smallest profile that holds
-    /// them. Values outside what the request fields can hold are refused (HAMi drops them).
+    /// scheduling.md §4.2: always one device. A positive `drs-gcu` asks for that many slices;
+    /// otherwise memory and/or cores (rounded up) ask for the smallest profile that holds them.
+    /// A slice count that is not a whole number, and values outside what the request fields can
+    /// hold, are refused (HAMi ignores or drops them).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if let Some(n) = c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact())
-            && n > 0
-        {
-            if n > I32_MAX {
-                return Err(format!("{}: {n} slices is out of range", self.count_name));
-            }
-            return Ok(Some(ContainerRequest { mode: MODE_DIRECT, ..ContainerRequest::new(id, 1, n as u64, 0, 0) }));
+        if let Some(n) = quantities::count(c, &self.count_name)? {
+            return Ok(Some(ContainerRequest {
+                mode: MODE_DIRECT,
+                ..ContainerRequest::new(id, 1, u64::from(n), 0, 0)
+            }));
         }
-        let mem = value(c, &self.mem_name).transpose()?;
-        let core = value(c, &self.core_name).transpose()?;
+        let field = |name: &str| quantities::ceil_in(quantities::given(c, name), name, 0..=I32_MAX);
+        let (mem, core) = (field(&self.mem_name)?, field(&self.core_name)?);
         if mem.is_none() && core.is_none() {
             return Ok(None);
         }
-        let field = |v: Option<i64>, name: &str| -> Result<u64, String> {
-            match v {
-                None => Ok(0),
-                Some(v) if !(0..=I32_MAX).contains(&v) => Err(format!("{name}: {v} is out of range 0..={I32_MAX}")),
-                Some(v) => Ok(v as u64),
-            }
-        };
-        let mem = field(mem, &self.mem_name)?;
-        let core = field(core, &self.core_name)? as u32;
+        let (mem, core) = (mem.map_or(0, i64::unsigned_abs), core.map_or(0, |c| c as u32));
         Ok(Some(ContainerRequest { mode: MODE_SPEC, ..ContainerRequest::new(id, 1, mem, 0, core) }))
     }
 
@@ -434,17 +410,17 @@ impl Vendor for EnflameDrs {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(v) = node.annotation(keys::DRS_CAPACITY) else { return Discovery::Absent };
-        match decode_capacity(node.name(), v) {
-            Ok(devices) => {
+        common::listed(
+            node,
+            keys::DRS_CAPACITY,
+            |v| decode_capacity(node.name(), v),
+            |devices| {
                 // The profile list is the same for every device of the node; sort it once here
                 // instead of on every fit.
                 let extra = Extra { profiles: node_profiles(devices.iter()) };
                 Discovery::Devices { devices, extra: Some(Arc::new(extra)) }
-            }
-            Err(codec::Error::NoDevices) => Discovery::Absent,
-            Err(error) => Discovery::Malformed { key: keys::DRS_CAPACITY.into(), error },
-        }
+            },
+        )
     }
 
     /// vendors.md §9: choose the profile first (none → `ModeNotFit`), then walk: healthy, UUID,
@@ -452,7 +428,6 @@ impl Vendor for EnflameDrs {
     /// last check that the profile's slices fit in the device's free slices (HAMi checks only
     /// `used < count`, so a large profile could over-commit slices its memory check let pass).
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        let mut tally = Tally::new(cx.order.len());
         let computed;
         let profiles = match cx.extra.and_then(|e| e.downcast_ref::<Extra>()) {
             Some(e) => &e.profiles[..],
@@ -462,71 +437,31 @@ impl Vendor for EnflameDrs {
             }
         };
         let Some(profile) = choose_profile(profiles, &cx.req) else {
+            let mut tally = Tally::new(cx.order.len());
             tally.add(Reason::ModeNotFit, 1);
             return Err(Rejection::Devices(tally));
         };
-        let p = params(cx);
+        let p = cx.params_as::<Params>();
+        let uuid_ok = |d: &DeviceUsage| p.is_none_or(|p| p.uuids.allows(d.info.id.as_str()));
         let (mem, core) = (profile.mem(), profile.core_pct);
-        let start = out.len();
-        let mut nums = cx.req.nums;
-        for &pos in cx.order.iter().rev() {
-            let d = &cx.devs[usize::from(pos)];
-            let at = usize::from(pos);
-            if !d.health {
-                tally.reject(Reason::CardNotHealth, at, Need::None);
-                continue;
-            }
-            if p.is_some_and(|p| !p.uuids.allows(d.info.id.as_str())) {
-                tally.reject(Reason::CardUuidMismatch, at, Need::None);
-                continue;
-            }
-            if d.used >= d.info.count {
-                tally.reject(Reason::CardTimeSlicingExhausted, at, Need::Slots { used: d.used, count: d.info.count });
-                continue;
-            }
-            if cx.pod.gpu_policy.mutex && d.used > 0 {
-                tally.reject(Reason::ExclusiveDeviceAllocateConflict, at, Need::Busy { used: d.used });
-                continue;
-            }
+        let take = |d: &DeviceUsage| {
             let free_mem = d.free_mem();
             if free_mem < mem {
-                tally.reject(
+                return Err((
                     Reason::CardInsufficientMemory,
-                    at,
                     Need::Memory { requested: mem.get(), free: free_mem.get() },
-                );
-                continue;
+                ));
             }
             if d.info.devcore > 0 && d.free_cores() < core {
-                tally.reject(Reason::CardInsufficientCore, at, Need::Cores { requested: core, free: d.free_cores() });
-                continue;
+                return Err((Reason::CardInsufficientCore, Need::Cores { requested: core, free: d.free_cores() }));
             }
             if d.used.saturating_add(profile.slices) > d.info.count {
-                tally.reject(Reason::CardTimeSlicingExhausted, at, Need::Slots { used: d.used, count: d.info.count });
-                continue;
+                return Err((Reason::CardTimeSlicingExhausted, Need::Slots { used: d.used, count: d.info.count }));
             }
-            out.push(Pick {
-                pos,
-                dev: ContainerDevice {
-                    uuid: d.info.id.clone(),
-                    ty: self.word.clone(),
-                    usedmem: mem,
-                    usedcores: core,
-                    idx: d.info.index,
-                    mig: None,
-                },
-            });
-            nums = nums.saturating_sub(1);
-            if nums == 0 {
-                return Ok(());
-            }
-        }
-        let picked = out.len() - start;
-        if picked > 0 {
-            tally.add(Reason::AllocatedCardsInsufficientRequest, picked);
-        }
-        out.truncate(start);
-        Err(Rejection::Devices(tally))
+            Ok((mem, core))
+        };
+        let rules = Rules { uuid_ok: &uuid_ok, take: Some(&take), ..Rules::basic(&self.word) };
+        walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
     /// vendors.md §9: `used` grows by the profile's slices, not by one.
@@ -568,17 +503,10 @@ impl Vendor for EnflameDrs {
         out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
         out.push((keys::ASSIGNED.into(), "false".into()));
         out.push((keys::ASSIGNED_TIME.into(), cx.unix_ns.to_string()));
-        let info = |e: &ContainerDevice| cx.devs.iter().find(|d| d.info.id == e.uuid).map(|d| &*d.info);
+        let info = |e: &ContainerDevice| cx.device(e).map(|d| &*d.info);
         // This vendor's parameters, found through the vendor its chosen devices belong to.
-        let vendor = cx
-            .devices
-            .iter()
-            .flatten()
-            .next()
-            .and_then(|e| cx.devs.iter().find(|d| d.info.id == e.uuid))
-            .map(|d| d.vendor);
         let names =
-            vendor.and_then(|v| cx.pod.params(v)).and_then(|p| p.downcast_ref::<Params>()).map(|p| &p.names[..]);
+            cx.vendor().and_then(|v| cx.pod.params(v)).and_then(|p| p.downcast_ref::<Params>()).map(|p| &p.names[..]);
         let mut assigned: BTreeMap<String, Assigned<'_>> = BTreeMap::new();
         let (mut index, mut minor, mut size) = (None, None, None);
         for (ci, c) in cx.devices.iter().enumerate() {

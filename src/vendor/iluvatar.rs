@@ -7,16 +7,20 @@ use std::sync::Arc;
 
 use crate::config::device::IluvatarConfig;
 use crate::model::annotations::iluvatar as keys;
-use crate::model::codec::{self, Selection, UuidList};
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
 use crate::model::request::{ContainerRequest, VendorParams};
-use crate::model::{ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
+use crate::model::{ContainerView, PodView, VendorId};
 use crate::sched::reason::Rejection;
 
+use super::common::{self, Selections};
 use super::walk::{self, Rules};
-use super::{Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx, quantities};
+use super::{DeviceKeys, Discovery, FitCx, HealthRule, Names, Pick, Vendor, quantities};
+
+// The tests read this through `use super::*`.
+#[cfg(test)]
+use super::WriteCx;
 
 /// Memory requests and quota limits are in units of 256 MiB (scheduling.md §4.2, §9).
 pub const MEMORY_UNIT: u64 = 256;
@@ -37,10 +41,7 @@ pub struct Iluvatar {
 }
 
 /// What the pod's annotations select (parsed once per pod).
-#[derive(Debug, Default)]
-pub struct Params {
-    pub uuids: Selection<UuidList>,
-}
+pub type Params = Selections;
 
 impl Iluvatar {
     pub fn new(cfg: &IluvatarConfig) -> Iluvatar {
@@ -58,46 +59,20 @@ impl Iluvatar {
     }
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
 impl Vendor for Iluvatar {
-    fn name(&self) -> &str {
-        &self.word
-    }
-
-    fn resource_names(&self) -> Vec<String> {
+    fn names(&self) -> Names<'_> {
         let c = &self.cfg;
-        [&c.resource_count_name, &c.resource_memory_name, &c.resource_core_name]
-            .into_iter()
-            .filter(|n| !n.is_empty())
-            .cloned()
-            .collect()
-    }
-
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames {
-            memory: Some(self.cfg.resource_memory_name.clone()).filter(|n| !n.is_empty()),
-            cores: Some(self.cfg.resource_core_name.clone()).filter(|n| !n.is_empty()),
-            memory_factor: MEMORY_UNIT,
-        }
+        Names::new(&self.word, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, MEMORY_UNIT)
     }
 
     /// scheduling.md §4.2, Iluvatar: memory × 256 MiB, cores default 0, percentage 100 only
     /// without memory.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        let cfg = &self.cfg;
-        let Some(nums) = quantities::count(c, &cfg.resource_count_name)? else { return Ok(None) };
-        let memreq = quantities::memory(c, &cfg.resource_memory_name, MEMORY_UNIT)?;
-        let cores = quantities::cores(c, &cfg.resource_core_name, 0)?;
-        let mempct = if memreq == 0 { 100 } else { 0 };
-        Ok(Some(ContainerRequest { vendor: id, nums, memreq: MemMiB(memreq), mempct, cores, mode: 0 }))
+        quantities::count_memory_cores(id, c, self.names(), 0)
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
-        let a = |k: &str| pod.annotation(k);
-        Some(Arc::new(Params { uuids: Selection::uuids(a(&self.use_uuid), a(&self.nouse_uuid)) }))
+        Some(Arc::new(Params::uuids_only(pod, [&self.use_uuid, &self.nouse_uuid])))
     }
 
     /// protocol.md §6, Iluvatar: recognised iff the count is in limits; a count above 1 (Go's
@@ -125,15 +100,7 @@ impl Vendor for Iluvatar {
     /// protocol.md §3.1: `hami.io/node-<cw>-register`. HAMi reads only the colon form; both
     /// forms are accepted here (a superset).
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(reg) = node.annotation(&self.register) else {
-            return Discovery::Absent;
-        };
-        match codec::decode_node_devices(reg) {
-            Ok(devices) if devices.is_empty() => Discovery::Absent,
-            Ok(devices) => Discovery::Devices { devices, extra: None },
-            Err(codec::Error::NoDevices) => Discovery::Absent,
-            Err(error) => Discovery::Malformed { key: self.register.clone(), error },
-        }
+        common::registered(node, &self.register, Discovery::devices)
     }
 
     /// protocol.md §3.7: the handshake on `hami.io/node-handshake-<cw>`. Unlike the other
@@ -146,25 +113,14 @@ impl Vendor for Iluvatar {
     /// scheduling.md §5.8: the generic walk; the type always passes, UUIDs are selected with
     /// `hami.io/use-<cw>-uuid` / `hami.io/no-use-<cw>-uuid`.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        let p = params(cx);
-        let uuid_ok = |d: &DeviceUsage| p.is_none_or(|p| p.uuids.allows(d.info.id.as_str()));
+        let uuid_ok = Params::uuid_check(cx.params_as::<Params>());
         let rules = Rules { uuid_ok: &uuid_ok, ..Rules::basic(&self.word) };
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    fn allocated_key(&self) -> Option<&str> {
-        Some(&self.allocated)
-    }
-
-    fn pod_keys(&self) -> Vec<String> {
-        vec![self.to_allocate.clone(), self.allocated.clone()]
-    }
-
     /// protocol.md §4.1, Iluvatar: the two device keys, identical, type field `<cw>`.
-    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
-        let v = codec::encode_pod_devices(cx.devices);
-        out.push((self.to_allocate.clone(), v.clone()));
-        out.push((self.allocated.clone(), v));
+    fn device_keys(&self) -> Option<DeviceKeys<'_>> {
+        Some(DeviceKeys { to_allocate: &self.to_allocate, allocated: &self.allocated })
     }
 }
 

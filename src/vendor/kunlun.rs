@@ -7,13 +7,17 @@ use std::sync::Arc;
 use crate::config::device::KunlunConfig;
 use crate::model::annotations::{kunlun as keys, kunlun_vxpu as xpu_keys};
 use crate::model::codec::{self, Selection, UuidList};
-use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceInfo, DeviceUsage, PodRequest, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection, Tally};
 
-use super::{Discovery, FitCx, LockKind, Pick, ScoreCx, Vendor, WriteCx};
+use super::walk;
+use super::{Discovery, FitCx, LockKind, Names, Pick, ScoreCx, Vendor, WriteCx, quantities};
+
+// The tests read these through `use super::*`.
+#[cfg(test)]
+use crate::model::edit::{ContainerEdit, PodContext};
 
 pub const WORD: &str = "kunlun";
 
@@ -213,41 +217,20 @@ pub fn selector_failure(mut tally: Tally, mismatched: u16) -> Rejection {
     Rejection::Devices(tally)
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
 impl Vendor for KunlunXpu {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
-        Some(self.count_name.clone()).filter(|n| !n.is_empty()).into_iter().collect()
+    fn names(&self) -> Names<'_> {
+        Names::count_only(WORD, &self.count_name)
     }
 
     /// scheduling.md §4.2: the count (limits, else requests); whole devices (percentage 100,
     /// cores 0).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
-            }
-            _ => return Ok(None),
-        };
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
         Some(Arc::new(Params::from_pod(pod)))
-    }
-
-    /// protocol.md §6: recognised iff the count is in limits; nothing is changed.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
-        Ok(!self.count_name.is_empty() && c.has_limit(&self.count_name))
     }
 
     /// protocol.md §3.4: id `<node>-kunlun-<i>`, 100 slots, 98304 MiB, 100 cores, NUMA 1 for the
@@ -276,20 +259,11 @@ impl Vendor for KunlunXpu {
     /// selections; each chosen entry takes the device's whole memory and cores.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let fits = |d: &DeviceUsage| d.used == 0 && d.health;
-        let chosen = select(cx, params(cx), &fits).map_err(|m| selector_failure(Tally::new(cx.order.len()), m))?;
+        let chosen =
+            select(cx, cx.params_as::<Params>(), &fits).map_err(|m| selector_failure(Tally::new(cx.order.len()), m))?;
         for pos in chosen {
             let d = &cx.devs[usize::from(pos)];
-            out.push(Pick {
-                pos,
-                dev: ContainerDevice {
-                    uuid: d.info.id.clone(),
-                    ty: self.word.clone(),
-                    usedmem: d.info.devmem,
-                    usedcores: d.info.devcore,
-                    idx: d.info.index,
-                    mig: None,
-                },
-            });
+            out.push(walk::pick(pos, d, &self.word, d.info.devmem, d.info.devcore));
         }
         Ok(())
     }

@@ -7,16 +7,21 @@ use std::sync::Arc;
 
 use crate::config::device::KunlunConfig;
 use crate::model::annotations::kunlun_vxpu as keys;
-use crate::model::codec;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
 use crate::model::request::{ContainerRequest, VendorParams};
-use crate::model::{ContainerDevice, ContainerView, DeviceUsage, PodView, VendorId};
+use crate::model::{ContainerView, DeviceUsage, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection, Tally};
 
+use super::common;
 use super::kunlun::{self, DEVICE_MEM, Params};
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx};
+use super::walk;
+use super::{Cleanup, DeviceKeys, Discovery, FitCx, HealthRule, Names, Pick, Vendor, quantities};
+
+// The tests read these through `use super::*`.
+#[cfg(test)]
+use {super::WriteCx, crate::model::codec};
 
 pub const WORD: &str = "XPU";
 
@@ -56,42 +61,18 @@ fn fits_vxpu(d: &DeviceUsage, mem: u64) -> bool {
     d.used == 0 || d.used_mem.get() / u64::from(d.used) == mem
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
 impl Vendor for KunlunVxpu {
-    fn name(&self) -> &str {
-        WORD
+    fn names(&self) -> Names<'_> {
+        Names::new(WORD, &self.count_name, &self.mem_name, "", 1)
     }
 
-    fn resource_names(&self) -> Vec<String> {
-        [&self.count_name, &self.mem_name].into_iter().filter(|n| !n.is_empty()).cloned().collect()
-    }
-
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames { memory: Some(self.mem_name.clone()).filter(|n| !n.is_empty()), cores: None, memory_factor: 1 }
-    }
-
-    /// scheduling.md §4.2: memory rounded up to a template, cores = memory × 100 ÷ 98304; a
-    /// memory that is absent or not an integer asks for the whole device (98304 MiB, 100 %,
-    /// percentage 100), as HAMi does.
+    /// scheduling.md §4.2: memory rounded up to a template, cores = memory × 100 ÷ 98304; an
+    /// absent memory asks for the whole device (98304 MiB, 100 %, percentage 100), as HAMi does.
+    /// HAMi also reads a memory that is not an integer as absent; hami-rs refuses it, and a
+    /// negative one.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        let nums = match c.quantity(&self.count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))?
-            }
-            _ => return Ok(None),
-        };
-        let mem = Some(&self.mem_name)
-            .filter(|n| !n.is_empty())
-            .and_then(|n| c.quantity(n))
-            .and_then(|q| q.parse().ok())
-            .and_then(|q| q.as_i64_exact())
-            .map(template);
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
+        let mem = quantities::int_in(quantities::given(c, &self.mem_name), &self.mem_name, 0..=i64::MAX)?.map(template);
         Ok(Some(match mem {
             Some(m) => ContainerRequest::new(id, nums, m, 0, (m * 100 / DEVICE_MEM) as u32),
             None => ContainerRequest::new(id, nums, DEVICE_MEM, 100, 100),
@@ -120,12 +101,7 @@ impl Vendor for KunlunVxpu {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(reg) = node.annotation(keys::REGISTER) else { return Discovery::Absent };
-        match codec::decode_node_devices(reg) {
-            Ok(devices) => Discovery::Devices { devices, extra: None },
-            Err(codec::Error::NoDevices) => Discovery::Absent,
-            Err(error) => Discovery::Malformed { key: keys::REGISTER.into(), error },
-        }
+        common::registered(node, keys::REGISTER, Discovery::devices)
     }
 
     fn health_rule(&self) -> HealthRule {
@@ -143,7 +119,7 @@ impl Vendor for KunlunVxpu {
         let mem = cx.req.memreq.get();
         let mutex = cx.pod.gpu_policy.mutex;
         let fits = |d: &DeviceUsage| (!mutex || d.used == 0) && fits_vxpu(d, mem);
-        let chosen = match kunlun::select(cx, params(cx), &fits) {
+        let chosen = match kunlun::select(cx, cx.params_as::<Params>(), &fits) {
             Ok(c) => c,
             Err(mismatched) => {
                 let mut tally = Tally::new(cx.order.len());
@@ -164,35 +140,14 @@ impl Vendor for KunlunVxpu {
             }
         };
         for pos in chosen {
-            let d = &cx.devs[usize::from(pos)];
-            out.push(Pick {
-                pos,
-                dev: ContainerDevice {
-                    uuid: d.info.id.clone(),
-                    ty: self.word.clone(),
-                    usedmem: cx.req.memreq,
-                    usedcores: cx.req.cores,
-                    idx: d.info.index,
-                    mig: None,
-                },
-            });
+            out.push(walk::pick(pos, &cx.devs[usize::from(pos)], &self.word, cx.req.memreq, cx.req.cores));
         }
         Ok(())
     }
 
-    fn allocated_key(&self) -> Option<&str> {
-        Some(keys::ALLOCATED)
-    }
-
-    fn pod_keys(&self) -> Vec<String> {
-        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
-    }
-
     /// protocol.md §4.1: to-allocate and allocated, identical.
-    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
-        let v = codec::encode_pod_devices(cx.devices);
-        out.push((keys::TO_ALLOCATE.into(), v.clone()));
-        out.push((keys::ALLOCATED.into(), v));
+    fn device_keys(&self) -> Option<DeviceKeys<'_>> {
+        Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }
 }
 

@@ -6,15 +6,21 @@ use std::sync::Arc;
 
 use crate::config::device::MetaxConfig;
 use crate::model::annotations::metax as keys;
-use crate::model::codec;
-use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::request::{ContainerRequest, NodePolicy};
 use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection};
 
 use super::walk::{self, Rules};
-use super::{Discovery, FitCx, HealthRule, LockKind, Pick, ScoreCx, Vendor, WriteCx, quantities};
+use super::{DeviceKeys, Discovery, FitCx, HealthRule, LockKind, Names, Pick, ScoreCx, Vendor, quantities};
+
+// The tests read these through `use super::*`.
+#[cfg(test)]
+use {
+    super::WriteCx,
+    crate::model::codec,
+    crate::model::edit::{ContainerEdit, PodContext},
+};
 
 pub const WORD: &str = "Metax-GPU";
 
@@ -80,33 +86,15 @@ pub struct Extra {
 }
 
 impl Vendor for MetaxGpu {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
-        Some(self.count_name.clone()).filter(|n| !n.is_empty()).into_iter().collect()
+    fn names(&self) -> Names<'_> {
+        Names::count_only(WORD, &self.count_name)
     }
 
     /// scheduling.md §4.2: the count (limits, else requests) asks for whole devices: all memory
     /// (percentage 100) and 100 cores.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        if self.count_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is not an integer means "no request" (HAMi's AsInt64).
-        let Ok(Some(n)) = quantities::get(c, &self.count_name) else { return Ok(None) };
-        if n <= 0 {
-            return Ok(None);
-        }
-        // HAMi truncates the count to int32; hami-rs refuses a count it cannot represent.
-        let nums = i32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))? as u32;
+        let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 100)))
-    }
-
-    /// protocol.md §6: recognised iff the count is in limits; nothing changes.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
-        Ok(!self.count_name.is_empty() && c.has_limit(&self.count_name))
     }
 
     /// protocol.md §3.4: one device per unit of `status.capacity[count]`.
@@ -163,18 +151,9 @@ impl Vendor for MetaxGpu {
         }
     }
 
-    fn allocated_key(&self) -> Option<&str> {
-        Some(keys::ALLOCATED)
-    }
-
-    fn pod_keys(&self) -> Vec<String> {
-        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
-    }
-
-    fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
-        let v = codec::encode_pod_devices(cx.devices);
-        out.push((keys::TO_ALLOCATE.into(), v.clone()));
-        out.push((keys::ALLOCATED.into(), v));
+    /// protocol.md §4.1: to-allocate and allocated, identical.
+    fn device_keys(&self) -> Option<DeviceKeys<'_>> {
+        Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }
 
     fn lock(&self) -> LockKind {

@@ -20,8 +20,9 @@ use crate::model::{
 };
 use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
+use super::common;
 use super::walk::memory_for;
-use super::{Discovery, FitCx, HealthRule, Pick, QuotaNames, ScoreCx, Vendor, WriteCx};
+use super::{Discovery, FitCx, HealthRule, Names, Pick, ScoreCx, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "Metax-SGPU";
 
@@ -303,10 +304,6 @@ fn decode_device(device: usize, item: &Value) -> Result<DeviceInfo, codec::Error
     Ok(d)
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
 /// Whether a quantity's text names a unit (then it is bytes, else GiB). HAMi tests the canonical
 /// form Kubernetes stores, which is what the API server hands out.
 fn has_unit(text: &str) -> bool {
@@ -314,45 +311,24 @@ fn has_unit(text: &str) -> bool {
 }
 
 impl Vendor for MetaxSgpu {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
-        [&self.count_name, &self.memory_name, &self.core_name].into_iter().filter(|n| !n.is_empty()).cloned().collect()
-    }
-
     /// scheduling.md §9: vmemory limits are GiB, so they scale by 1024 against MiB usage.
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames {
-            memory: Some(self.memory_name.clone()).filter(|n| !n.is_empty()),
-            cores: Some(self.core_name.clone()).filter(|n| !n.is_empty()),
-            memory_factor: GIB_IN_MIB as u64,
-        }
+    fn names(&self) -> Names<'_> {
+        Names::new(WORD, &self.count_name, &self.memory_name, &self.core_name, GIB_IN_MIB as u64)
     }
 
-    /// scheduling.md §4.2, Metax sGPU row: every quantity from limits only.
+    /// scheduling.md §4.2, Metax sGPU row: every quantity from limits only; each one given must be
+    /// usable.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         if self.count_name.is_empty() {
             return Ok(None);
         }
         let int = |name: &str| c.limit(name).filter(|_| !name.is_empty()).map(|q| (q, q.parse().ok()));
-        // A count that is not an integer means "no request" (HAMi's AsInt64).
-        let nums = match int(&self.count_name).and_then(|(_, q)| q?.as_i64_exact()) {
-            Some(n) if n > 0 => {
-                i32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", self.count_name))? as u32
-            }
-            _ => return Ok(None),
+        let Some(nums) = quantities::count_of(quantities::given_limit(c, &self.count_name), &self.count_name)? else {
+            return Ok(None);
         };
-        // Cores default to 100; a non-integer value keeps the default, as in HAMi. HAMi drops the
-        // request for out-of-range cores; hami-rs refuses it.
-        let cores = match int(&self.core_name).and_then(|(_, q)| q?.as_i64_exact()) {
-            None => 100,
-            Some(v) => u32::try_from(v)
-                .ok()
-                .filter(|&v| i32::try_from(v).is_ok())
-                .ok_or_else(|| format!("{}: {v} is out of range", self.core_name))?,
-        };
+        // Cores default to 100. HAMi keeps the default for a value that is not an integer and
+        // drops the request for one out of range; hami-rs refuses both.
+        let cores = quantities::cores_of(quantities::given_limit(c, &self.core_name), &self.core_name, 100)?;
         let memreq = match int(&self.memory_name) {
             None => 0,
             Some((text, q)) => {
@@ -429,12 +405,7 @@ impl Vendor for MetaxSgpu {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(v) = node.annotation(keys::NODE_DEVICES) else { return Discovery::Absent };
-        match decode_node_devices(v) {
-            Ok(devices) => Discovery::Devices { devices, extra: None },
-            Err(codec::Error::NoDevices) => Discovery::Absent,
-            Err(error) => Discovery::Malformed { key: keys::NODE_DEVICES.into(), error },
-        }
+        common::listed(node, keys::NODE_DEVICES, decode_node_devices, Discovery::devices)
     }
 
     /// protocol.md §3.7: healthy iff the annotation lists at least one device.
@@ -445,7 +416,7 @@ impl Vendor for MetaxSgpu {
     /// vendors.md §7: filter every candidate (walking from the end), then pick.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let empty = Params::default();
-        let p = params(cx).unwrap_or(&empty);
+        let p = cx.params_as::<Params>().unwrap_or(&empty);
         let req = &cx.req;
         let online = p.class.online();
         let mut tally = Tally::new(cx.order.len());

@@ -7,16 +7,21 @@ use std::sync::Arc;
 
 use crate::config::device::MthreadsConfig;
 use crate::model::annotations::mthreads as keys;
-use crate::model::codec::{self, Selection, UuidList};
+use crate::model::codec;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
 use crate::model::request::{ContainerRequest, VendorParams};
-use crate::model::{ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodView, VendorId};
+use crate::model::{ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
 use crate::sched::reason::{Reason, Rejection};
 
+use super::common::{FromCapacity, Selections};
 use super::walk::{self, Rules};
-use super::{Discovery, FitCx, LockKind, Pick, QuotaNames, Vendor, WriteCx, quantities};
+// The tests read this through `use super::*`.
+#[cfg(test)]
+use crate::model::DeviceInfo;
+
+use super::{Discovery, FitCx, LockKind, Names, Pick, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "Mthreads";
 
@@ -38,10 +43,7 @@ pub struct Mthreads {
 }
 
 /// What the pod's annotations select (parsed once per pod).
-#[derive(Debug, Default)]
-pub struct Params {
-    pub uuids: Selection<UuidList>,
-}
+pub type Params = Selections;
 
 impl Mthreads {
     pub fn new(cfg: &MthreadsConfig) -> Mthreads {
@@ -49,68 +51,28 @@ impl Mthreads {
     }
 }
 
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
-}
-
 /// A quantity as Go's `Value()` reads it (rounded up); `Err` names the resource.
 fn value(name: &str, text: &str) -> Result<i64, String> {
     Quantity::parse(text).map(|q| q.value_ceil()).map_err(|_| format!("{name}: {text:?} is not a valid quantity"))
 }
 
-/// More devices than any node carries: a capacity this large is a broken node status, and
-/// synthesising it would flood the device list (whose positions are 16-bit).
-const MAX_DEVICES: i128 = 4096;
-
-fn too_many(key: &str, cores: i64) -> Discovery {
-    Discovery::Malformed {
-        key: key.to_owned(),
-        error: codec::Error::Field {
-            device: 0,
-            field: "count",
-            why: format!("capacity {cores} means more than {MAX_DEVICES} devices"),
-        },
-    }
-}
-
 impl Vendor for Mthreads {
-    fn name(&self) -> &str {
-        WORD
-    }
-
-    fn resource_names(&self) -> Vec<String> {
+    fn names(&self) -> Names<'_> {
         let c = &self.cfg;
-        [&c.resource_count_name, &c.resource_memory_name, &c.resource_core_name]
-            .into_iter()
-            .filter(|n| !n.is_empty())
-            .cloned()
-            .collect()
-    }
-
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames {
-            memory: Some(self.cfg.resource_memory_name.clone()).filter(|n| !n.is_empty()),
-            cores: Some(self.cfg.resource_core_name.clone()).filter(|n| !n.is_empty()),
-            memory_factor: MEMORY_UNIT,
-        }
+        Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, MEMORY_UNIT)
     }
 
     /// scheduling.md §4.2, Mthreads: memory × 512 MiB and cores (default 0) are the container's
     /// totals, so each of the `nums` devices takes its share (integer division, as HAMi);
     /// percentage 100 only when no memory was asked for.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
-        let cfg = &self.cfg;
-        let Some(nums) = quantities::count(c, &cfg.resource_count_name)? else { return Ok(None) };
-        let mem = quantities::memory(c, &cfg.resource_memory_name, MEMORY_UNIT)?;
-        let cores = quantities::cores(c, &cfg.resource_core_name, 0)?;
-        let mempct = if mem == 0 { 100 } else { 0 };
-        let memreq = MemMiB(mem / u64::from(nums));
-        Ok(Some(ContainerRequest { vendor: id, nums, memreq, mempct, cores: cores / nums, mode: 0 }))
+        let Some(total) = quantities::count_memory_cores(id, c, self.names(), 0)? else { return Ok(None) };
+        let (nums, memreq) = (total.nums, MemMiB(total.memreq.get() / u64::from(total.nums)));
+        Ok(Some(ContainerRequest { memreq, cores: total.cores / nums, ..total }))
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
-        let a = |k: &str| pod.annotation(k);
-        Some(Arc::new(Params { uuids: Selection::uuids(a(keys::USE_UUID), a(keys::NOUSE_UUID)) }))
+        Some(Arc::new(Params::uuids_only(pod, [keys::USE_UUID, keys::NOUSE_UUID])))
     }
 
     /// protocol.md §6, Mthreads. The count (limits, else requests) must be positive. More than
@@ -161,47 +123,23 @@ impl Vendor for Mthreads {
     /// `M × 512 × 16 / C` MiB and 16 cores, type `Mthreads`, healthy.
     fn discover(&self, node: &NodeView) -> Discovery {
         let cfg = &self.cfg;
-        if cfg.resource_core_name.is_empty() {
-            return Discovery::Absent;
-        }
-        let cores = node.capacity(&cfg.resource_core_name);
-        if cores <= 0 {
-            return Discovery::Absent;
-        }
-        let mem = if cfg.resource_memory_name.is_empty() { 0 } else { node.capacity(&cfg.resource_memory_name) };
-        let per_gpu = i128::from(CORES_PER_GPU);
-        let devmem = i128::from(mem.max(0)) * i128::from(MEMORY_UNIT) * per_gpu / i128::from(cores);
-        // HAMi stores this in an int32; a capacity that overflows it is not a real node.
-        let Ok(devmem) = i32::try_from(devmem) else {
-            return Discovery::Malformed {
-                key: cfg.resource_memory_name.clone(),
-                error: codec::Error::Field {
-                    device: 0,
-                    field: "devmem",
-                    why: format!("capacity {mem} gives {devmem} MiB per device, beyond int32"),
-                },
-            };
+        let capacity = FromCapacity {
+            core_name: &cfg.resource_core_name,
+            memory_name: &cfg.resource_memory_name,
+            cores_per_device: CORES_PER_GPU,
+            memory_unit: MEMORY_UNIT,
+            id_word: "mthreads",
+            word: WORD,
         };
-        let n = (i128::from(cores) + per_gpu - 1) / per_gpu;
-        if n > MAX_DEVICES {
-            return too_many(&cfg.resource_core_name, cores);
-        }
-        let devices = (0..n)
-            .map(|i| {
-                let id = format!("{}-mthreads-{i}", node.name());
-                DeviceInfo::new(&id, i as u32, 100, devmem.unsigned_abs().into(), CORES_PER_GPU, WORD)
-            })
-            .collect();
-        Discovery::Devices { devices, extra: None }
+        capacity.discover(node)
     }
 
     /// scheduling.md §5.8, Mthreads: the generic walk, with the device type required to contain
     /// `Mthreads` and every device the pod's earlier containers got required to be this one
     /// (HAMi's custom filter rule: a pod lives on one GPU).
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        let p = params(cx);
         let type_ok = |d: &DeviceUsage| d.info.ty.contains(WORD);
-        let uuid_ok = |d: &DeviceUsage| p.is_none_or(|p| p.uuids.allows(d.info.id.as_str()));
+        let uuid_ok = Params::uuid_check(cx.params_as::<Params>());
         let same_device = |d: &DeviceUsage| {
             let elsewhere = cx.earlier.iter().flatten().any(|e| e.uuid != d.info.id);
             elsewhere.then_some(Reason::CardNotFoundCustomFilterRule)
@@ -225,9 +163,7 @@ impl Vendor for Mthreads {
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
         if let Some(last) = cx.devices.iter().rev().find(|c| !c.is_empty()) {
-            let index = |d: &crate::model::ContainerDevice| {
-                cx.devs.iter().find(|u| u.info.id == d.uuid).map_or(d.idx, |u| u.info.index)
-            };
+            let index = |d: &crate::model::ContainerDevice| cx.device(d).map_or(d.idx, |u| u.info.index);
             let list: Vec<String> = last.iter().map(|d| index(d).to_string()).collect();
             out.push((keys::GPU_INDEX.into(), list.join(",")));
         }

@@ -17,8 +17,9 @@ use crate::model::{
 };
 use crate::sched::reason::Rejection;
 
+use super::common;
 use super::walk::{self, Rules};
-use super::{Cleanup, Discovery, FitCx, HealthRule, Pick, QuotaNames, Vendor, WriteCx, quantities};
+use super::{Cleanup, Discovery, FitCx, HealthRule, Names, Pick, Vendor, WriteCx, quantities};
 
 pub const WORD: &str = "NVIDIA";
 
@@ -49,10 +50,6 @@ impl Nvidia {
     pub fn new(cfg: &NvidiaConfig) -> Nvidia {
         Nvidia { cfg: cfg.clone(), factor: cfg.memory_factor.max(1), word: Arc::from(WORD) }
     }
-}
-
-fn params<'a>(cx: &'a FitCx<'_>) -> Option<&'a Params> {
-    cx.params.and_then(|p| p.downcast_ref::<Params>())
 }
 
 /// MIG profile choice (scheduling.md §5.9).
@@ -165,73 +162,33 @@ fn topology_choice(picks: &mut Vec<Pick>, n: usize, scores: &PairScores) {
 }
 
 fn is_mig_request(cx: &FitCx<'_>) -> bool {
-    let mode_allows = params(cx).and_then(|p| p.vgpu_mode.as_deref()).is_none_or(|m| m.contains("mig"));
+    let mode_allows = cx.params_as::<Params>().and_then(|p| p.vgpu_mode.as_deref()).is_none_or(|m| m.contains("mig"));
     mode_allows && cx.order.iter().any(|&p| cx.devs[usize::from(p)].info.is_mig())
 }
 
 impl Vendor for Nvidia {
-    fn name(&self) -> &str {
-        WORD
+    fn names(&self) -> Names<'_> {
+        let c = &self.cfg;
+        Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, self.factor)
     }
 
     fn resource_names(&self) -> Vec<String> {
         let c = &self.cfg;
-        [
-            &c.resource_count_name,
-            &c.resource_memory_name,
-            &c.resource_memory_percentage_name,
-            &c.resource_core_name,
-            &c.resource_priority_name,
-        ]
-        .into_iter()
-        .filter(|n| !n.is_empty())
-        .cloned()
-        .collect()
+        let (count, pct, prio) =
+            (&c.resource_count_name, &c.resource_memory_percentage_name, &c.resource_priority_name);
+        common::names(&[count, &c.resource_memory_name, pct, &c.resource_core_name, prio])
     }
 
-    fn quota_names(&self) -> QuotaNames {
-        QuotaNames {
-            memory: Some(self.cfg.resource_memory_name.clone()).filter(|n| !n.is_empty()),
-            cores: Some(self.cfg.resource_core_name.clone()).filter(|n| !n.is_empty()),
-            memory_factor: self.factor,
-        }
-    }
-
-    /// scheduling.md §4.1.
+    /// scheduling.md §4.1. Every quantity that is given must be usable (see [`quantities`]);
+    /// the percentage must be an integer 0–100, the range the webhook admits, and 0 reads as
+    /// unset as in HAMi.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
         let cfg = &self.cfg;
-        if cfg.resource_count_name.is_empty() {
-            return Ok(None);
-        }
-        // A count that is absent or not an integer means "no NVIDIA request" (HAMi's AsInt64).
-        let nums =
-            match c.quantity(&cfg.resource_count_name).and_then(|q| q.parse().ok()).and_then(|q| q.as_i64_exact()) {
-                Some(n) if n > 0 => {
-                    u32::try_from(n).map_err(|_| format!("{}: {n} devices is out of range", cfg.resource_count_name))?
-                }
-                _ => return Ok(None),
-            };
-        // HAMi drops the whole request when memory is not an int32 after the factor; hami-rs
-        // refuses it instead, so the pod is never placed without a reservation.
-        let mut memreq = match quantities::get(c, &cfg.resource_memory_name)? {
-            None => 0,
-            Some(m) => {
-                let limit = i64::from(i32::MAX) / self.factor as i64;
-                if !(0..=limit).contains(&m) {
-                    return Err(format!("{}: {m} is out of range 0..={limit}", cfg.resource_memory_name));
-                }
-                m as u64 * self.factor
-            }
-        };
-        let mut mempct = match c
-            .quantity(&cfg.resource_memory_percentage_name)
-            .filter(|_| !cfg.resource_memory_percentage_name.is_empty())
-            .and_then(|q| q.parse().ok())
-            .and_then(|q| q.as_i64_exact())
-        {
-            None => MEMPCT_UNSET,
-            Some(p) if p > 100 => 100,
-            Some(p) if p <= 0 => MEMPCT_UNSET,
+        let Some(nums) = quantities::count(c, &cfg.resource_count_name)? else { return Ok(None) };
+        let mut memreq = quantities::memory(c, &cfg.resource_memory_name, self.factor)?;
+        let pct_name = &cfg.resource_memory_percentage_name;
+        let mut mempct = match quantities::int_in(quantities::given(c, pct_name), pct_name, 0..=100)? {
+            None | Some(0) => MEMPCT_UNSET,
             Some(p) => p as u32,
         };
         if mempct == MEMPCT_UNSET && memreq == 0 {
@@ -241,16 +198,7 @@ impl Vendor for Nvidia {
                 mempct = 100;
             }
         }
-        let cores = match c.quantity(&cfg.resource_core_name).filter(|_| !cfg.resource_core_name.is_empty()) {
-            None => cfg.default_cores,
-            Some(q) => match q.parse().ok().and_then(|q| q.as_i64_exact()) {
-                // HAMi falls back to the default for a non-integer value; negative values would
-                // subtract usage, so hami-rs refuses them.
-                None => cfg.default_cores,
-                Some(v) if v < 0 => return Err(format!("{}: {v} is negative", cfg.resource_core_name)),
-                Some(v) => u32::try_from(v).map_err(|_| format!("{}: {v} is out of range", cfg.resource_core_name))?,
-            },
-        };
+        let cores = quantities::cores(c, &cfg.resource_core_name, cfg.default_cores)?;
         Ok(Some(ContainerRequest { vendor: id, nums, memreq: MemMiB(memreq), mempct, cores, mode: 0 }))
     }
 
@@ -323,23 +271,17 @@ impl Vendor for Nvidia {
     }
 
     fn discover(&self, node: &NodeView) -> Discovery {
-        let Some(reg) = node.annotation(keys::NVIDIA_REGISTER) else {
-            return Discovery::Absent;
-        };
-        let devices = match codec::decode_node_devices(reg) {
-            Ok(d) => d,
-            Err(codec::Error::NoDevices) => return Discovery::Absent,
-            Err(error) => return Discovery::Malformed { key: keys::NVIDIA_REGISTER.into(), error },
-        };
-        let scores = match node.annotation(keys::NVIDIA_SCORE) {
-            None => PairScores::default(),
-            Some(s) => match codec::decode_pair_scores(s) {
-                Ok(p) => p,
-                Err(error) => return Discovery::Malformed { key: keys::NVIDIA_SCORE.into(), error },
-            },
-        };
-        let cordon = node.annotation(keys::NVIDIA_CORDON).map(codec::parse_list).unwrap_or_default();
-        Discovery::Devices { devices, extra: Some(Arc::new(Extra { cordon, scores })) }
+        common::registered(node, keys::NVIDIA_REGISTER, |devices| {
+            let scores = match node.annotation(keys::NVIDIA_SCORE) {
+                None => PairScores::default(),
+                Some(s) => match codec::decode_pair_scores(s) {
+                    Ok(p) => p,
+                    Err(error) => return Discovery::Malformed { key: keys::NVIDIA_SCORE.into(), error },
+                },
+            };
+            let cordon = node.annotation(keys::NVIDIA_CORDON).map(codec::parse_list).unwrap_or_default();
+            Discovery::Devices { devices, extra: Some(Arc::new(Extra { cordon, scores })) }
+        })
     }
 
     fn health_rule(&self) -> HealthRule {
@@ -358,7 +300,7 @@ impl Vendor for Nvidia {
     }
 
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
-        let p = params(cx);
+        let p = cx.params_as::<Params>();
         let extra = cx.extra.and_then(|e| e.downcast_ref::<Extra>());
         let type_ok = |d: &DeviceUsage| {
             p.is_none_or(|p| {

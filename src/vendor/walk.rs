@@ -1,6 +1,8 @@
 //! The device walk most vendors share (scheduling.md §5.7): candidates are tried from the end of
 //! the policy-sorted list, each check in HAMi's order; the first failing check counts one device
-//! for its reason. Vendors switch checks on and off through [`Rules`].
+//! for its reason. Vendors switch checks on and off through [`Rules`], and a vendor whose capacity
+//! rule is its own (AMD's compute units, Enflame DRS profiles, AWS Neuron core masks, the count-only
+//! vendors' empty entries) supplies it as [`Rules::take`].
 
 use std::sync::Arc;
 
@@ -18,6 +20,10 @@ pub type CustomRule<'a> = &'a dyn Fn(&DeviceUsage) -> Option<Reason>;
 
 /// Whether a MIG device can host one more instance of `mem`, given this walk's earlier picks on it.
 pub type MigCheck<'a> = &'a dyn Fn(&DeviceUsage, MemMiB, &[&Pick]) -> bool;
+
+/// A vendor's own capacity rule: the memory and cores the device's entry takes, or why the device
+/// cannot serve the request.
+pub type Take<'a> = &'a dyn Fn(&DeviceUsage) -> Result<(MemMiB, u32), (Reason, Need)>;
 
 fn always(_: &DeviceUsage) -> bool {
     true
@@ -37,6 +43,9 @@ pub struct Rules<'a> {
     pub numa_bind: bool,
     /// Check 5: UUID selection (`CardUuidMismatch`).
     pub uuid_ok: Check<'a>,
+    /// Under the mutex policy, devices that count as busy although nothing runs on them (a Vastai
+    /// die whose card is busy).
+    pub also_busy: Option<Check<'a>>,
     /// A vendor rule run after the UUID check (same-device rules: `CardNotFoundCustomFilterRule`).
     pub custom: Option<CustomRule<'a>>,
     /// Run `custom` after the capacity checks instead, where HAMi's Metax GPU and Mthreads run their
@@ -52,6 +61,9 @@ pub struct Rules<'a> {
     pub core_total: Option<u32>,
     /// Check 15 for `mig`-mode devices; a MIG device is visited again after a pick.
     pub mig: Option<MigCheck<'a>>,
+    /// The vendor's own capacity rule, run after the mutex check in place of checks 9–15: it
+    /// rejects the device or says what the entry takes.
+    pub take: Option<Take<'a>>,
     /// Collect every fitting device instead of stopping at `nums` (topology-aware choice).
     pub collect_all: bool,
 }
@@ -66,6 +78,7 @@ impl<'a> Rules<'a> {
             type_ok: &always,
             numa_bind: false,
             uuid_ok: &always,
+            also_busy: None,
             custom: None,
             custom_after_capacity: false,
             quota: false,
@@ -73,9 +86,23 @@ impl<'a> Rules<'a> {
             clamp_cores: true,
             core_total: None,
             mig: None,
+            take: None,
             collect_all: false,
         }
     }
+}
+
+/// The pick of device `d` at position `pos`, its entry typed `ty` and taking `mem` and `cores`.
+pub fn pick(pos: u16, d: &DeviceUsage, ty: &Arc<str>, mem: MemMiB, cores: u32) -> Pick {
+    let dev = ContainerDevice {
+        uuid: d.info.id.clone(),
+        ty: ty.clone(),
+        usedmem: mem,
+        usedcores: cores,
+        idx: d.info.index,
+        mig: None,
+    };
+    Pick { pos, dev }
 }
 
 /// Memory a request reserves on device `d` (check 9).
@@ -223,61 +250,64 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
         if used >= d.info.count {
             reject!(Reason::CardTimeSlicingExhausted, Need::Slots { used, count: d.info.count });
         }
-        if mutex && used > 0 {
+        if mutex && (used > 0 || r.also_busy.is_some_and(|busy| busy(d))) {
             reject!(Reason::ExclusiveDeviceAllocateConflict, Need::Busy { used });
         }
-        if r.clamp_cores && cores > 100 {
-            cores = 100;
-        }
-        let m = memory_for(cx.req.memreq, cx.req.mempct, d);
-        if r.quota && !cx.quota.unlimited() {
-            let (pod_mem, pod_cores) = collapsed_with(cx, &out[start..], &d.info.id, m, cores);
-            if !cx.quota.fits(&cx.pod.namespace, cx.req.vendor, pod_mem, pod_cores) {
-                reject!(Reason::ResourceQuotaNotFit, Need::None);
-            }
-        }
-        if r.capacity {
-            let free_mem = d.info.devmem.saturating_sub(d.used_mem + mine_mem);
-            if free_mem < m {
-                reject!(Reason::CardInsufficientMemory, Need::Memory { requested: m.get(), free: free_mem.get() });
-            }
-            let total = r.core_total.unwrap_or(d.info.devcore);
-            let used_cores = d.used_cores.saturating_add(mine_cores);
-            let free_cores = total.saturating_sub(used_cores);
-            if free_cores < cores {
-                reject!(Reason::CardInsufficientCore, Need::Cores { requested: cores, free: free_cores });
-            }
-            if total == 100 && cores == 100 && used > 0 {
-                reject!(Reason::ExclusiveDeviceAllocateConflict, Need::Busy { used });
-            }
-            if total != 0 && used_cores >= total && cores == 0 {
-                reject!(Reason::CardComputeUnitsExhausted, Need::None);
-            }
-        }
-        if let Some(custom) = r.custom.filter(|_| r.custom_after_capacity)
-            && let Some(reason) = custom(d)
-        {
-            reject!(reason, Need::None);
-        }
-        if let Some(mig) = r.mig
-            && d.info.is_mig()
-        {
-            let mine: Vec<&Pick> = out[start..].iter().filter(|p| usize::from(p.pos) == pos).collect();
-            if !mig(d, m, &mine) {
-                reject!(Reason::CardMigTopologyInfeasible, Need::None);
-            }
-        }
-        out.push(Pick {
-            pos: pos as u16,
-            dev: ContainerDevice {
-                uuid: d.info.id.clone(),
-                ty: if r.entry_uses_device_type { d.info.ty.clone() } else { r.word.clone() },
-                usedmem: m,
-                usedcores: cores,
-                idx: d.info.index,
-                mig: None,
+        let (m, cores) = match r.take {
+            Some(take) => match take(d) {
+                Ok(taken) => taken,
+                Err((reason, need)) => reject!(reason, need),
             },
-        });
+            None => {
+                if r.clamp_cores && cores > 100 {
+                    cores = 100;
+                }
+                let m = memory_for(cx.req.memreq, cx.req.mempct, d);
+                if r.quota && !cx.quota.unlimited() {
+                    let (pod_mem, pod_cores) = collapsed_with(cx, &out[start..], &d.info.id, m, cores);
+                    if !cx.quota.fits(&cx.pod.namespace, cx.req.vendor, pod_mem, pod_cores) {
+                        reject!(Reason::ResourceQuotaNotFit, Need::None);
+                    }
+                }
+                if r.capacity {
+                    let free_mem = d.info.devmem.saturating_sub(d.used_mem + mine_mem);
+                    if free_mem < m {
+                        reject!(
+                            Reason::CardInsufficientMemory,
+                            Need::Memory { requested: m.get(), free: free_mem.get() }
+                        );
+                    }
+                    let total = r.core_total.unwrap_or(d.info.devcore);
+                    let used_cores = d.used_cores.saturating_add(mine_cores);
+                    let free_cores = total.saturating_sub(used_cores);
+                    if free_cores < cores {
+                        reject!(Reason::CardInsufficientCore, Need::Cores { requested: cores, free: free_cores });
+                    }
+                    if total == 100 && cores == 100 && used > 0 {
+                        reject!(Reason::ExclusiveDeviceAllocateConflict, Need::Busy { used });
+                    }
+                    if total != 0 && used_cores >= total && cores == 0 {
+                        reject!(Reason::CardComputeUnitsExhausted, Need::None);
+                    }
+                }
+                if let Some(custom) = r.custom.filter(|_| r.custom_after_capacity)
+                    && let Some(reason) = custom(d)
+                {
+                    reject!(reason, Need::None);
+                }
+                if let Some(mig) = r.mig
+                    && d.info.is_mig()
+                {
+                    let mine: Vec<&Pick> = out[start..].iter().filter(|p| usize::from(p.pos) == pos).collect();
+                    if !mig(d, m, &mine) {
+                        reject!(Reason::CardMigTopologyInfeasible, Need::None);
+                    }
+                }
+                (m, cores)
+            }
+        };
+        let ty = if r.entry_uses_device_type { &d.info.ty } else { r.word };
+        out.push(pick(pos as u16, d, ty, m, cores));
         if stop {
             nums = nums.saturating_sub(1);
             if nums == 0 {

@@ -72,14 +72,13 @@ fn requests_come_from_limits_only_with_cores_in_percent() {
     // scheduling.md §4.2, AMD: gpu (limits only) 1..2^31-1; gpumem (limits only); mempct 0;
     // gpucores (limits only) 1..100, default 100.
     type Want = Option<(u32, u64, u32)>;
-    let rows: [(&str, Quantities, Quantities, Want); 8] = [
+    let rows: [(&str, Quantities, Quantities, Want); 7] = [
         ("count only", &[(GPU, "1")], &[], Some((1, 0, 100))),
         ("count, memory and cores", &[(GPU, "2"), (MEM, "8192"), (CORES, "50")], &[], Some((2, 8192, 50))),
         ("count in requests is ignored", &[], &[(GPU, "1")], None),
         ("memory in requests is ignored", &[(GPU, "1")], &[(MEM, "8192")], Some((1, 0, 100))),
         ("cores in requests are ignored", &[(GPU, "1")], &[(CORES, "10")], Some((1, 0, 100))),
         ("count 0", &[(GPU, "0")], &[], None),
-        ("fractional count", &[(GPU, "1.5")], &[], None),
         ("memory and cores without a count", &[(MEM, "1"), (CORES, "10")], &[], None),
     ];
     for (what, l, r, want) in rows {
@@ -94,6 +93,9 @@ fn out_of_range_memory_or_cores_refuse_the_pod() {
     // row 16). The core message is the webhook's.
     for (limits, name) in [
         (&[(GPU, "3000000000")][..], GPU),
+        // HAMi reads a fractional or negative count as no request; hami-rs refuses it.
+        (&[(GPU, "1.5")][..], GPU),
+        (&[(GPU, "-1")][..], GPU),
         (&[(GPU, "1"), (MEM, "1.5")][..], MEM),
         (&[(GPU, "1"), (MEM, "-1")][..], MEM),
         (&[(GPU, "1"), (MEM, "3000000000")][..], MEM),

@@ -161,8 +161,9 @@ fn request_derivation_follows_hami_field_by_field() {
         ("count only", &one, &[(NPU, "1")], &[], Ok(Some((1, 0, 100, 0)))),
         ("count in requests", &one, &[], &[(NPU, "2")], Ok(Some((2, 0, 100, 0)))),
         ("count 0", &one, &[(NPU, "0")], &[], Ok(None)),
-        ("negative count", &one, &[(NPU, "-1")], &[], Ok(None)),
-        ("fractional count", &one, &[(NPU, "1.5")], &[], Ok(None)),
+        // HAMi reads these counts as no request; hami-rs refuses them.
+        ("negative count", &one, &[(NPU, "-1")], &[], Err(NPU)),
+        ("fractional count", &one, &[(NPU, "1.5")], &[], Err(NPU)),
         ("count past int32", &one, &[(NPU, "2147483648")], &[], Err(NPU)),
         // memory × memoryFactor (when > 1), limits else requests; percentage 0 once given.
         ("memory", &one, &[(NPU, "1"), (MEM, "16384")], &[], Ok(Some((1, 16384, 0, 0)))),

@@ -66,16 +66,22 @@ fn ask(n: u32) -> PodBuilder {
 #[test]
 fn requests_are_counts_only() {
     // scheduling.md §4.2, Biren: nums = count (limits, else requests), mempct 100, cores 0.
-    let rows: [(&str, Quantities, Quantities, Option<u32>); 5] = [
-        ("count", &[(BR, "2")], &[], Some(2)),
-        ("from requests", &[], &[(BR, "1")], Some(1)),
-        ("fractional", &[(BR, "1.5")], &[], None),
-        ("negative", &[(BR, "-1")], &[], None),
-        ("absent", &[], &[], None),
+    // The count, or the resource a refusal names.
+    type Want = Result<Option<u32>, &'static str>;
+    let rows: [(&str, Quantities, Quantities, Want); 5] = [
+        ("count", &[(BR, "2")], &[], Ok(Some(2))),
+        ("from requests", &[], &[(BR, "1")], Ok(Some(1))),
+        // HAMi reads these counts as no request; hami-rs refuses them, naming the resource.
+        ("fractional", &[(BR, "1.5")], &[], Err(BR)),
+        ("negative", &[(BR, "-1")], &[], Err(BR)),
+        ("absent", &[], &[], Ok(None)),
     ];
     for (what, l, r, want) in rows {
-        let got = br().request(VendorId(13), &container(l, r), &PodView::default()).unwrap();
-        assert_eq!(got, want.map(|n| ContainerRequest::new(VendorId(13), n, 0, 100, 0)), "{what}");
+        let got = br().request(VendorId(13), &container(l, r), &PodView::default());
+        match want {
+            Ok(w) => assert_eq!(got, Ok(w.map(|n| ContainerRequest::new(VendorId(13), n, 0, 100, 0))), "{what}"),
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+        }
     }
     let mutate = |c: Value| {
         let mut c = c;

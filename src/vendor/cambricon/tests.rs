@@ -83,12 +83,13 @@ fn request_derivation_follows_hami_field_by_field() {
     use Want::*;
     type Rows<'a> = [(&'a str, &'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], Want)];
     let rows: &Rows<'_> = &[
-        // nums: the count, an integer (Go's AsInt64), else no Cambricon request.
+        // nums: the count, an integer (Go's AsInt64); HAMi reads anything else as no Cambricon
+        // request, hami-rs refuses it.
         ("no count", &[(VMEM, "16")], &[], Nothing),
         ("count 0", &[(VMLU, "0")], &[], Nothing),
-        ("negative count", &[(VMLU, "-1")], &[], Nothing),
-        ("fractional count", &[(VMLU, "1.5")], &[], Nothing),
-        ("unparsable count", &[(VMLU, "one")], &[], Nothing),
+        ("negative count", &[(VMLU, "-1")], &[], Refused(VMLU)),
+        ("fractional count", &[(VMLU, "1.5")], &[], Refused(VMLU)),
+        ("unparsable count", &[(VMLU, "one")], &[], Refused(VMLU)),
         // vendors.md §3: `vmlu: 1` alone is a whole card: percentage 100 and the default 100 cores.
         ("count alone is a whole exclusive card", &[(VMLU, "1")], &[], Req(1, 0, 100, 100)),
         ("count from requests", &[], &[(VMLU, "2")], Req(2, 0, 100, 100)),
@@ -105,12 +106,13 @@ fn request_derivation_follows_hami_field_by_field() {
         ("negative memory", &[(VMLU, "1"), (VMEM, "-1")], &[], Refused(VMEM)),
         ("fractional memory", &[(VMLU, "1"), (VMEM, "1.5")], &[], Refused(VMEM)),
         ("unparsable memory", &[(VMLU, "1"), (VMEM, "lots")], &[], Refused(VMEM)),
-        // cores: vcore, default 100 (absent or not an integer).
+        // cores: vcore, default 100 when absent. HAMi also takes the default for a value that is
+        // not an integer; hami-rs refuses it.
         ("cores", &[(VMLU, "1"), (VCORE, "50")], &[], Req(1, 0, 100, 50)),
         ("cores from requests", &[(VMLU, "1")], &[(VCORE, "30")], Req(1, 0, 100, 30)),
         ("explicit cores 0", &[(VMLU, "1"), (VMEM, "4"), (VCORE, "0")], &[], Req(1, 1024, 0, 0)),
-        ("fractional cores take the default", &[(VMLU, "1"), (VCORE, "1.5")], &[], Req(1, 0, 100, 100)),
-        ("unparsable cores take the default", &[(VMLU, "1"), (VCORE, "most")], &[], Req(1, 0, 100, 100)),
+        ("fractional cores", &[(VMLU, "1"), (VCORE, "1.5")], &[], Refused(VCORE)),
+        ("unparsable cores", &[(VMLU, "1"), (VCORE, "most")], &[], Refused(VCORE)),
         // hami-rs: negative cores would subtract usage, so the pod is refused.
         ("negative cores", &[(VMLU, "1"), (VCORE, "-10")], &[], Refused(VCORE)),
     ];

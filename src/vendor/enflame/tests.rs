@@ -58,21 +58,28 @@ fn ask(n: u32) -> PodBuilder {
 #[test]
 fn requests_take_whole_devices_by_count() {
     // scheduling.md §4.2, Enflame GCU: nums = gcu, memreq 100, mempct 100, cores 100.
-    let rows: [(&str, Quantities, Quantities, Option<u32>); 8] = [
-        ("count 2 in limits", &[(GCU, "2")], &[], Some(2)),
+    // The count, or the resource a refusal names.
+    type Want = Result<Option<u32>, &'static str>;
+    let rows: [(&str, Quantities, Quantities, Want); 8] = [
+        ("count 2 in limits", &[(GCU, "2")], &[], Ok(Some(2))),
         // §4: limits first, requests as a fallback.
-        ("count in requests only", &[], &[(GCU, "1")], Some(1)),
-        ("the limit wins over the request", &[(GCU, "3")], &[(GCU, "1")], Some(3)),
-        // HAMi's AsInt64: a non-integer count is no request.
-        ("fractional count", &[(GCU, "1.5")], &[], None),
-        ("milli count", &[(GCU, "500m")], &[], None),
-        ("zero", &[(GCU, "0")], &[], None),
-        ("negative", &[(GCU, "-1")], &[], None),
-        ("absent", &[], &[], None),
+        ("count in requests only", &[], &[(GCU, "1")], Ok(Some(1))),
+        ("the limit wins over the request", &[(GCU, "3")], &[(GCU, "1")], Ok(Some(3))),
+        // HAMi's AsInt64 reads a non-integer or negative count as no request; hami-rs refuses it.
+        ("fractional count", &[(GCU, "1.5")], &[], Err(GCU)),
+        ("milli count", &[(GCU, "500m")], &[], Err(GCU)),
+        ("zero", &[(GCU, "0")], &[], Ok(None)),
+        ("negative", &[(GCU, "-1")], &[], Err(GCU)),
+        ("absent", &[], &[], Ok(None)),
     ];
     for (what, limits, requests, want) in rows {
-        let got = gcu().request(VendorId(3), &container(limits, requests), &PodView::default()).unwrap();
-        assert_eq!(got, want.map(|n| ContainerRequest::new(VendorId(3), n, 100, 100, 100)), "{what}");
+        let got = gcu().request(VendorId(3), &container(limits, requests), &PodView::default());
+        match want {
+            Ok(w) => {
+                assert_eq!(got, Ok(w.map(|n| ContainerRequest::new(VendorId(3), n, 100, 100, 100))), "{what}")
+            }
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+        }
     }
 }
 

@@ -75,14 +75,13 @@ fn requests_are_one_device_by_slices_or_by_memory_and_cores() {
     // spec form: memreq = gcu-memory, cores = gcu-core, mode -1. Quantities are rounded up
     // (Go's `Value`) in the spec form.
     type Want = Option<(u64, u32, i32)>;
-    let rows: [(&str, Quantities, Quantities, Want); 13] = [
+    let rows: [(&str, Quantities, Quantities, Want); 12] = [
         ("slices", &[(DRS, "2")], &[], Some((2, 0, MODE_DIRECT))),
         ("slices from requests", &[], &[(DRS, "3")], Some((3, 0, MODE_DIRECT))),
         ("the slice limit wins", &[(DRS, "1")], &[(DRS, "3")], Some((1, 0, MODE_DIRECT))),
         ("slices win over memory", &[(DRS, "2"), (MEM, "40")], &[], Some((2, 0, MODE_DIRECT))),
         // HAMi: a slice count that is not a positive integer falls through to the spec form.
         ("zero slices fall through", &[(DRS, "0"), (MEM, "20")], &[], Some((20, 0, MODE_SPEC))),
-        ("fractional slices alone", &[(DRS, "1.5")], &[], None),
         ("memory", &[(MEM, "20")], &[], Some((20, 0, MODE_SPEC))),
         ("memory and cores", &[(MEM, "20"), (CORE, "30")], &[], Some((20, 30, MODE_SPEC))),
         ("cores only", &[], &[(CORE, "60")], Some((0, 60, MODE_SPEC))),
@@ -104,6 +103,9 @@ fn values_the_request_cannot_hold_are_refused() {
     // the pod instead of placing it without a reservation (scheduling.md §14 row 16).
     for (limits, name) in [
         (&[(DRS, "3000000000")][..], DRS),
+        // HAMi falls through to the memory and core form for these; hami-rs refuses them.
+        (&[(DRS, "1.5")][..], DRS),
+        (&[(DRS, "-1"), (MEM, "20")][..], DRS),
         (&[(MEM, "3000000000")][..], MEM),
         (&[(MEM, "-5")][..], MEM),
         (&[(CORE, "-1")][..], CORE),

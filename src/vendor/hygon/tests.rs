@@ -92,8 +92,9 @@ fn request_derivation_follows_hami_field_by_field() {
         // nums: dcunum, 1..2^31-1.
         ("no count", same, &[(DCUMEM, "1024")], &[], Nothing),
         ("count 0", same, &[(DCUNUM, "0")], &[], Nothing),
-        ("negative count", same, &[(DCUNUM, "-2")], &[], Nothing),
-        ("fractional count", same, &[(DCUNUM, "0.5")], &[], Nothing),
+        // HAMi reads these counts as no request; hami-rs refuses them.
+        ("negative count", same, &[(DCUNUM, "-2")], &[], Refused(DCUNUM)),
+        ("fractional count", same, &[(DCUNUM, "0.5")], &[], Refused(DCUNUM)),
         ("count 2", same, &[(DCUNUM, "2")], &[], Req(2, 0, 100, 100)),
         ("count from requests", same, &[], &[(DCUNUM, "1")], Req(1, 0, 100, 100)),
         ("count at int32", same, &[(DCUNUM, "2147483647")], &[], Req(2147483647, 0, 100, 100)),
@@ -114,7 +115,8 @@ fn request_derivation_follows_hami_field_by_field() {
         ("cores", same, &[(DCUNUM, "1"), (DCUCORES, "40")], &[], Req(1, 0, 100, 40)),
         ("cores from requests", same, &[(DCUNUM, "1")], &[(DCUCORES, "40")], Req(1, 0, 100, 40)),
         ("explicit cores 0", same, &[(DCUNUM, "1"), (DCUCORES, "0")], &[], Req(1, 0, 100, 0)),
-        ("non-integer cores take the default", same, &[(DCUNUM, "1"), (DCUCORES, "2.5")], &[], Req(1, 0, 100, 100)),
+        // HAMi takes the default for cores that are not an integer; hami-rs refuses them.
+        ("non-integer cores", same, &[(DCUNUM, "1"), (DCUCORES, "2.5")], &[], Refused(DCUCORES)),
         ("negative cores", same, &[(DCUNUM, "1"), (DCUCORES, "-1")], &[], Refused(DCUCORES)),
     ];
     for (what, cfg, limits, requests, want) in rows {

@@ -115,7 +115,8 @@ fn request_derivation_follows_hami_field_by_field() {
     let rows: &Rows<'_> = &[
         ("no count", &[(VMEM, "4")], &[], Nothing),
         ("count 0", &[(VGPU, "0")], &[], Nothing),
-        ("fractional count", &[(VGPU, "1.5")], &[], Nothing),
+        // HAMi reads a fractional count as no request; hami-rs refuses it.
+        ("fractional count", &[(VGPU, "1.5")], &[], Refused(VGPU)),
         ("another chip's count", &[(MR_VGPU, "1")], &[], Nothing),
         // Without memory the whole device's memory (percentage 100); cores default 0.
         ("count alone", &[(VGPU, "1")], &[], Req(1, 0, 100, 0)),
@@ -133,7 +134,8 @@ fn request_derivation_follows_hami_field_by_field() {
         ("cores", &[(VGPU, "1"), (VCORE, "50")], &[], Req(1, 0, 100, 50)),
         ("cores from requests", &[(VGPU, "1")], &[(VCORE, "50")], Req(1, 0, 100, 50)),
         ("webhook's whole-device cores", &[(VGPU, "2"), (VCORE, "200")], &[], Req(2, 0, 100, 200)),
-        ("non-integer cores take the default", &[(VGPU, "1"), (VCORE, "0.5")], &[], Req(1, 0, 100, 0)),
+        // HAMi takes the default for cores that are not an integer; hami-rs refuses them.
+        ("non-integer cores", &[(VGPU, "1"), (VCORE, "0.5")], &[], Refused(VCORE)),
         ("negative cores", &[(VGPU, "1"), (VCORE, "-1")], &[], Refused(VCORE)),
     ];
     let v = Iluvatar::new(&bi_v150());

@@ -80,17 +80,23 @@ fn ask(n: u32) -> PodBuilder {
 #[test]
 fn requests_are_whole_devices_by_count() {
     // scheduling.md §4.2, Kunlun XPU: nums = xpu, memreq 0, mempct 100, cores 0.
-    let rows: [(&str, Quantities, Quantities, Option<u32>); 6] = [
-        ("count 4", &[(XPU, "4")], &[], Some(4)),
-        ("count from requests", &[], &[(XPU, "1")], Some(1)),
-        ("limit wins", &[(XPU, "2")], &[(XPU, "8")], Some(2)),
-        ("fractional: no request (AsInt64)", &[(XPU, "0.5")], &[], None),
-        ("zero", &[(XPU, "0")], &[], None),
-        ("absent", &[], &[], None),
+    // The count, or the resource a refusal names.
+    type Want = Result<Option<u32>, &'static str>;
+    let rows: [(&str, Quantities, Quantities, Want); 6] = [
+        ("count 4", &[(XPU, "4")], &[], Ok(Some(4))),
+        ("count from requests", &[], &[(XPU, "1")], Ok(Some(1))),
+        ("limit wins", &[(XPU, "2")], &[(XPU, "8")], Ok(Some(2))),
+        // HAMi's AsInt64 reads it as no request; hami-rs refuses it, naming the resource.
+        ("fractional", &[(XPU, "0.5")], &[], Err(XPU)),
+        ("zero", &[(XPU, "0")], &[], Ok(None)),
+        ("absent", &[], &[], Ok(None)),
     ];
     for (what, l, r, want) in rows {
-        let got = kl().request(VendorId(8), &container(l, r), &PodView::default()).unwrap();
-        assert_eq!(got, want.map(|n| ContainerRequest::new(VendorId(8), n, 0, 100, 0)), "{what}");
+        let got = kl().request(VendorId(8), &container(l, r), &PodView::default());
+        match want {
+            Ok(w) => assert_eq!(got, Ok(w.map(|n| ContainerRequest::new(VendorId(8), n, 0, 100, 0))), "{what}"),
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+        }
     }
     assert!(kl().request(VendorId(8), &container(&[(XPU, "5000000000")], &[]), &PodView::default()).is_err());
 }

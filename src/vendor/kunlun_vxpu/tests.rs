@@ -79,23 +79,30 @@ fn memory_is_rounded_up_to_a_template_and_sets_the_cores() {
     }
     // scheduling.md §4.2, Kunlun vXPU: cores = memory × 100 ÷ 98304; no memory → whole device
     // (98304, percentage 100, cores 100).
-    type Want = Option<(u32, u64, u32, u32)>;
-    let rows: [(&str, Quantities, Quantities, Want); 9] = [
-        ("a quarter", &[(VXPU, "1"), (MEM, "10000")], &[], Some((1, 24576, 0, 25))),
-        ("a half", &[(VXPU, "2"), (MEM, "30000")], &[], Some((2, 49152, 0, 50))),
-        ("the whole device by memory", &[(VXPU, "1"), (MEM, "60000")], &[], Some((1, 98304, 0, 100))),
-        ("no memory: the whole device", &[(VXPU, "1")], &[], Some((1, 98304, 100, 100))),
-        ("memory from requests", &[(VXPU, "1")], &[(MEM, "20000")], Some((1, 24576, 0, 25))),
-        // HAMi reads a non-integer memory as absent, so the whole device.
-        ("fractional memory", &[(VXPU, "1"), (MEM, "1.5")], &[], Some((1, 98304, 100, 100))),
-        ("count from requests", &[], &[(VXPU, "1"), (MEM, "1")], Some((1, 24576, 0, 25))),
-        ("fractional count", &[(VXPU, "1.5")], &[], None),
-        ("zero count", &[(VXPU, "0")], &[], None),
+    type Want = Result<Option<(u32, u64, u32, u32)>, &'static str>;
+    let rows: [(&str, Quantities, Quantities, Want); 10] = [
+        ("a quarter", &[(VXPU, "1"), (MEM, "10000")], &[], Ok(Some((1, 24576, 0, 25)))),
+        ("a half", &[(VXPU, "2"), (MEM, "30000")], &[], Ok(Some((2, 49152, 0, 50)))),
+        ("the whole device by memory", &[(VXPU, "1"), (MEM, "60000")], &[], Ok(Some((1, 98304, 0, 100)))),
+        ("no memory: the whole device", &[(VXPU, "1")], &[], Ok(Some((1, 98304, 100, 100)))),
+        ("memory from requests", &[(VXPU, "1")], &[(MEM, "20000")], Ok(Some((1, 24576, 0, 25)))),
+        // HAMi reads a non-integer memory as absent, so the whole device; hami-rs refuses it,
+        // and a negative one.
+        ("fractional memory", &[(VXPU, "1"), (MEM, "1.5")], &[], Err(MEM)),
+        ("negative memory", &[(VXPU, "1"), (MEM, "-1")], &[], Err(MEM)),
+        ("count from requests", &[], &[(VXPU, "1"), (MEM, "1")], Ok(Some((1, 24576, 0, 25)))),
+        ("fractional count", &[(VXPU, "1.5")], &[], Err(VXPU)),
+        ("zero count", &[(VXPU, "0")], &[], Ok(None)),
     ];
     for (what, l, r, want) in rows {
-        let got = vx().request(VendorId(9), &container(l, r), &PodView::default()).unwrap();
-        let want = want.map(|(n, m, pct, c)| ContainerRequest::new(VendorId(9), n, m, pct, c));
-        assert_eq!(got, want, "{what}");
+        let got = vx().request(VendorId(9), &container(l, r), &PodView::default());
+        match want {
+            Ok(w) => {
+                let w = w.map(|(n, m, pct, c)| ContainerRequest::new(VendorId(9), n, m, pct, c));
+                assert_eq!(got, Ok(w), "{what}");
+            }
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+        }
     }
 }
 

@@ -84,10 +84,10 @@ fn request_derivation_asks_for_whole_devices() {
         ("the limit wins", &[(GPU, "1")], &[(GPU, "2")], Ok(Some((1, 0, 100, 100)))),
         // A vendor appears only when its count is positive.
         ("count 0", &[(GPU, "0")], &[], Ok(None)),
-        ("negative count", &[(GPU, "-1")], &[], Ok(None)),
-        // HAMi's AsInt64: a non-integer count is no request.
-        ("fractional count", &[(GPU, "1.5")], &[], Ok(None)),
-        ("milli count", &[(GPU, "500m")], &[], Ok(None)),
+        // HAMi's AsInt64 reads these as no request; hami-rs refuses them.
+        ("negative count", &[(GPU, "-1")], &[], Err(())),
+        ("fractional count", &[(GPU, "1.5")], &[], Err(())),
+        ("milli count", &[(GPU, "500m")], &[], Err(())),
         ("no count", &[("metax-tech.com/sgpu", "1")], &[], Ok(None)),
         // HAMi truncates to int32; hami-rs refuses a count it cannot represent.
         ("count past int32", &[(GPU, "2147483648")], &[], Err(())),

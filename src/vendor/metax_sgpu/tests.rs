@@ -114,15 +114,16 @@ fn request_derivation_reads_limits_with_metax_units() {
         // Limits only: requests are not read.
         ("count in requests", &[], &[(SGPU, "1")], Ok(None)),
         ("count 0", &[(SGPU, "0")], &[], Ok(None)),
-        ("negative count", &[(SGPU, "-1")], &[], Ok(None)),
-        ("fractional count", &[(SGPU, "1.5")], &[], Ok(None)),
-        // HAMi drops a count past int32; hami-rs refuses it.
+        // HAMi drops these counts and one past int32; hami-rs refuses them.
+        ("negative count", &[(SGPU, "-1")], &[], Err(SGPU)),
+        ("fractional count", &[(SGPU, "1.5")], &[], Err(SGPU)),
         ("count past int32", &[(SGPU, "2147483648")], &[], Err(SGPU)),
-        // cores from limits, default 100; a non-integer keeps the default.
+        // cores from limits, default 100; HAMi keeps the default for a non-integer, hami-rs
+        // refuses it.
         ("cores 30", &[(SGPU, "1"), (VCORE, "30")], &[], Ok(Some((1, 0, 100, 30)))),
         ("cores 0", &[(SGPU, "1"), (VCORE, "0")], &[], Ok(Some((1, 0, 100, 0)))),
         ("cores in requests", &[(SGPU, "1")], &[(VCORE, "30")], Ok(Some((1, 0, 100, 100)))),
-        ("fractional cores", &[(SGPU, "1"), (VCORE, "30.5")], &[], Ok(Some((1, 0, 100, 100)))),
+        ("fractional cores", &[(SGPU, "1"), (VCORE, "30.5")], &[], Err(VCORE)),
         ("negative cores", &[(SGPU, "1"), (VCORE, "-1")], &[], Err(VCORE)),
         ("cores past int32", &[(SGPU, "1"), (VCORE, "2147483648")], &[], Err(VCORE)),
         // memory: a bare number is GiB (× 1024); percentage 0 once memory is given.

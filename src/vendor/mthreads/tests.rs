@@ -83,8 +83,9 @@ fn request_derivation_splits_memory_and_cores_over_the_gpus() {
     let rows: &Rows<'_> = &[
         ("no count", &[(SMEM, "8")], &[], Nothing),
         ("count 0", &[(VGPU, "0")], &[], Nothing),
-        ("negative count", &[(VGPU, "-1")], &[], Nothing),
-        ("fractional count", &[(VGPU, "1.5")], &[], Nothing),
+        // HAMi reads these counts as no request; hami-rs refuses them.
+        ("negative count", &[(VGPU, "-1")], &[], Refused(VGPU)),
+        ("fractional count", &[(VGPU, "1.5")], &[], Refused(VGPU)),
         ("count past int32", &[(VGPU, "2147483648")], &[], Refused(VGPU)),
         // Without memory: the whole memory (percentage 100); cores default 0.
         ("count alone", &[(VGPU, "1")], &[], Req(1, 0, 100, 0)),
@@ -100,7 +101,8 @@ fn request_derivation_splits_memory_and_cores_over_the_gpus() {
         ("memory past the int32 limit", &[(VGPU, "1"), (SMEM, "4194304")], &[], Refused(SMEM)),
         ("fractional memory", &[(VGPU, "1"), (SMEM, "2.5")], &[], Refused(SMEM)),
         ("negative memory", &[(VGPU, "1"), (SMEM, "-2")], &[], Refused(SMEM)),
-        ("non-integer cores take the default", &[(VGPU, "1"), (SCORE, "1.5")], &[], Req(1, 0, 100, 0)),
+        // HAMi takes the default for cores that are not an integer; hami-rs refuses them.
+        ("non-integer cores", &[(VGPU, "1"), (SCORE, "1.5")], &[], Refused(SCORE)),
         ("negative cores", &[(VGPU, "1"), (SCORE, "-16")], &[], Refused(SCORE)),
     ];
     let v = Mthreads::new(&chart());

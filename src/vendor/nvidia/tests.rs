@@ -60,13 +60,21 @@ const PRIO: &str = "nvidia.com/priority";
 fn request_derivation_follows_hami_field_by_field() {
     use Want::*;
     let rows = [
-        // §4.1 nums: the count is an integer, else the container has no NVIDIA request.
+        // §4.1 nums: the count is an integer, else HAMi reads no NVIDIA request; hami-rs refuses
+        // a count it cannot use (negative, fractional, unparsable, past int32).
         Row { what: "no count", cfg: same, limits: &[(MEM, "3000")], requests: &[], want: Nothing },
         Row { what: "count 0", cfg: same, limits: &[(GPU, "0")], requests: &[], want: Nothing },
-        Row { what: "negative count", cfg: same, limits: &[(GPU, "-1")], requests: &[], want: Nothing },
-        Row { what: "fractional count", cfg: same, limits: &[(GPU, "1.5")], requests: &[], want: Nothing },
-        Row { what: "milli count", cfg: same, limits: &[(GPU, "100m")], requests: &[], want: Nothing },
-        Row { what: "unparsable count", cfg: same, limits: &[(GPU, "one")], requests: &[], want: Nothing },
+        Row { what: "negative count", cfg: same, limits: &[(GPU, "-1")], requests: &[], want: Refused(GPU) },
+        Row { what: "fractional count", cfg: same, limits: &[(GPU, "1.5")], requests: &[], want: Refused(GPU) },
+        Row { what: "milli count", cfg: same, limits: &[(GPU, "100m")], requests: &[], want: Refused(GPU) },
+        Row { what: "unparsable count", cfg: same, limits: &[(GPU, "one")], requests: &[], want: Refused(GPU) },
+        Row {
+            what: "count past int32",
+            cfg: same,
+            limits: &[(GPU, "99999999999999999999")],
+            requests: &[],
+            want: Refused(GPU),
+        },
         Row { what: "count 2", cfg: same, limits: &[(GPU, "2")], requests: &[], want: Req(2, 0, 100, 0) },
         // §4 "Integer" means exactly representable as an int64: `2k` is 2000.
         Row { what: "count 2k", cfg: same, limits: &[(GPU, "2k")], requests: &[], want: Req(2000, 0, 100, 0) },
@@ -83,7 +91,7 @@ fn request_derivation_follows_hami_field_by_field() {
             cfg: same,
             limits: &[(GPU, "1.5")],
             requests: &[(GPU, "1")],
-            want: Nothing,
+            want: Refused(GPU),
         },
         // §4.1 memreq: gpumem × max(memoryFactor, 1).
         Row {
@@ -172,7 +180,9 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[],
             want: Refused(MEM),
         },
-        // §4.1 mempct: absent or non-integer → 101; > 100 → 100; ≤ 0 → 101; else the value.
+        // §4.1 mempct: absent → 101; 0 → 101; else the value. HAMi also reads a non-integer as
+        // 101, caps a value above 100 and reads a negative one as 101; hami-rs refuses anything
+        // outside the webhook's integer 0–100.
         Row {
             what: "percentage 50",
             cfg: same,
@@ -181,9 +191,16 @@ fn request_derivation_follows_hami_field_by_field() {
             want: Req(1, 0, 50, 0),
         },
         Row {
-            what: "percentage 150 caps at 100",
+            what: "percentage 150",
             cfg: same,
             limits: &[(GPU, "1"), (PCT, "150")],
+            requests: &[],
+            want: Refused(PCT),
+        },
+        Row {
+            what: "percentage 100",
+            cfg: same,
+            limits: &[(GPU, "1"), (PCT, "100")],
             requests: &[],
             want: Req(1, 0, 100, 0),
         },
@@ -206,7 +223,7 @@ fn request_derivation_follows_hami_field_by_field() {
             cfg: same,
             limits: &[(GPU, "1"), (MEM, "3000"), (PCT, "150")],
             requests: &[],
-            want: Req(1, 3000, 100, 0),
+            want: Refused(PCT),
         },
         Row {
             what: "percentage 0 is unset",
@@ -216,25 +233,25 @@ fn request_derivation_follows_hami_field_by_field() {
             want: Req(1, 3000, 101, 0),
         },
         Row {
-            what: "negative percentage is unset",
+            what: "negative percentage",
             cfg: same,
             limits: &[(GPU, "1"), (MEM, "3000"), (PCT, "-5")],
             requests: &[],
-            want: Req(1, 3000, 101, 0),
+            want: Refused(PCT),
         },
         Row {
-            what: "fractional percentage is unset",
+            what: "fractional percentage",
             cfg: same,
             limits: &[(GPU, "1"), (MEM, "3000"), (PCT, "50.5")],
             requests: &[],
-            want: Req(1, 3000, 101, 0),
+            want: Refused(PCT),
         },
         Row {
-            what: "unparsable percentage is unset",
+            what: "unparsable percentage",
             cfg: same,
             limits: &[(GPU, "1"), (MEM, "3000"), (PCT, "half")],
             requests: &[],
-            want: Req(1, 3000, 101, 0),
+            want: Refused(PCT),
         },
         // §4.1 default: mempct unset and memreq 0 → defaultMemory when non-zero, else mempct 100.
         Row { what: "no memory at all", cfg: same, limits: &[(GPU, "1")], requests: &[], want: Req(1, 0, 100, 0) },
@@ -260,9 +277,9 @@ fn request_derivation_follows_hami_field_by_field() {
             want: Req(1, 2048, 101, 0),
         },
         Row {
-            what: "defaultMemory after an invalid percentage",
+            what: "defaultMemory after percentage 0",
             cfg: |c| c.default_memory = 2048,
-            limits: &[(GPU, "1"), (PCT, "-1")],
+            limits: &[(GPU, "1"), (PCT, "0")],
             requests: &[],
             want: Req(1, 2048, 101, 0),
         },
@@ -290,7 +307,8 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[],
             want: Req(1, 2048, 101, 0),
         },
-        // §4.1 cores: integer (no range check), else defaultCores.
+        // §4.1 cores: an integer (no check against 100), defaultCores when absent. HAMi also takes
+        // defaultCores for a value that is not an integer; hami-rs refuses it.
         Row { what: "cores", cfg: same, limits: &[(GPU, "1"), (CORES, "30")], requests: &[], want: Req(1, 0, 100, 30) },
         Row {
             what: "cores are not range-checked",
@@ -321,18 +339,18 @@ fn request_derivation_follows_hami_field_by_field() {
             want: Req(1, 0, 100, 25),
         },
         Row {
-            what: "defaultCores for a fractional value",
+            what: "fractional cores",
             cfg: |c| c.default_cores = 25,
             limits: &[(GPU, "1"), (CORES, "1.5")],
             requests: &[],
-            want: Req(1, 0, 100, 25),
+            want: Refused(CORES),
         },
         Row {
-            what: "defaultCores for an unparsable value",
+            what: "unparsable cores",
             cfg: |c| c.default_cores = 25,
             limits: &[(GPU, "1"), (CORES, "most")],
             requests: &[],
-            want: Req(1, 0, 100, 25),
+            want: Refused(CORES),
         },
         Row {
             what: "explicit cores 0 beat defaultCores",
