@@ -10,12 +10,12 @@ use crate::model::codec;
 use crate::model::device::MigSlot;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
+use crate::model::reason::Rejection;
 use crate::model::request::{self, ContainerRequest, ContainerRequests, PolicyDefaults};
 use crate::model::{
     ContainerDevice, ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, NodeName, PodDevices, PodRequest,
     PodView, VendorId,
 };
-use crate::sched::reason::Rejection;
 
 pub mod amd;
 pub mod ascend;

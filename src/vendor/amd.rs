@@ -10,9 +10,9 @@ use crate::model::annotations::amd as keys;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
+use crate::model::reason::{Need, Reason, Rejection};
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
-use crate::sched::reason::{Need, Reason, Rejection};
 
 use super::common::{self, Selections};
 use super::quantities::{self, I32_MAX};

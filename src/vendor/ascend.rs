@@ -13,9 +13,9 @@ use crate::model::codec::{self, Selection, UuidList};
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
+use crate::model::reason::{Reason, Rejection, Tally};
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
-use crate::sched::reason::{Reason, Rejection, Tally};
 
 use super::common;
 use super::walk::{self, Rules};

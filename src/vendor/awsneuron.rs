@@ -18,9 +18,9 @@ use crate::model::codec;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
+use crate::model::reason::{Need, Reason, Rejection, Tally};
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodView, VendorId};
-use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
 use super::common::{self, Selections};
 use super::walk::{self, Rules};

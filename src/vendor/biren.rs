@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::model::MemMiB;
 use crate::model::annotations::biren as keys;
-use crate::sched::reason::Rejection;
+use crate::model::reason::Rejection;
 
 use super::count_only::{self, CountOnly, Keys, Kind, Params};
 use super::walk::{self, Rules};

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use crate::config::device::CambriconConfig;
 use crate::model::annotations::cambricon as keys;
 use crate::model::pod::NodeView;
+use crate::model::reason::Rejection;
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, PodView, VendorId};
-use crate::sched::reason::Rejection;
 
 use super::common::{FromCapacity, Selections};
 use super::walk::{self, Rules};

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use crate::config::device::CountOnlyConfig;
 use crate::model::pod::NodeView;
+use crate::model::reason::Rejection;
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceInfo, PodView, VendorId};
-use crate::sched::reason::Rejection;
 
 use super::common::{self, Selections};
 use super::{Cleanup, DeviceKeys, Discovery, FitCx, HealthRule, Names, Pick, ScoreCx, Vendor, quantities};

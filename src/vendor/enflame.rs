@@ -7,9 +7,9 @@ use std::sync::Arc;
 use crate::config::device::EnflameConfig;
 use crate::model::annotations::enflame as keys;
 use crate::model::pod::NodeView;
+use crate::model::reason::{Reason, Rejection};
 use crate::model::request::ContainerRequest;
 use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
-use crate::sched::reason::{Reason, Rejection};
 
 use super::common;
 use super::walk::{self, Rules};

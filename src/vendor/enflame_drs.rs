@@ -15,9 +15,9 @@ use crate::model::codec::{self, Selection, UuidList};
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
+use crate::model::reason::{Need, Reason, Rejection, Tally};
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodRequest, PodView, VendorId};
-use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
 use super::common;
 use super::walk::{self, Rules};

@@ -10,9 +10,9 @@ use crate::model::annotations::iluvatar as keys;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
+use crate::model::reason::Rejection;
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, PodView, VendorId};
-use crate::sched::reason::Rejection;
 
 use super::common::{self, Selections};
 use super::walk::{self, Rules};

@@ -8,9 +8,9 @@ use crate::config::device::KunlunConfig;
 use crate::model::annotations::{kunlun as keys, kunlun_vxpu as xpu_keys};
 use crate::model::codec::{self, Selection, UuidList};
 use crate::model::pod::NodeView;
+use crate::model::reason::{Reason, Rejection, Tally};
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceInfo, DeviceUsage, PodRequest, PodView, VendorId};
-use crate::sched::reason::{Reason, Rejection, Tally};
 
 use super::walk;
 use super::{Discovery, FitCx, LockKind, Names, Pick, ScoreCx, Vendor, WriteCx, quantities};

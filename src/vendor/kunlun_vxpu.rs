@@ -10,9 +10,9 @@ use crate::model::annotations::kunlun_vxpu as keys;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
+use crate::model::reason::{Reason, Rejection, Tally};
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceUsage, PodView, VendorId};
-use crate::sched::reason::{Reason, Rejection, Tally};
 
 use super::common;
 use super::kunlun::{self, DEVICE_MEM, Params};

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use crate::config::device::MetaxConfig;
 use crate::model::annotations::metax as keys;
 use crate::model::pod::NodeView;
+use crate::model::reason::{Reason, Rejection};
 use crate::model::request::{ContainerRequest, NodePolicy};
 use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
-use crate::sched::reason::{Reason, Rejection};
 
 use super::walk::{self, Rules};
 use super::{DeviceKeys, Discovery, FitCx, HealthRule, LockKind, Names, Pick, ScoreCx, Vendor, quantities};

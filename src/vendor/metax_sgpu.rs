@@ -13,12 +13,12 @@ use crate::model::codec::{self, Selection, UuidList};
 use crate::model::device::TaskClass;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::{Annotations, NodeView};
+use crate::model::reason::{Need, Reason, Rejection, Tally};
 use crate::model::request::{ContainerRequest, NodePolicy, VendorParams};
 use crate::model::{
     ContainerDevice, ContainerDevices, ContainerView, DeviceInfo, DeviceUsage, DeviceUuid, PodRequest, PodView,
     VendorId,
 };
-use crate::sched::reason::{Need, Reason, Rejection, Tally};
 
 use super::common;
 use super::walk::memory_for;

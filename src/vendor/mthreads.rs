@@ -11,9 +11,9 @@ use crate::model::codec;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::quantity::Quantity;
+use crate::model::reason::{Reason, Rejection};
 use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceUsage, MemMiB, PodView, VendorId};
-use crate::sched::reason::{Reason, Rejection};
 
 use super::common::{FromCapacity, Selections};
 use super::walk::{self, Rules};

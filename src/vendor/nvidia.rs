@@ -10,12 +10,12 @@ use crate::model::codec::{self, MigAllocation, PairScores, Selection, TypeList, 
 use crate::model::device::MigSlot;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
+use crate::model::reason::Rejection;
 use crate::model::request::{ContainerRequest, MEMPCT_UNSET, VendorParams};
 use crate::model::{
     ContainerDevice, ContainerDevices, ContainerView, DeviceUsage, DeviceUuid, MemMiB, MigPlacement, MigProfile,
     PodView, VendorId,
 };
-use crate::sched::reason::Rejection;
 
 use super::common;
 use super::walk::{self, Rules};

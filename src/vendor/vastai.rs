@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::model::annotations::vastai as keys;
+use crate::model::reason::Rejection;
 use crate::model::{DeviceInfo, DeviceUsage, MemMiB};
-use crate::sched::reason::Rejection;
 
 use super::count_only::{self, CountOnly, Keys, Kind, Params};
 use super::walk::{self, Rules};

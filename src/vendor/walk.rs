@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
+use crate::model::reason::{Need, Reason, Tally};
 use crate::model::request::MEMPCT_UNSET;
 use crate::model::{ContainerDevice, DeviceUsage, DeviceUuid, MemMiB};
-use crate::sched::reason::{Need, Reason, Tally};
 
 use super::{FitCx, Pick};
 
