@@ -138,7 +138,7 @@ pub struct SchedulerFlags {
     #[arg(long = "force-overwrite-default-scheduler", env = "HAMI_FORCE_OVERWRITE_DEFAULT_SCHEDULER", default_value = "true", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub force_overwrite_default_scheduler: bool,
 
-    /// Node lock expiry: an older lock may be broken by anyone.
+    /// Node lock expiry: an older lock is taken over unless its pod still waits for its Allocate.
     #[arg(long = "node-lock-timeout", env = "HAMI_NODE_LOCK_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
     pub node_lock_timeout: Duration,
 
