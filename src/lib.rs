@@ -1,7 +1,8 @@
 //! hami-rs: a wire-compatible replacement for the scheduler half of HAMi.
 //!
 //! Module map (dependencies point inward):
-//! - [`model`]: pure domain types and HAMi's byte-compatible annotation codecs.
+//! - [`gosort`]: Go's `sort.Sort`, step for step, for HAMi's tie order (a leaf: imports nothing).
+//! - [`model`]: pure domain types, HAMi's byte-compatible annotation codecs, rejection reasons.
 //! - [`vendor`]: one accelerator family per file behind the `Vendor` trait, and the registry.
 //! - [`sched`]: pure per-node fit, scoring, policies, accounting and quota.
 //! - [`config`]: command-line flags and the device config file.
@@ -14,6 +15,7 @@ pub mod actor;
 pub mod app;
 pub mod backend;
 pub mod config;
+pub mod gosort;
 pub mod http;
 pub mod metrics;
 pub mod model;

@@ -9,7 +9,6 @@ use crate::vendor::NodeExtra;
 
 pub mod accounting;
 pub mod fit;
-pub mod gosort;
 pub mod quota;
 pub mod quota_book;
 pub mod report;

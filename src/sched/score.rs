@@ -1,6 +1,7 @@
 //! Scores and orders (scheduling.md §5.5, §5.6, §5.12, §5.13): the device score of one container's
 //! request, the device order each GPU policy implies, the node's default score, and the choice
-//! among fitting nodes. Ties are broken deterministically (HAMi leaves them to chance).
+//! among fitting nodes. Device ties fall where HAMi's sort leaves them; node ties are broken
+//! deterministically (HAMi leaves them to chance).
 
 use std::cmp::Ordering;
 
@@ -71,9 +72,9 @@ pub fn order_devices(devs: &[DeviceUsage], scores: &[f32], policy: &GpuPolicy, o
         GpuSort::Single(s) => {
             let (s, bind) = (*s, policy.numa);
             let key = |p: u16| SortKey { score: score(p), numa: numa(p), used: d(p).used };
-            super::gosort::sort(order, |&a, &b| single_less(s, bind, key(a), key(b)));
+            crate::gosort::sort(order, |&a, &b| single_less(s, bind, key(a), key(b)));
         }
-        GpuSort::Chain(keys) => super::gosort::sort(order, |&a, &b| {
+        GpuSort::Chain(keys) => crate::gosort::sort(order, |&a, &b| {
             for k in keys.iter() {
                 let o = match k {
                     ChainKey::Binpack => score(a).partial_cmp(&score(b)),

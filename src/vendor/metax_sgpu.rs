@@ -132,14 +132,16 @@ fn qos_fits(pod_qos: &str, d: &DeviceUsage, cores: u32) -> bool {
 }
 
 /// Online pods prefer devices with the fewest online tasks and take devices running only offline
-/// tasks last (those offline tasks get suspended). A stable sort keeps the policy order among
-/// equals, where HAMi's unstable sort leaves ties to chance.
+/// tasks last (those offline tasks get suspended). Sorted with Go's algorithm, as HAMi's
+/// `sort.Slice` sorts the candidates in walk order: among up to 12 candidates equal devices keep
+/// the walk order, among more they land where Go's pattern-defeating quicksort leaves them.
 fn prioritize_online(cands: &mut [usize], devs: &[DeviceUsage]) {
-    cands.sort_by_key(|&p| {
+    let key = |p: usize| {
         let d = &devs[p];
         let (on, off) = (d.class_count(TaskClass::Online), d.class_count(TaskClass::Offline));
         (on == 0 && off > 0, on, off)
-    });
+    };
+    crate::gosort::sort(cands, |&a, &b| key(a) < key(b));
 }
 
 /// Exclusive pods without an app class pick by MetaLink zone: a zone that alone holds the request

@@ -62,7 +62,8 @@ fn check(rows: Vec<Row>) {
 
 // ---------------------------------------------------------------------------------------------
 // scheduling.md §5.7: the NVIDIA per-device checks, in HAMi's order. The default GPU policy is
-// `spread`; among idle devices hami-rs tries the lowest index first (HAMi leaves ties to chance).
+// `spread`; among equal devices the one registered last is tried first (§5.6: HAMi's sort keeps
+// equal devices in registration order and the walk starts from the end).
 
 #[test]
 fn check_1_unhealthy_devices_are_skipped() {
@@ -199,32 +200,33 @@ fn check_4_numa_bind_keeps_one_request_on_one_numa_node() {
     check(vec![
         Row {
             // Without the flag the walk mixes NUMA nodes (spread tries the higher NUMA first among
-            // equal scores, §5.6 "then NUMA ascending").
+            // equal scores, §5.6 "then NUMA ascending"; then GPU-1, registered after GPU-0).
             what: "no numa-bind",
             node: two_and_one(),
             pod: small(2),
-            want: ok("GPU-2,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;"),
+            want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.7 check 4: GPU-2 (NUMA 1) is picked first; GPU-0 opens NUMA 0, discarding it.
+            // §5.7 check 4: GPU-2 (NUMA 1) is picked first; GPU-1 opens NUMA 0, discarding it,
+            // and GPU-0 completes the group.
             what: "numa-bind restarts on the next NUMA node",
             node: two_and_one(),
             pod: small(2).annotation(keys::NVIDIA_NUMA_BIND, "true"),
-            want: ok("GPU-0,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
+            want: ok("GPU-1,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;"),
         },
         Row {
             // Go boolean literals: `1` is true.
             what: "numa-bind 1",
             node: two_and_one(),
             pod: small(2).annotation(keys::NVIDIA_NUMA_BIND, "1"),
-            want: ok("GPU-0,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
+            want: ok("GPU-1,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;"),
         },
         Row {
             // A value that is not a Go boolean reads as false.
             what: "numa-bind yes",
             node: two_and_one(),
             pod: small(2).annotation(keys::NVIDIA_NUMA_BIND, "yes"),
-            want: ok("GPU-2,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;"),
+            want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
             // The discarded devices count as NumaNotFit; the last group's partial pick as
@@ -247,14 +249,15 @@ fn check_4_numa_bind_keeps_one_request_on_one_numa_node() {
             want: no("1/3 CardInsufficientMemory, 1/3 CardUuidMismatch, 1/3 NumaNotFit"),
         },
         Row {
-            // An unhealthy device never reaches check 4, so it does not restart the group.
+            // An unhealthy device never reaches check 4, so it does not restart the group. The
+            // walk meets the NUMA 1 pair first, GPU-2 (registered last) before GPU-1.
             what: "unhealthy devices do not restart the group",
             node: node("a")
                 .gpu(gpu("GPU-0", 16384).unhealthy())
                 .gpu(gpu("GPU-1", 16384).numa(1))
                 .gpu(gpu("GPU-2", 16384).numa(1)),
             pod: small(2).annotation(keys::NVIDIA_NUMA_BIND, "true"),
-            want: ok("GPU-1,NVIDIA,1000,0:GPU-2,NVIDIA,1000,0:;"),
+            want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
         },
     ]);
 }
@@ -432,10 +435,11 @@ fn check_9_and_11_memory_absolute_and_percentage() {
             want: ok("GPU-0,NVIDIA,5406,0:;"),
         },
         Row {
+            // Half of either device scores the same, so GPU-1 (registered last) comes first.
             what: "percentage is per device",
             node: node("a").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 8192)),
             pod: pod().gpu(2).mem_pct(50),
-            want: ok("GPU-0,NVIDIA,8192,0:GPU-1,NVIDIA,4096,0:;"),
+            want: ok("GPU-1,NVIDIA,4096,0:GPU-0,NVIDIA,8192,0:;"),
         },
         Row {
             what: "percentage larger than the free memory",
@@ -977,9 +981,10 @@ fn device_order_follows_the_gpu_policy() {
 }
 
 #[test]
-fn equal_devices_are_tried_lowest_index_first_under_single_value_policies() {
-    // §5.6 leaves ties to an unstable sort; hami-rs tries the lowest device index first
-    // (§14 row 18: deterministic tie-breaks).
+fn equal_devices_are_tried_last_registered_first_under_single_value_policies() {
+    // §5.6: single-value comparisons have no index key and Go's insertion sort keeps equal devices
+    // in registration order; the walk starts from the end, so the device registered last is tried
+    // first (HAMi's own tests: two idle GPUs, the pod gets the second).
     let policy = keys::GPU_SCHEDULER_POLICY;
     let twins = || {
         node("a")
@@ -992,23 +997,31 @@ fn equal_devices_are_tried_lowest_index_first_under_single_value_policies() {
             what: "spread over idle devices",
             node: idle(3),
             pod: small(2),
-            want: ok("GPU-0,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
+            want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
             what: "binpack over idle devices",
             node: idle(3),
             pod: small(2).annotation(policy, "binpack"),
-            want: ok("GPU-0,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
+            want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
+            // The idle GPU-2 sorts first; of the equally full pair, GPU-1 is registered last.
             what: "binpack over equally full devices",
             node: twins(),
             pod: small(1).annotation(policy, "binpack"),
-            want: ok("GPU-0,NVIDIA,1000,0:;"),
+            want: ok("GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // The registered index decides, not the position in the list.
-            what: "index, not position",
+            what: "mutex over idle devices",
+            node: idle(3),
+            pod: small(2).annotation(policy, "mutex"),
+            want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
+        },
+        Row {
+            // The position in the registration order decides, not the registered index: GPU-1
+            // has the lower index but was registered last.
+            what: "position, not index",
             node: node("a").gpu(gpu("GPU-0", 16384).index(5)).gpu(gpu("GPU-1", 16384).index(2)),
             pod: small(1),
             want: ok("GPU-1,NVIDIA,1000,0:;"),
@@ -1082,11 +1095,18 @@ fn comma_lists_chain_their_keys() {
         },
         Row {
             // §5.6: all keys equal → device index ascending, so the highest index is tried first
-            // (the opposite of the single-value tie-break).
+            // (with indexes in registration order, the same device as the single-value tie-break).
             what: "chain tie ends with the index",
             node: idle(3),
             pod: small(2).annotation(policy, "binpack,numa"),
             want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
+        },
+        Row {
+            // A chain reads the registered index, not the position: GPU-0 has the higher index.
+            what: "chain tie by index, not position",
+            node: node("a").gpu(gpu("GPU-0", 16384).index(5)).gpu(gpu("GPU-1", 16384).index(2)),
+            pod: small(1).annotation(policy, "spread,numa"),
+            want: ok("GPU-0,NVIDIA,1000,0:;"),
         },
         Row {
             // The bare value `numa` is a one-key chain.
@@ -1124,14 +1144,16 @@ fn topology_aware_single_gpu_leaves_well_connected_gpus_alone() {
             want: ok("GPU-c,NVIDIA,1000,0:;"),
         },
         Row {
-            // Missing scores count 0; the first minimum in collection order wins.
+            // Missing scores count 0; the first minimum in collection order wins, and the walk
+            // collects from the end (GPU-c first).
             what: "no scores",
             node: gpus_named(&["GPU-a", "GPU-b", "GPU-c"]),
             pod: topo(1),
-            want: ok("GPU-a,NVIDIA,1000,0:;"),
+            want: ok("GPU-c,NVIDIA,1000,0:;"),
         },
         Row {
-            // Only devices passing checks 1–15 are collected: with GPU-c full, a and b tie.
+            // Only devices passing checks 1–15 are collected: with GPU-c full, a and b tie (400
+            // each) and GPU-b, collected first, wins.
             what: "only fitting devices count",
             node: node("a")
                 .gpu(gpu("GPU-a", 16384))
@@ -1139,7 +1161,7 @@ fn topology_aware_single_gpu_leaves_well_connected_gpus_alone() {
                 .gpu(gpu("GPU-c", 16384).used(1, 16000, 0))
                 .annotation(keys::NVIDIA_SCORE, SCORES_ABC),
             pod: topo(1),
-            want: ok("GPU-a,NVIDIA,1000,0:;"),
+            want: ok("GPU-b,NVIDIA,1000,0:;"),
         },
         Row {
             // `topology-aware` inside a list turns the choice on as well.
@@ -1153,45 +1175,46 @@ fn topology_aware_single_gpu_leaves_well_connected_gpus_alone() {
 
 #[test]
 fn topology_aware_multi_gpu_takes_the_best_connected_subset() {
-    // GPU-c and GPU-d are linked; spread alone would take a and b.
-    let cd = r#"[{"uuid":"GPU-a","score":{"GPU-b":10}},{"uuid":"GPU-c","score":{"GPU-d":400}},{"uuid":"GPU-d","score":{"GPU-c":400}}]"#;
-    // Only the first device's score towards the second counts: b→a is 500 but a→b is 0.
-    let one_way = r#"[{"uuid":"GPU-a","score":{"GPU-c":100}},{"uuid":"GPU-b","score":{"GPU-a":500}}]"#;
+    // GPU-a and GPU-b are linked, GPU-c and GPU-d more weakly; spread alone would take d and c.
+    let ab = r#"[{"uuid":"GPU-a","score":{"GPU-b":400}},{"uuid":"GPU-b","score":{"GPU-a":400}},{"uuid":"GPU-c","score":{"GPU-d":10}},{"uuid":"GPU-d","score":{"GPU-c":10}}]"#;
+    // Only the first device's score towards the second counts, the first being the one collected
+    // first (the walk collects c, b, a): a→b is 500 but the pair reads b→a, which is 0.
+    let one_way = r#"[{"uuid":"GPU-a","score":{"GPU-b":500}},{"uuid":"GPU-c","score":{"GPU-a":100}}]"#;
     check(vec![
         Row {
-            // §5.10 n > 1: the first maximum over n-subsets in collection order.
+            // §5.10 n > 1: the first maximum over n-subsets in collection order (d, c, b, a).
             what: "the linked pair",
-            node: gpus_named(&["GPU-a", "GPU-b", "GPU-c", "GPU-d"]).annotation(keys::NVIDIA_SCORE, cd),
+            node: gpus_named(&["GPU-a", "GPU-b", "GPU-c", "GPU-d"]).annotation(keys::NVIDIA_SCORE, ab),
             pod: topo(2),
-            want: ok("GPU-c,NVIDIA,1000,0:GPU-d,NVIDIA,1000,0:;"),
+            want: ok("GPU-b,NVIDIA,1000,0:GPU-a,NVIDIA,1000,0:;"),
         },
         Row {
             what: "the NVLink pair",
             node: gpus_named(&["GPU-a", "GPU-b", "GPU-c"]).annotation(keys::NVIDIA_SCORE, SCORES_ABC),
             pod: topo(2),
-            want: ok("GPU-a,NVIDIA,1000,0:GPU-b,NVIDIA,1000,0:;"),
+            want: ok("GPU-b,NVIDIA,1000,0:GPU-a,NVIDIA,1000,0:;"),
         },
         Row {
             what: "scores are read one way",
             node: gpus_named(&["GPU-a", "GPU-b", "GPU-c"]).annotation(keys::NVIDIA_SCORE, one_way),
             pod: topo(2),
-            want: ok("GPU-a,NVIDIA,1000,0:GPU-c,NVIDIA,1000,0:;"),
+            want: ok("GPU-c,NVIDIA,1000,0:GPU-a,NVIDIA,1000,0:;"),
         },
         Row {
             // A cordoned device is not collected, so the best remaining pair wins.
             what: "the linked pair is cordoned",
             node: gpus_named(&["GPU-a", "GPU-b", "GPU-c", "GPU-d"])
-                .annotation(keys::NVIDIA_SCORE, cd)
-                .annotation(keys::NVIDIA_CORDON, "GPU-d"),
+                .annotation(keys::NVIDIA_SCORE, ab)
+                .annotation(keys::NVIDIA_CORDON, "GPU-a"),
             pod: topo(2),
-            want: ok("GPU-a,NVIDIA,1000,0:GPU-b,NVIDIA,1000,0:;"),
+            want: ok("GPU-d,NVIDIA,1000,0:GPU-c,NVIDIA,1000,0:;"),
         },
         Row {
-            // |C| = n: every collected device.
+            // |C| = n: every collected device, in collection order.
             what: "exactly n fit",
             node: gpus_named(&["GPU-a", "GPU-b", "GPU-c"]).annotation(keys::NVIDIA_SCORE, SCORES_ABC),
             pod: topo(3),
-            want: ok("GPU-a,NVIDIA,1000,0:GPU-b,NVIDIA,1000,0:GPU-c,NVIDIA,1000,0:;"),
+            want: ok("GPU-c,NVIDIA,1000,0:GPU-b,NVIDIA,1000,0:GPU-a,NVIDIA,1000,0:;"),
         },
         Row {
             // |C| < n: failure, the collected devices counted as AllocatedCardsInsufficientRequest.
@@ -1220,11 +1243,12 @@ fn regular_containers_allocate_cumulatively() {
             want: ok("GPU-0,NVIDIA,8000,0:;GPU-0,NVIDIA,8000,0:;"),
         },
         Row {
-            // The second container sees the first's usage and, under spread, moves on.
+            // The second container sees the first's usage and, under spread, moves on: the first
+            // takes GPU-1 (registered last), the second the now emptier GPU-0.
             what: "spread moves the second container to the emptier GPU",
             node: idle(2),
             pod: pod().gpu(1).mem_mib(8000).container("c2").gpu(1).mem_mib(8000),
-            want: ok("GPU-0,NVIDIA,8000,0:;GPU-1,NVIDIA,8000,0:;"),
+            want: ok("GPU-1,NVIDIA,8000,0:;GPU-0,NVIDIA,8000,0:;"),
         },
         Row {
             // A container that cannot fit fails the node with its reason.
@@ -1302,11 +1326,13 @@ fn init_containers_fit_against_a_fresh_copy_and_are_padded() {
             want: ok("GPU-0,NVIDIA,3000,0:;;"),
         },
         Row {
-            // protocol.md §4.2 example shape: init (1 GPU), app without GPU, app with 2 GPUs.
+            // protocol.md §4.2 example shape: init (1 GPU), app without GPU, app with 2 GPUs. The
+            // init container's GPU-1 is not charged to the app containers, which see two idle
+            // GPUs in registration order again and also start from GPU-1.
             what: "init, plain app, two-GPU app",
             node: idle(2),
             pod: pod().init("i").gpu(1).mem_mib(2000).cores(30).main().container("c2").gpu(2).mem_mib(4000).cores(50),
-            want: ok("GPU-0,NVIDIA,2000,30:;;GPU-0,NVIDIA,4000,50:GPU-1,NVIDIA,4000,50:;"),
+            want: ok("GPU-1,NVIDIA,2000,30:;;GPU-1,NVIDIA,4000,50:GPU-0,NVIDIA,4000,50:;"),
         },
     ]);
 }
@@ -1363,11 +1389,11 @@ fn scratch_is_reused_without_leaking_the_previous_result() {
     let two = pod().gpu(1).mem_mib(1000).container("c2").gpu(1).mem_mib(1000).request_with(&v);
     fit_pod(&n, &two, &v, &NoQuota, &mut s).unwrap();
     fit_pod(&n, &small(1).request_with(&v), &v, &NoQuota, &mut s).unwrap();
-    assert_eq!(encode_pod_devices(s.result.vendor(NV).unwrap()), "GPU-0,NVIDIA,1000,0:;");
+    assert_eq!(encode_pod_devices(s.result.vendor(NV).unwrap()), "GPU-1,NVIDIA,1000,0:;");
     // A failed evaluation does not disturb the next one.
     assert!(fit_pod(&n, &small(3).request_with(&v), &v, &NoQuota, &mut s).is_err());
     fit_pod(&n, &small(2).request_with(&v), &v, &NoQuota, &mut s).unwrap();
-    assert_eq!(encode_pod_devices(s.result.vendor(NV).unwrap()), "GPU-0,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;");
+    assert_eq!(encode_pod_devices(s.result.vendor(NV).unwrap()), "GPU-1,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;");
 }
 
 #[test]

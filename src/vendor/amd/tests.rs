@@ -197,11 +197,12 @@ fn cores_are_a_percentage_of_the_cus_and_memory_0_is_the_whole_card() {
 fn the_walk_checks_health_type_uuid_slots_mutex_memory_and_cus() {
     let v = vendors();
     let snap = two().snapshot(&v);
-    // Whole card by default; the entry carries the product name.
-    assert_eq!(try_fit(&snap, &gpus(1)), Ok(format!("GPU-a,{MI300X},196608,304:;")));
+    // Whole card by default; the entry carries the product name. Of the two idle cards, the one
+    // registered last is tried first.
+    assert_eq!(try_fit(&snap, &gpus(1)), Ok(format!("GPU-b,{MI300X},196608,304:;")));
     assert_eq!(
         try_fit(&snap, &gpus(1).limit(MEM, "8192").limit(CORES, "50")),
-        Ok(format!("GPU-a,{MI300X},8192,152:;"))
+        Ok(format!("GPU-b,{MI300X},8192,152:;"))
     );
     // Type selection with amd.com/use-gputype / nouse-gputype (case-insensitive substrings).
     assert_eq!(try_fit(&snap, &gpus(1).annotation(keys::USE_TYPE, "mi250")), Err("2/2 CardTypeMismatch".into()));
@@ -249,7 +250,7 @@ fn filter_writes_both_keys_with_the_product_name() {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: cs, pod: &req, unix_s: 1, unix_ns: 1 };
     let mut out = Vec::new();
     amd().annotations(&cx, &mut out);
-    let want = format!("GPU-a,{MI300X},1024,76:GPU-b,{MI300X},1024,76:;");
+    let want = format!("GPU-b,{MI300X},1024,76:GPU-a,{MI300X},1024,76:;");
     assert_eq!(
         out,
         [
@@ -260,6 +261,24 @@ fn filter_writes_both_keys_with_the_product_name() {
     // Read back on restart with the product name as the type.
     let back = amd().decode_allocation(&pod().annotation(keys::ALLOCATED, &want).view()).unwrap().unwrap();
     assert_eq!((&*back[0][1].ty, back[0][1].usedcores), (MI300X, 76));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // AMD's Fit walks the list from the end, so of two idle cards GPU-b is tried first, under
+    // every policy; a two-card request lists GPU-b first.
+    let v = vendors();
+    let snap = two().snapshot(&v);
+    let rows = [
+        ("default policy", gpus(1), format!("GPU-b,{MI300X},196608,304:;")),
+        ("binpack", gpus(1).annotation(GPU_SCHEDULER_POLICY, "binpack"), format!("GPU-b,{MI300X},196608,304:;")),
+        ("mutex", gpus(1).annotation(GPU_SCHEDULER_POLICY, "mutex"), format!("GPU-b,{MI300X},196608,304:;")),
+        ("two cards", gpus(2).limit(MEM, "1024"), format!("GPU-b,{MI300X},1024,304:GPU-a,{MI300X},1024,304:;")),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want), "{what}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -316,17 +335,17 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_converts_percentages_to_cus_per_card() {
-    // vendors.md §12: half the CUs and 8 GiB on the first card; a full-CU request (the default
-    // 100 %) cannot join it and takes the second; a whole-card pod finds no card with all its
-    // memory free.
+    // vendors.md §12: half the CUs and 8 GiB on GPU-b (of two idle cards, the one registered last
+    // is tried first); a full-CU request (the default 100 %) cannot join it and takes GPU-a; a
+    // whole-card pod finds no card with all its memory free.
     let pods = vec![
         gpus(1).limit(MEM, "8192").limit(CORES, "50").name("half").view(),
         gpus(1).limit(MEM, "8192").name("allcus").view(),
         gpus(1).name("whole").view(),
     ];
     let sim = simulate(vec![two().view()], pods).await;
-    assert_eq!(sim.pods[0].annotations[keys::ALLOCATED], format!("GPU-a,{MI300X},8192,152:;"));
-    assert_eq!(sim.pods[1].annotations[keys::TO_ALLOCATE], format!("GPU-b,{MI300X},8192,304:;"));
+    assert_eq!(sim.pods[0].annotations[keys::ALLOCATED], format!("GPU-b,{MI300X},8192,152:;"));
+    assert_eq!(sim.pods[1].annotations[keys::TO_ALLOCATE], format!("GPU-a,{MI300X},8192,304:;"));
     assert_eq!(sim.pods[2].node, None);
     assert!(sim.pods[2].failed_nodes["n1"].starts_with("2/2 CardInsufficientMemory"), "{:?}", sim.pods[2].failed_nodes);
 }

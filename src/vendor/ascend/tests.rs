@@ -420,21 +420,22 @@ fn recognised_pods_get_the_runtime_class() {
 fn generic_walk_rules_with_hamis_reason_words() {
     let two = plain_b3(2);
     let rows: Vec<(&str, NodeSnapshot, PodBuilder, Result<String, String>)> = vec![
-        // §5.7 check 9: the memory asked for (rounded by the webhook), spread tries idle first.
+        // §5.7 check 9: the memory asked for (rounded by the webhook); of two idle devices the
+        // one registered last is tried first (§5.6).
         (
-            "the first idle device",
+            "the idle device registered last",
             snapshot(&two, &[]),
             b3_pod(1).limit(MEM, "16384"),
-            ok("npu-0,Ascend910B3,16384,0:;"),
+            ok("npu-1,Ascend910B3,16384,0:;"),
         ),
         // §4.2: no memory → percentage 100, the whole NPU.
-        ("whole memory by default", snapshot(&two, &[]), b3_pod(1), ok("npu-0,Ascend910B3,65536,0:;")),
+        ("whole memory by default", snapshot(&two, &[]), b3_pod(1), ok("npu-1,Ascend910B3,65536,0:;")),
         // UUID selection: hami.io/use-<cw>-uuid / hami.io/no-use-<cw>-uuid.
         (
             "use-uuid",
             snapshot(&two, &[]),
-            b3_pod(1).annotation("hami.io/use-Ascend910B3-uuid", "npu-1"),
-            ok("npu-1,Ascend910B3,65536,0:;"),
+            b3_pod(1).annotation("hami.io/use-Ascend910B3-uuid", "npu-0"),
+            ok("npu-0,Ascend910B3,65536,0:;"),
         ),
         (
             "no-use-uuid",
@@ -446,8 +447,8 @@ fn generic_walk_rules_with_hamis_reason_words() {
         (
             "other keys",
             snapshot(&two, &[]),
-            b3_pod(1).annotation("hami.io/no-use-Ascend910B4-uuid", "npu-0"),
-            ok("npu-0,Ascend910B3,65536,0:;"),
+            b3_pod(1).annotation("hami.io/no-use-Ascend910B4-uuid", "npu-1"),
+            ok("npu-1,Ascend910B3,65536,0:;"),
         ),
         // §5.7 check 6: CardTimeSlicingExhausted.
         (
@@ -498,9 +499,9 @@ fn generic_walk_rules_with_hamis_reason_words() {
         assert_eq!(eval(&snap, &p), want, "{what}");
     }
     let mut snap = snapshot(&two, &[]);
-    snap.devices[0].health = false;
-    assert_eq!(eval(&snap, &b3_pod(1)), ok("npu-1,Ascend910B3,65536,0:;"), "CardNotHealth");
     snap.devices[1].health = false;
+    assert_eq!(eval(&snap, &b3_pod(1)), ok("npu-0,Ascend910B3,65536,0:;"), "CardNotHealth");
+    snap.devices[0].health = false;
     assert_eq!(eval(&snap, &b3_pod(1)), no("2/2 CardNotHealth"));
 }
 
@@ -509,7 +510,7 @@ fn hami_core_pods_need_a_node_that_supports_it() {
     // vendors.md §8: node annotation `hami-vnpu-core` = "true", else the config's hamiVnpuCore;
     // otherwise `ModeNotFit` at once (one count over the chip's devices).
     let hc = || b3_pod(1).limit(MEM, "10000").limit(CORE, "30").annotation(keys::VNPU_MODE, HAMI_CORE);
-    let fits = ok("npu-0,Ascend910B3,10000,30:;");
+    let fits = ok("npu-1,Ascend910B3,10000,30:;");
     assert_eq!(eval(&snapshot(&plain_b3(2), &[]), &hc()), no("1/2 ModeNotFit"));
     assert_eq!(eval(&snapshot(&plain_b3(2).annotation(keys::NODE_HAMI_VNPU_CORE, "true"), &[]), &hc()), fits);
     // The config default applies when the node does not say; the node wins when it does.
@@ -525,7 +526,7 @@ fn hami_core_pods_need_a_node_that_supports_it() {
     assert_eq!(run(&plain_b3(2)), fits);
     assert_eq!(run(&plain_b3(2).annotation(keys::NODE_HAMI_VNPU_CORE, "false")), no("1/2 ModeNotFit"));
     // Pods not in hami-core mode are unaffected.
-    assert_eq!(eval(&snapshot(&plain_b3(2), &[]), &b3_pod(1)), ok("npu-0,Ascend910B3,65536,0:;"));
+    assert_eq!(eval(&snapshot(&plain_b3(2), &[]), &b3_pod(1)), ok("npu-1,Ascend910B3,65536,0:;"));
 }
 
 #[test]
@@ -570,16 +571,17 @@ fn networked(cw: &str) -> NodeBuilder {
 
 #[test]
 fn ascend910_groups_by_network_id_when_every_device_has_one() {
-    // vendors.md §8: collect every fitting device; one → the first; more → largest network
-    // groups first, filled in order.
+    // vendors.md §8: collect every fitting device, walking from the end of the sorted list
+    // (npu-4 first among the idle devices); one → the first collected; more → largest network
+    // groups first, each filled in collection order.
     let snap = snapshot(&networked(B3), &[]);
-    assert_eq!(uuids(eval(&snap, &b3_pod(1))), ["npu-0"]);
-    assert_eq!(uuids(eval(&snap, &b3_pod(2))), ["npu-1", "npu-2"]);
-    assert_eq!(uuids(eval(&snap, &b3_pod(3))), ["npu-1", "npu-2", "npu-4"]);
-    assert_eq!(uuids(eval(&snap, &b3_pod(4))), ["npu-1", "npu-2", "npu-4", "npu-0"]);
+    assert_eq!(uuids(eval(&snap, &b3_pod(1))), ["npu-4"]);
+    assert_eq!(uuids(eval(&snap, &b3_pod(2))), ["npu-4", "npu-2"]);
+    assert_eq!(uuids(eval(&snap, &b3_pod(3))), ["npu-4", "npu-2", "npu-1"]);
+    assert_eq!(uuids(eval(&snap, &b3_pod(4))), ["npu-4", "npu-2", "npu-1", "npu-3"]);
     // Only fitting devices count: with npu-2 and npu-4 full, network 1 is the largest group.
     let busy = snapshot(&networked(B3), &[("npu-2", 4, 0, 0), ("npu-4", 4, 0, 0)]);
-    assert_eq!(uuids(eval(&busy, &b3_pod(2))), ["npu-0", "npu-3"]);
+    assert_eq!(uuids(eval(&busy, &b3_pod(2))), ["npu-3", "npu-0"]);
     // Fewer fitting devices than requested: HAMi's insufficient-request reason.
     assert_eq!(eval(&busy, &b3_pod(4)), no("2/5 CardTimeSlicingExhausted, 3/5 AllocatedCardsInsufficientRequest"));
 }
@@ -590,20 +592,20 @@ fn network_grouping_needs_every_device_to_have_a_network_id() {
         [1, 2, 2].iter().enumerate().map(|(i, n)| npu(&format!("npu-{i}"), i as u32, B3, Some(json!(n)))).collect();
     devs.push(npu("npu-3", 3, B3, None));
     let snap = snapshot(&ascend_node("n1", B3, &devs), &[]);
-    assert_eq!(uuids(eval(&snap, &b3_pod(2))), ["npu-0", "npu-1"], "policy order without grouping");
+    assert_eq!(uuids(eval(&snap, &b3_pod(2))), ["npu-3", "npu-2"], "policy order without grouping");
 }
 
 #[test]
 fn a_non_numeric_network_id_is_grouped_last() {
     // HAMi drops such devices from its groups and can answer fewer devices than requested; here
-    // they form a last group.
+    // they form a last group, in collection order (npu-1 before npu-0).
     let devs: Vec<_> = [json!("x"), json!("x"), json!(1)]
         .into_iter()
         .enumerate()
         .map(|(i, n)| npu(&format!("npu-{i}"), i as u32, B3, Some(n)))
         .collect();
     let snap = snapshot(&ascend_node("n1", B3, &devs), &[]);
-    assert_eq!(uuids(eval(&snap, &b3_pod(2))), ["npu-2", "npu-0"]);
+    assert_eq!(uuids(eval(&snap, &b3_pod(2))), ["npu-2", "npu-1"]);
 }
 
 #[test]
@@ -611,7 +613,7 @@ fn network_grouping_is_for_the_910_family_only() {
     // vendors.md §8: topology for `Ascend910*` chips.
     let snap = snapshot(&networked("Ascend310P"), &[]);
     let p = pod().limit("huawei.com/Ascend310P", "2");
-    assert_eq!(uuids(eval_cw(&snap, &p, "Ascend310P")), ["npu-0", "npu-1"]);
+    assert_eq!(uuids(eval_cw(&snap, &p, "Ascend310P")), ["npu-4", "npu-3"]);
 }
 
 /// Ascend910C NPUs at the given indexes (module = index ÷ 2).
@@ -627,14 +629,15 @@ fn c910_pod(n: u32) -> PodBuilder {
 #[test]
 fn ascend910c_takes_complete_module_pairs_only() {
     // vendors.md §8: group by index ÷ 2, take only complete pairs; fewer → AllocatedCardsInsufficientRequest
-    // over the requested count.
+    // over the requested count. The walk collects from the end, so of two free modules the one
+    // met first (the higher indexes) is taken, each in collection order.
     let eval = |n: &NodeBuilder, busy: &[(&str, u32, u64, u32)], p: u32| {
         eval_cw(&snapshot(n, busy), &c910_pod(p), "Ascend910C")
     };
-    assert_eq!(uuids(eval(&c910(&[0, 1, 2, 3]), &[], 2)), ["npu-0", "npu-1"]);
-    assert_eq!(uuids(eval(&c910(&[0, 1, 2, 3]), &[], 4)), ["npu-0", "npu-1", "npu-2", "npu-3"]);
+    assert_eq!(uuids(eval(&c910(&[0, 1, 2, 3]), &[], 2)), ["npu-3", "npu-2"]);
+    assert_eq!(uuids(eval(&c910(&[0, 1, 2, 3]), &[], 4)), ["npu-3", "npu-2", "npu-1", "npu-0"]);
     // A busy NPU breaks its module.
-    assert_eq!(uuids(eval(&c910(&[0, 1, 2, 3]), &[("npu-0", 4, 0, 0)], 2)), ["npu-2", "npu-3"]);
+    assert_eq!(uuids(eval(&c910(&[0, 1, 2, 3]), &[("npu-3", 4, 0, 0)], 2)), ["npu-1", "npu-0"]);
     // HAMi's pairing tests: 0,1,2,4,6 → one pair for 4 wanted; 0 and 2 → no pair.
     assert_eq!(eval(&c910(&[0, 1, 2, 4, 6]), &[], 4), no("2/4 AllocatedCardsInsufficientRequest"));
     assert_eq!(eval(&c910(&[0, 2]), &[], 2), no("0/2 AllocatedCardsInsufficientRequest"));
@@ -644,7 +647,26 @@ fn ascend910c_takes_complete_module_pairs_only() {
         no("0/2 AllocatedCardsInsufficientRequest, 1/2 CardTimeSlicingExhausted")
     );
     // One NPU is a normal walk (the webhook rounds 1 up to 2 for super pods).
-    assert_eq!(uuids(eval(&c910(&[0, 2]), &[], 1)), ["npu-0"]);
+    assert_eq!(uuids(eval(&c910(&[0, 2]), &[], 1)), ["npu-2"]);
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Ascend's Fit walks the list from the end; its topology paths keep that collection order
+    // (one NPU: the first collected; a 910C pair: the module's NPUs as collected).
+    let same_network =
+        |cw: &str| ascend_node("n1", cw, &[npu("npu-0", 0, cw, Some(json!(1))), npu("npu-1", 1, cw, Some(json!(1)))]);
+    let rows: [(&str, NodeBuilder, PodBuilder, &str, &[&str]); 5] = [
+        ("plain walk", plain_b3(2), b3_pod(1), B3, &["npu-1"]),
+        ("plain walk, two NPUs", plain_b3(2), b3_pod(2), B3, &["npu-1", "npu-0"]),
+        ("910 network topology, one NPU", same_network(B3), b3_pod(1), B3, &["npu-1"]),
+        ("910C, one NPU", c910(&[0, 1]), c910_pod(1), "Ascend910C", &["npu-1"]),
+        ("910C, one module", c910(&[0, 1]), c910_pod(2), "Ascend910C", &["npu-1", "npu-0"]),
+    ];
+    for (what, n, p, cw, want) in rows {
+        assert_eq!(uuids(eval_cw(&snapshot(&n, &[]), &p, cw)), want, "{what}");
+    }
 }
 
 #[test]
@@ -700,19 +722,20 @@ fn runtime_info_omits_the_template_for_whole_chips_and_in_hami_core() {
     let n = plain_b3(2).annotation(keys::NODE_HAMI_VNPU_CORE, "true");
     // A whole chip matches no template.
     let w = written(&snapshot(&n, &[]), &b3_pod(2));
-    assert_eq!(w[3].1, r#"[{"UUID":"npu-0","memory":65536},{"UUID":"npu-1","memory":65536}]"#);
+    assert_eq!(w[3].1, r#"[{"UUID":"npu-1","memory":65536},{"UUID":"npu-0","memory":65536}]"#);
     // hami-core: memory and core as given, no template.
     let hc = b3_pod(1).limit(MEM, "16384").limit(CORE, "30").annotation(keys::VNPU_MODE, HAMI_CORE);
     let w = written(&snapshot(&n, &[]), &hc);
     assert_eq!(
         w[3],
-        ("huawei.com/Ascend910B3".to_owned(), r#"[{"UUID":"npu-0","memory":16384,"core":30}]"#.to_owned())
+        ("huawei.com/Ascend910B3".to_owned(), r#"[{"UUID":"npu-1","memory":16384,"core":30}]"#.to_owned())
     );
 }
 
 #[test]
 fn every_container_gets_an_entry_and_the_runtime_info_lists_all_devices() {
-    // protocol.md §4.2: one entry per container, init containers first.
+    // protocol.md §4.2: one entry per container, init containers first. The init container's NPU
+    // is not charged to the app containers, so both land on npu-1 (registered last).
     let p = pod()
         .init("setup")
         .limit(NPU, "1")
@@ -723,10 +746,10 @@ fn every_container_gets_an_entry_and_the_runtime_info_lists_all_devices() {
         .limit(NPU, "1")
         .limit(MEM, "16384");
     let w = written(&snapshot(&plain_b3(2), &[]), &p);
-    assert_eq!(w[0].1, "npu-0,Ascend910B3,32768,0:;;;npu-0,Ascend910B3,16384,0:;");
+    assert_eq!(w[0].1, "npu-1,Ascend910B3,32768,0:;;;npu-1,Ascend910B3,16384,0:;");
     assert_eq!(
         w[3].1,
-        r#"[{"UUID":"npu-0","temp":"vir10_3c_32g","memory":32768},{"UUID":"npu-0","temp":"vir05_1c_16g","memory":16384}]"#
+        r#"[{"UUID":"npu-1","temp":"vir10_3c_32g","memory":32768},{"UUID":"npu-1","temp":"vir05_1c_16g","memory":16384}]"#
     );
 }
 
@@ -894,7 +917,7 @@ async fn a_two_npu_pod_lands_in_one_network_group_and_hami_core_needs_a_willing_
     let engine = crate::app::memory_engine(&scheduler_flags(&["--enable-ascend"]), cluster).await.unwrap();
     let pods = vec![
         // Binpack default node policy: n2 scores 0 for a plain 2-NPU pod, n1 gets 10 from the
-        // network score, so n1 wins.
+        // network score, so n1 wins; its largest network group is filled from npu-4 down.
         b3_pod(2).name("train").view(),
         b3_pod(1).name("soft").limit(MEM, "8000").limit(CORE, "25").annotation(keys::VNPU_MODE, HAMI_CORE).view(),
     ];
@@ -904,12 +927,12 @@ async fn a_two_npu_pod_lands_in_one_network_group_and_hami_core_needs_a_willing_
     let a = |k: &str| train.annotations.get(k).map(String::as_str);
     assert_eq!(
         a("hami.io/Ascend910B3-devices-allocated"),
-        Some("npu-1,Ascend910B3,65536,0:npu-2,Ascend910B3,65536,0:;")
+        Some("npu-4,Ascend910B3,65536,0:npu-2,Ascend910B3,65536,0:;")
     );
     assert_eq!(a("hami.io/Ascend910B3-devices-to-allocate"), a("hami.io/Ascend910B3-devices-allocated"));
     assert_eq!(
         a("huawei.com/Ascend910B3"),
-        Some(r#"[{"UUID":"npu-1","memory":65536},{"UUID":"npu-2","memory":65536}]"#)
+        Some(r#"[{"UUID":"npu-4","memory":65536},{"UUID":"npu-2","memory":65536}]"#)
     );
     assert!(a("predicate-time").is_some_and(|t| t.parse::<i64>().is_ok()));
     // Only n2 takes hami-core pods; n1 says why not.
@@ -917,7 +940,7 @@ async fn a_two_npu_pod_lands_in_one_network_group_and_hami_core_needs_a_willing_
     assert_eq!(soft.node.as_deref(), Some("n2"), "{soft:?}");
     assert_eq!(
         soft.annotations.get("huawei.com/Ascend910B3").map(String::as_str),
-        Some(r#"[{"UUID":"npu-0","memory":8000,"core":25}]"#)
+        Some(r#"[{"UUID":"npu-1","memory":8000,"core":25}]"#)
     );
     assert_eq!(soft.failed_nodes.get("n1").map(String::as_str), Some("1/5 ModeNotFit"));
 }

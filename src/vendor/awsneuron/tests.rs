@@ -276,18 +276,19 @@ fn blocks_are_chosen_and_allocated_by_device_index() {
 #[test]
 fn a_single_device_gets_a_core_mask() {
     let n = neurons(2, 2, "inf2.xlarge");
+    // Devices without memory score 0 (scheduling.md §5.5), so the sort keeps registration order
+    // and the walk from the end tries device 1 first.
     // Idle device: one core → mask 1, two cores (or the whole device) → mask 3.
-    assert_eq!(try_fit(&n, &cores(1)), Ok("n1-AWSNeuron-0,AWSNeuron,0,1:;".into()));
-    assert_eq!(try_fit(&n, &cores(2)), Ok("n1-AWSNeuron-0,AWSNeuron,0,3:;".into()));
-    assert_eq!(try_fit(&n, &devices(1)), Ok("n1-AWSNeuron-0,AWSNeuron,0,3:;".into()));
-    // A device with core 0 taken gives the complement (mask 2). Devices without memory score 0
-    // (scheduling.md §5.5), so ties go to the lowest index.
+    assert_eq!(try_fit(&n, &cores(1)), Ok("n1-AWSNeuron-1,AWSNeuron,0,1:;".into()));
+    assert_eq!(try_fit(&n, &cores(2)), Ok("n1-AWSNeuron-1,AWSNeuron,0,3:;".into()));
+    assert_eq!(try_fit(&n, &devices(1)), Ok("n1-AWSNeuron-1,AWSNeuron,0,3:;".into()));
+    // A device with core 0 taken gives the complement (mask 2).
     let half = |s: &mut NodeSnapshot| {
-        set_usage(s, "n1-AWSNeuron-0", 1, 0, 1);
-        set_usage(s, "n1-AWSNeuron-1", 1, 0, 2);
+        set_usage(s, "n1-AWSNeuron-0", 1, 0, 2);
+        set_usage(s, "n1-AWSNeuron-1", 1, 0, 1);
     };
     let p = cores(1).annotation(GPU_SCHEDULER_POLICY, "binpack");
-    assert_eq!(try_fit_with(&n, half, &p), Ok("n1-AWSNeuron-0,AWSNeuron,0,2:;".into()));
+    assert_eq!(try_fit_with(&n, half, &p), Ok("n1-AWSNeuron-1,AWSNeuron,0,2:;".into()));
     let only_1 = |s: &mut NodeSnapshot| {
         set_usage(s, "n1-AWSNeuron-0", 2, 0, 3);
         set_usage(s, "n1-AWSNeuron-1", 1, 0, 2);
@@ -296,6 +297,25 @@ fn a_single_device_gets_a_core_mask() {
     assert_eq!(try_fit_with(&n, half, &cores(2)), Err("2/2 CardInsufficientCore".into()));
     // A whole-device request needs every core free.
     assert_eq!(try_fit_with(&n, half, &devices(1)), Err("2/2 CardInsufficientCore".into()));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // AWS Neuron's one-device Fit walks the list from the end, so device 1 is tried first. A
+    // block of devices is chosen by index from the lowest (vendors.md §11), so two devices come
+    // in index order.
+    let n = neurons(2, 2, "inf2.xlarge");
+    let rows = [
+        ("one core", cores(1), "n1-AWSNeuron-1,AWSNeuron,0,1:;"),
+        ("one core, binpack", cores(1).annotation(GPU_SCHEDULER_POLICY, "binpack"), "n1-AWSNeuron-1,AWSNeuron,0,1:;"),
+        ("one core, mutex", cores(1).annotation(GPU_SCHEDULER_POLICY, "mutex"), "n1-AWSNeuron-1,AWSNeuron,0,1:;"),
+        ("one device", devices(1), "n1-AWSNeuron-1,AWSNeuron,0,3:;"),
+        ("a block of two", devices(2), "n1-AWSNeuron-0,AWSNeuron,0,3:n1-AWSNeuron-1,AWSNeuron,0,3:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&n, &p), Ok(want.into()), "{what}");
+    }
 }
 
 #[test]
@@ -352,18 +372,19 @@ fn kv(k: &str, v: &str) -> (String, String) {
 fn device_requests_write_device_indexes_accumulated_over_containers() {
     // protocol.md §4.1, AWS Neuron: AWS_NEURON_IDS = device indexes for device requests,
     // accumulated over the containers; NEURON_ALLOC_TIME unix-ns; NEURON_ALLOCATED "false";
-    // aws.amazon.com/predicate-node; no NEURON_RESOURCE_TYPE.
+    // aws.amazon.com/predicate-node; no NEURON_RESOURCE_TYPE. The block takes devices 0 and 1;
+    // the one-device container walks from the end and gets device 3.
     let p = devices(2).container("b").limit(NEURON, "1");
     assert_eq!(
         written(&neurons(4, 2, "inf2.24xlarge"), &p),
         [
-            kv("AWS_NEURON_IDS", "0,1,2"),
+            kv("AWS_NEURON_IDS", "0,1,3"),
             kv("NEURON_ALLOCATED", "false"),
             kv("NEURON_ALLOC_TIME", "1787293239000000007"),
             kv("aws.amazon.com/predicate-node", "n1"),
             kv(
                 "hami.io/aws-neuron-devices-allocated",
-                "n1-AWSNeuron-0,AWSNeuron,0,3:n1-AWSNeuron-1,AWSNeuron,0,3:;n1-AWSNeuron-2,AWSNeuron,0,3:;"
+                "n1-AWSNeuron-0,AWSNeuron,0,3:n1-AWSNeuron-1,AWSNeuron,0,3:;n1-AWSNeuron-3,AWSNeuron,0,3:;"
             ),
         ]
     );
@@ -372,15 +393,16 @@ fn device_requests_write_device_indexes_accumulated_over_containers() {
 #[test]
 fn core_requests_write_core_indexes_and_the_resource_type() {
     // protocol.md §4.1: core indexes cpd × idx (mask bit 1) and cpd × idx + 1 (mask bit 2), and
-    // NEURON_RESOURCE_TYPE = the core resource name. Two one-core containers under binpack share
-    // device 0: cores 0 and 1.
+    // NEURON_RESOURCE_TYPE = the core resource name. Two one-core containers share device 1
+    // (devices without memory all score 0, so the walk meets device 1 first both times): cores 2
+    // and 3.
     let p = cores(1).annotation(GPU_SCHEDULER_POLICY, "binpack").container("b").limit(CORE, "1");
     let out = written(&neurons(2, 2, "inf2.xlarge"), &p);
-    assert_eq!(out[0], kv("AWS_NEURON_IDS", "0,1"));
+    assert_eq!(out[0], kv("AWS_NEURON_IDS", "2,3"));
     assert!(out.contains(&kv("NEURON_RESOURCE_TYPE", CORE)));
     assert!(out.contains(&kv(
         "hami.io/aws-neuron-devices-allocated",
-        "n1-AWSNeuron-0,AWSNeuron,0,1:;n1-AWSNeuron-0,AWSNeuron,0,2:;"
+        "n1-AWSNeuron-1,AWSNeuron,0,1:;n1-AWSNeuron-1,AWSNeuron,0,2:;"
     )));
     // Four cores are two whole devices, each listing both its cores.
     let out = written(&neurons(4, 2, "inf2.24xlarge"), &cores(4));
@@ -445,9 +467,10 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_mixes_core_and_device_requests_on_an_inf2_node() {
-    // vendors.md §11: devices without memory all score 0 (scheduling.md §5.5), so one-core pods
-    // fill device 0 first (cores 0 and 1); a two-device pod takes the first idle run (1, 2); a
-    // second one finds none; the next one-core pod gets core 0 of device 3 (core index 6).
+    // vendors.md §11: devices without memory all score 0 (scheduling.md §5.5), so the sort keeps
+    // registration order and one-core pods fill device 3, tried first, (core indexes 6 and 7); a
+    // two-device pod takes the first idle run by index (0, 1); a second one finds none; the next
+    // one-core pod passes the full device 3 and gets core 0 of device 2 (core index 4).
     let pods = vec![
         cores(1).name("c0").view(),
         cores(1).name("c1").view(),
@@ -458,7 +481,7 @@ async fn the_engine_mixes_core_and_device_requests_on_an_inf2_node() {
     let sim = simulate(vec![neurons(4, 2, "inf2.24xlarge").view()], pods).await;
     let ids: Vec<Option<&str>> =
         sim.pods.iter().map(|p| p.annotations.get(keys::NEURON_IDS).map(String::as_str)).collect();
-    assert_eq!(ids, [Some("0"), Some("1"), Some("1,2"), None, Some("6")]);
+    assert_eq!(ids, [Some("6"), Some("7"), Some("0,1"), None, Some("4")]);
     assert_eq!(sim.pods[0].annotations[keys::RESOURCE_TYPE], CORE);
     assert!(!sim.pods[2].annotations.contains_key(keys::RESOURCE_TYPE));
     assert_eq!(sim.pods[2].annotations[keys::PREDICATE_NODE], "n1");

@@ -134,8 +134,8 @@ fn handshake_health_clean_up_and_the_shared_lock() {
 fn fit_checks_health_type_uuid_slots_and_mutex_only() {
     let v = vendors();
     let snap = two().snapshot(&v);
-    // No memory or core checks: the entries reserve nothing.
-    assert_eq!(try_fit(&snap, &ask(2)), Ok("br-0,Biren,0,0:br-1,Biren,0,0:;".into()));
+    // No memory or core checks: the entries reserve nothing. The walk starts from the end.
+    assert_eq!(try_fit(&snap, &ask(2)), Ok("br-1,Biren,0,0:br-0,Biren,0,0:;".into()));
     let mut s = two().snapshot(&v);
     s.devices[0].health = false;
     set_usage(&mut s, "br-1", 2, 65536, 100);
@@ -146,7 +146,7 @@ fn fit_checks_health_type_uuid_slots_and_mutex_only() {
     let p = ask(1).annotation(GPU_SCHEDULER_POLICY, "mutex");
     assert_eq!(try_fit(&s, &p), Err("1/2 CardNotHealth, 1/2 ExclusiveDeviceAllocateConflict".into()));
     // UUID selection with birentech.com/use-gpuuuid / nouse-gpuuuid.
-    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_UUID, "br-1")), Ok("br-1,Biren,0,0:;".into()));
+    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_UUID, "br-0")), Ok("br-0,Biren,0,0:;".into()));
     assert_eq!(
         try_fit(&snap, &ask(2).annotation(keys::NOUSE_UUID, "br-1")),
         Err("1/2 AllocatedCardsInsufficientRequest, 1/2 CardUuidMismatch".into())
@@ -158,10 +158,26 @@ fn use_biren_and_nouse_biren_select_device_types() {
     // HAMi declares birentech.com/use-biren / nouse-biren without enforcing them; hami-rs enforces
     // them as type lists (case-insensitive substrings of the device type, protocol.md §4.5).
     let snap = two().snapshot(&vendors());
-    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_TYPE, "br106")), Ok("br-1,Biren,0,0:;".into()));
-    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "BR104, BR105")), Ok("br-1,Biren,0,0:;".into()));
+    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_TYPE, "br104")), Ok("br-0,Biren,0,0:;".into()));
+    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "BR106, BR105")), Ok("br-0,Biren,0,0:;".into()));
     assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_TYPE, "BR110")), Err("2/2 CardTypeMismatch".into()));
-    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "")), Ok("br-0,Biren,0,0:;".into()));
+    assert_eq!(try_fit(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "")), Ok("br-1,Biren,0,0:;".into()));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Biren's Fit walks the list from the end, so br-1 is tried first, under every policy.
+    let snap = br_node(&[dev("br-0", 0, "BR104"), dev("br-1", 1, "BR104")]).snapshot(&vendors());
+    let rows = [
+        ("default policy", ask(1), "br-1,Biren,0,0:;"),
+        ("binpack", ask(1).annotation(GPU_SCHEDULER_POLICY, "binpack"), "br-1,Biren,0,0:;"),
+        ("mutex", ask(1).annotation(GPU_SCHEDULER_POLICY, "mutex"), "br-1,Biren,0,0:;"),
+        ("two devices", ask(2), "br-1,Biren,0,0:br-0,Biren,0,0:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want.into()), "{what}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,8 +193,9 @@ fn filter_writes_both_keys_with_a_capital_b() {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: cs, pod: &req, unix_s: 1, unix_ns: 1 };
     let mut out = Vec::new();
     br().annotations(&cx, &mut out);
-    // One entry per container, init first (scheduling.md §14 row 1).
-    let want = "br-0,Biren,0,0:;br-0,Biren,0,0:;".to_owned();
+    // One entry per container, init first (scheduling.md §14 row 1). The init container's device
+    // is not charged to the app container, so both get br-1, tried first.
+    let want = "br-1,Biren,0,0:;br-1,Biren,0,0:;".to_owned();
     assert_eq!(
         out,
         [

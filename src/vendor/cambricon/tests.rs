@@ -304,11 +304,12 @@ fn each_walk_check_rejects_with_hamis_reason() {
         ),
         // §5.4 step 3: more cards than the node has.
         ("more cards than the node has", idle(2), mlu_pod(3, 4, 10), Err("NodeInsufficientDevice")),
+        // §5.6: equal cards are tried from the one registered last.
         (
             "two cards",
             idle(2),
             mlu_pod(2, 4, 10),
-            Ok("n1-cambricon-mlu-0,MLU,1024,10:n1-cambricon-mlu-1,MLU,1024,10:;"),
+            Ok("n1-cambricon-mlu-1,MLU,1024,10:n1-cambricon-mlu-0,MLU,1024,10:;"),
         ),
     ];
     for (what, snap, p, want) in rows {
@@ -333,6 +334,24 @@ fn policies_order_cards_by_usage() {
     let binpack = mlu_pod(1, 4, 10).annotation(common::GPU_SCHEDULER_POLICY, "binpack");
     assert_eq!(try_fit(&snap, &binpack), Ok("n1-cambricon-mlu-1,MLU,1024,10:;".into()));
     assert_eq!(try_fit(&snap, &mlu_pod(1, 4, 10)), Ok("n1-cambricon-mlu-0,MLU,1024,10:;".into()));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Cambricon's Fit walks the list from the end, so mlu-1 is tried first, under every policy.
+    let snap = idle(2);
+    let policy = |p: &str| mlu_pod(1, 4, 10).annotation(common::GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("default policy", mlu_pod(1, 4, 10), "n1-cambricon-mlu-1,MLU,1024,10:;"),
+        ("binpack", policy("binpack"), "n1-cambricon-mlu-1,MLU,1024,10:;"),
+        ("mutex", policy("mutex"), "n1-cambricon-mlu-1,MLU,1024,10:;"),
+        ("a whole card", pod().limit(VMLU, "1"), "n1-cambricon-mlu-1,MLU,24576,100:;"),
+        ("two cards", mlu_pod(2, 4, 10), "n1-cambricon-mlu-1,MLU,1024,10:n1-cambricon-mlu-0,MLU,1024,10:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want.into()), "{what}");
+    }
 }
 
 #[test]
@@ -374,7 +393,7 @@ fn quota_is_checked_per_card_during_filter() {
     // scheduling.md §9, §5.7 check 10: Cambricon's fit checks the namespace quota with the pod's
     // collapsed usage, the request included.
     let snap = idle(2);
-    assert_eq!(eval(&snap, &mlu_pod(1, 16, 10), &MemQuota(4096)), Ok("n1-cambricon-mlu-0,MLU,4096,10:;".into()));
+    assert_eq!(eval(&snap, &mlu_pod(1, 16, 10), &MemQuota(4096)), Ok("n1-cambricon-mlu-1,MLU,4096,10:;".into()));
     assert_eq!(eval(&snap, &mlu_pod(1, 17, 10), &MemQuota(4096)), Err("2/2 ResourceQuotaNotFit".into()));
     // Two cards of 2048 MiB: the second card brings the pod to 4096 MiB, still within quota;
     // three would not (the pod's own earlier picks count).
@@ -428,14 +447,15 @@ fn worked_example_writes_the_profile_of_device_2() {
 #[test]
 fn the_profile_comes_from_the_first_container_holding_a_card() {
     // protocol.md §4.1: the first device of the first container holding one; the lists are padded
-    // with one entry per container (scheduling.md §14 row 1).
+    // with one entry per container (scheduling.md §14 row 1). The first app container takes the
+    // whole of mlu-1 (tried first of two idle cards), the second moves on to mlu-0.
     let snap = idle(2);
     let p = pod().init("setup").main().limit(VMLU, "1").container("second").limit(VMLU, "1").limit(VMEM, "8");
     let (req, cs) = decide(&snap, &p);
     let out = written(&snap, &req, &cs);
-    let want = ";n1-cambricon-mlu-0,MLU,24576,100:;n1-cambricon-mlu-1,MLU,2048,100:;";
+    let want = ";n1-cambricon-mlu-1,MLU,24576,100:;n1-cambricon-mlu-0,MLU,2048,100:;";
     assert_eq!(out[1], (keys::ALLOCATED.to_owned(), want.to_owned()));
-    assert_eq!(out[3], (keys::DSMLU_PROFILE.to_owned(), "0_100_96".to_owned()));
+    assert_eq!(out[3], (keys::DSMLU_PROFILE.to_owned(), "1_100_96".to_owned()));
 }
 
 #[test]
@@ -558,9 +578,10 @@ async fn mlu_pods_are_placed_through_the_engine_and_their_lock_released_after_al
     let a = &sim.pods[0];
     assert_eq!(a.node.as_deref(), Some("n1"), "{a:?}");
     let got = |k: &str| a.annotations.get(k).map(String::as_str);
-    assert_eq!(got(keys::TO_ALLOCATE), Some("n1-cambricon-mlu-0,MLU,4096,50:;"));
-    assert_eq!(got(keys::ALLOCATED), Some("n1-cambricon-mlu-0,MLU,4096,50:;"));
-    assert_eq!(got(keys::DSMLU_PROFILE), Some("0_50_16"));
+    // Of two idle cards, the one registered last is tried first.
+    assert_eq!(got(keys::TO_ALLOCATE), Some("n1-cambricon-mlu-1,MLU,4096,50:;"));
+    assert_eq!(got(keys::ALLOCATED), Some("n1-cambricon-mlu-1,MLU,4096,50:;"));
+    assert_eq!(got(keys::DSMLU_PROFILE), Some("1_50_16"));
     assert_eq!(got(keys::DSMLU_ASSIGNED), Some("false"));
     assert_eq!(sim.pods[1].node.as_deref(), Some("n1"), "{:?}", sim.pods[1]);
     assert!(engine.backend().node("n1").unwrap().annotation(common::CAMBRICON_LOCK).is_none());

@@ -2,6 +2,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::model::annotations::GPU_SCHEDULER_POLICY;
 use crate::model::edit::PodEdits;
 use crate::model::pod::QuantityText;
 use crate::sched::NodeSnapshot;
@@ -159,15 +160,15 @@ fn health_follows_capacity_and_nothing_is_cleaned_or_locked() {
 #[test]
 fn fit_takes_only_healthy_unused_devices() {
     let v = vendors();
-    // scheduling.md §5.8: "exclusive only: d.Used > 0 ⇒ conflict"; among idle devices the lowest
-    // index is tried first.
+    // scheduling.md §5.8: "exclusive only: d.Used > 0 ⇒ conflict"; among idle devices the one
+    // registered last is tried first (§5.6).
     let snap = gcus(2).snapshot(&v);
-    assert_eq!(try_fit(&snap, &ask(1)), Ok("n1-GCU-0,GCU,100,100:;".into()));
-    assert_eq!(try_fit(&snap, &ask(2)), Ok("n1-GCU-0,GCU,100,100:n1-GCU-1,GCU,100,100:;".into()));
+    assert_eq!(try_fit(&snap, &ask(1)), Ok("n1-GCU-1,GCU,100,100:;".into()));
+    assert_eq!(try_fit(&snap, &ask(2)), Ok("n1-GCU-1,GCU,100,100:n1-GCU-0,GCU,100,100:;".into()));
 
     let mut busy = gcus(2).snapshot(&v);
-    set_usage(&mut busy, "n1-GCU-0", 1, 100, 100);
-    assert_eq!(try_fit(&busy, &ask(1)), Ok("n1-GCU-1,GCU,100,100:;".into()));
+    set_usage(&mut busy, "n1-GCU-1", 1, 100, 100);
+    assert_eq!(try_fit(&busy, &ask(1)), Ok("n1-GCU-0,GCU,100,100:;".into()));
     // HAMi's reasons: the busy device conflicts, and a partial find is insufficient.
     assert_eq!(
         try_fit(&busy, &ask(2)),
@@ -187,9 +188,26 @@ fn one_device_never_serves_two_containers_of_a_pod() {
     // the first one's device busy.
     let snap = gcus(2).snapshot(&vendors());
     let p = ask(1).container("d").limit(GCU, "1");
-    assert_eq!(try_fit(&snap, &p), Ok("n1-GCU-0,GCU,100,100:;n1-GCU-1,GCU,100,100:;".into()));
+    assert_eq!(try_fit(&snap, &p), Ok("n1-GCU-1,GCU,100,100:;n1-GCU-0,GCU,100,100:;".into()));
     let one = gcus(1).snapshot(&vendors());
     assert_eq!(try_fit(&one, &p), Err("1/1 ExclusiveDeviceAllocateConflict".into()));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and the
+    // GCU Fit walks the list from the end, so n1-GCU-1 is tried first, under every policy.
+    let snap = gcus(2).snapshot(&vendors());
+    let policy = |p: &str| ask(1).annotation(GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("default policy", ask(1), "n1-GCU-1,GCU,100,100:;"),
+        ("binpack", policy("binpack"), "n1-GCU-1,GCU,100,100:;"),
+        ("mutex", policy("mutex"), "n1-GCU-1,GCU,100,100:;"),
+        ("two devices", ask(2), "n1-GCU-1,GCU,100,100:n1-GCU-0,GCU,100,100:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want.into()), "{what}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,7 +224,7 @@ fn filter_writes_both_keys_identically() {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: cs, pod: &req, unix_s: 1, unix_ns: 1 };
     let mut out = Vec::new();
     gcu().annotations(&cx, &mut out);
-    let want = "n1-GCU-0,GCU,100,100:;".to_owned();
+    let want = "n1-GCU-1,GCU,100,100:;".to_owned();
     assert_eq!(
         out,
         [
@@ -271,12 +289,13 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_places_exclusive_gcus_until_the_node_is_full() {
-    // vendors.md §9: each GCU serves one pod; the third one-device pod finds none left.
+    // vendors.md §9: each GCU serves one pod, the one registered last first; the third
+    // one-device pod finds none left.
     let pods = (0..3).map(|i| ask(1).name(&format!("p{i}")).view()).collect();
     let sim = simulate(vec![gcus(2).view()], pods).await;
     assert_eq!(sim.pods[0].node.as_deref(), Some("n1"));
-    assert_eq!(sim.pods[0].annotations[keys::TO_ALLOCATE], "n1-GCU-0,GCU,100,100:;");
-    assert_eq!(sim.pods[1].annotations[keys::ALLOCATED], "n1-GCU-1,GCU,100,100:;");
+    assert_eq!(sim.pods[0].annotations[keys::TO_ALLOCATE], "n1-GCU-1,GCU,100,100:;");
+    assert_eq!(sim.pods[1].annotations[keys::ALLOCATED], "n1-GCU-0,GCU,100,100:;");
     assert_eq!(sim.pods[2].node, None);
     assert_eq!(sim.pods[2].failed_nodes["n1"], "2/2 ExclusiveDeviceAllocateConflict");
 }

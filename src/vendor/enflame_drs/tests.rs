@@ -312,11 +312,12 @@ fn the_profile_is_chosen_before_any_device() {
 fn the_walk_checks_health_uuid_slots_mutex_memory_and_cores_in_hamis_order() {
     let v = vendors();
     let snap = drs_node(CAPACITY).snapshot(&v);
-    // Spread: the lowest index among equals first; the entry takes the profile's memory and cores.
-    assert_eq!(try_fit(&snap, &slices(2)), Ok("n1-enflame-drs-0,Enflame,24576,50:;".into()));
+    // Spread: among equals the device registered last first; the entry takes the profile's memory
+    // and cores.
+    assert_eq!(try_fit(&snap, &slices(2)), Ok("n1-enflame-drs-1,Enflame,24576,50:;".into()));
     assert_eq!(
         try_fit(&snap, &pod().limit(MEM, "20").limit(CORE, "60")),
-        Ok("n1-enflame-drs-0,Enflame,49152,100:;".into())
+        Ok("n1-enflame-drs-1,Enflame,49152,100:;".into())
     );
 
     let mut s = drs_node(CAPACITY).snapshot(&v);
@@ -325,8 +326,8 @@ fn the_walk_checks_health_uuid_slots_mutex_memory_and_cores_in_hamis_order() {
     assert_eq!(try_fit(&s, &slices(1)), Err("1/2 CardNotHealth, 1/2 CardTimeSlicingExhausted".into()));
 
     // UUID selection with enflame.com/use-gpuuuid / nouse-gpuuuid.
-    let p = slices(1).annotation(keys::USE_UUID, "n1-enflame-drs-1");
-    assert_eq!(try_fit(&snap, &p), Ok("n1-enflame-drs-1,Enflame,12288,25:;".into()));
+    let p = slices(1).annotation(keys::USE_UUID, "n1-enflame-drs-0");
+    assert_eq!(try_fit(&snap, &p), Ok("n1-enflame-drs-0,Enflame,12288,25:;".into()));
     let p = slices(1).annotation(keys::NOUSE_UUID, "n1-enflame-drs-0, n1-enflame-drs-1");
     assert_eq!(try_fit(&snap, &p), Err("2/2 CardUuidMismatch".into()));
 
@@ -346,6 +347,24 @@ fn the_walk_checks_health_uuid_slots_mutex_memory_and_cores_in_hamis_order() {
     set_usage(&mut s, "n1-enflame-drs-0", 1, 0, 30);
     set_usage(&mut s, "n1-enflame-drs-1", 2, 40000, 50);
     assert_eq!(try_fit(&s, &slices(4)), Err("1/2 CardInsufficientCore, 1/2 CardInsufficientMemory".into()));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and the
+    // DRS Fit walks the list from the end after choosing the profile, so n1-enflame-drs-1 is
+    // tried first, under every policy and request form.
+    let snap = drs_node(CAPACITY).snapshot(&vendors());
+    let policy = |p: &str| slices(1).annotation(GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("default policy", slices(1), "n1-enflame-drs-1,Enflame,12288,25:;"),
+        ("binpack", policy("binpack"), "n1-enflame-drs-1,Enflame,12288,25:;"),
+        ("mutex", policy("mutex"), "n1-enflame-drs-1,Enflame,12288,25:;"),
+        ("memory and cores", pod().limit(MEM, "24").limit(CORE, "50"), "n1-enflame-drs-1,Enflame,24576,50:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want.into()), "{what}");
+    }
 }
 
 #[test]

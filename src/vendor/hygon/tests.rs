@@ -7,7 +7,7 @@ use crate::model::annotations as common;
 use crate::model::codec::{encode_node_devices_colon, encode_node_devices_json, encode_pod_devices};
 use crate::model::edit::PodEdits;
 use crate::model::pod::QuantityText;
-use crate::model::{ContainerDevices, DeviceInfo, MemMiB, PodRequest};
+use crate::model::{ContainerDevice, ContainerDevices, DeviceInfo, MemMiB, PodRequest};
 use crate::sched::NodeSnapshot;
 use crate::sched::fit::{Scratch, fit_pod_devices};
 use crate::testing::*;
@@ -261,7 +261,8 @@ fn each_walk_check_rejects_with_hamis_reason() {
             dcu_pod(2, 1024, 10),
             Err("1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory"),
         ),
-        ("two devices", two(), dcu_pod(2, 1024, 10), Ok("DCU-0,DCU,1024,10:DCU-1,DCU,1024,10:;")),
+        // §5.6: equal devices are tried from the one registered last.
+        ("two devices", two(), dcu_pod(2, 1024, 10), Ok("DCU-1,DCU,1024,10:DCU-0,DCU,1024,10:;")),
         // §5.11: mutex in a list is a fit rule: binpack would try the busy device first.
         (
             "binpack with mutex",
@@ -272,6 +273,24 @@ fn each_walk_check_rejects_with_hamis_reason() {
     ];
     for (what, snap, p, want) in rows {
         assert_eq!(try_fit(&snap, &p), want.map(str::to_owned).map_err(str::to_owned), "{what}");
+    }
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Hygon's Fit walks the list from the end, so DCU-1 is tried first, under every policy.
+    let snap = idle(2);
+    let policy = |p: &str| dcu_pod(1, 1024, 10).annotation(common::GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("default policy", dcu_pod(1, 1024, 10), "DCU-1,DCU,1024,10:;"),
+        ("binpack", policy("binpack"), "DCU-1,DCU,1024,10:;"),
+        ("mutex", policy("mutex"), "DCU-1,DCU,1024,10:;"),
+        ("a whole device", pod().limit(DCUNUM, "1"), "DCU-1,DCU,16384,100:;"),
+        ("two devices", dcu_pod(2, 1024, 10), "DCU-1,DCU,1024,10:DCU-0,DCU,1024,10:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want.into()), "{what}");
     }
 }
 
@@ -318,12 +337,14 @@ fn filter_writes_both_device_keys_padded_per_container() {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: &cs, pod: &req, unix_s: 1, unix_ns: 1 };
     let mut out = Vec::new();
     Hygon::new(&chart()).annotations(&cx, &mut out);
-    let want = ";DCU-0,DCU,2048,100:;".to_owned();
+    let want = ";DCU-1,DCU,2048,100:;".to_owned();
     assert_eq!(out, [(keys::TO_ALLOCATE.to_owned(), want.clone()), (keys::ALLOCATED.to_owned(), want)]);
     let v = Hygon::new(&chart());
     assert_eq!(v.pod_keys(), [keys::TO_ALLOCATE, keys::ALLOCATED]);
     let p = pod().annotation(keys::ALLOCATED, &out[1].1).view();
-    assert_eq!(v.decode_allocation(&p).unwrap().unwrap()[1], cs[1]);
+    // The annotation carries no device index, so the entry reads back with index 0.
+    let chosen = ContainerDevice { idx: 0, ..cs[1][0].clone() };
+    assert_eq!(v.decode_allocation(&p).unwrap().unwrap()[1], [chosen]);
 }
 
 #[test]

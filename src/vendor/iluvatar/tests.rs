@@ -8,7 +8,7 @@ use crate::model::annotations as common;
 use crate::model::codec::{encode_node_devices_colon, encode_node_devices_json, encode_pod_devices};
 use crate::model::edit::PodEdits;
 use crate::model::pod::QuantityText;
-use crate::model::{ContainerDevices, DeviceInfo, PodRequest};
+use crate::model::{ContainerDevice, ContainerDevices, DeviceInfo, PodRequest};
 use crate::sched::NodeSnapshot;
 use crate::sched::fit::{Scratch, fit_pod_devices};
 use crate::testing::*;
@@ -291,7 +291,8 @@ fn each_walk_check_rejects_with_hamis_reason() {
             Err("2/2 CardComputeUnitsExhausted"),
         ),
         ("more than the node has", idle(), ix_pod(3, 4, 0), Err("NodeInsufficientDevice")),
-        ("two whole devices", idle(), ix_pod(2, 0, 200), Ok("ix-0,BI-V150,32768,100:ix-1,BI-V150,32768,100:;")),
+        // §5.6: equal devices are tried from the one registered last.
+        ("two whole devices", idle(), ix_pod(2, 0, 200), Ok("ix-1,BI-V150,32768,100:ix-0,BI-V150,32768,100:;")),
         (
             "mutex",
             with_usage(idle(), &[(0, 1, 0, 0)]),
@@ -305,16 +306,34 @@ fn each_walk_check_rejects_with_hamis_reason() {
 }
 
 #[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Iluvatar's Fit walks the list from the end, so ix-1 is tried first, under every policy.
+    let snap = idle();
+    let policy = |p: &str| ix_pod(1, 4, 10).annotation(common::GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("default policy", ix_pod(1, 4, 10), "ix-1,BI-V150,1024,10:;"),
+        ("binpack", policy("binpack"), "ix-1,BI-V150,1024,10:;"),
+        ("mutex", policy("mutex"), "ix-1,BI-V150,1024,10:;"),
+        ("two devices", ix_pod(2, 4, 10), "ix-1,BI-V150,1024,10:ix-0,BI-V150,1024,10:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want.into()), "{what}");
+    }
+}
+
+#[test]
 fn uuid_selection_uses_the_chips_keys_and_type_always_passes() {
     // vendors.md §1: hami.io/use-<cw>-uuid / hami.io/no-use-<cw>-uuid; no type selection.
     let snap = idle();
     let p = |k: &str, v: &str| ix_pod(1, 4, 10).annotation(k, v);
     let rows = [
-        (keys::use_uuid("BI-V150"), "ix-1", Ok("ix-1,BI-V150,1024,10:;")),
-        (keys::nouse_uuid("BI-V150"), "ix-0", Ok("ix-1,BI-V150,1024,10:;")),
+        (keys::use_uuid("BI-V150"), "ix-0", Ok("ix-0,BI-V150,1024,10:;")),
+        (keys::nouse_uuid("BI-V150"), "ix-1", Ok("ix-0,BI-V150,1024,10:;")),
         (keys::use_uuid("BI-V150"), "ix-9", Err("2/2 CardUuidMismatch")),
-        (keys::use_uuid("MR-V100"), "ix-9", Ok("ix-0,BI-V150,1024,10:;")),
-        (common::NVIDIA_USE_TYPE.to_owned(), "MR-V100", Ok("ix-0,BI-V150,1024,10:;")),
+        // Another chip's or vendor's keys select nothing: ix-1, registered last, is tried first.
+        (keys::use_uuid("MR-V100"), "ix-9", Ok("ix-1,BI-V150,1024,10:;")),
+        (common::NVIDIA_USE_TYPE.to_owned(), "MR-V100", Ok("ix-1,BI-V150,1024,10:;")),
     ];
     for (k, v, want) in rows {
         assert_eq!(try_fit(&snap, &p(&k, v)), want.map(str::to_owned).map_err(str::to_owned), "{k}: {v}");
@@ -340,7 +359,7 @@ fn filter_writes_the_chips_device_keys() {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: &cs, pod: &req, unix_s: 1, unix_ns: 1 };
     let mut out = Vec::new();
     Iluvatar::new(&bi_v150()).annotations(&cx, &mut out);
-    let want = "ix-0,BI-V150,16384,50:;;".to_owned();
+    let want = "ix-1,BI-V150,16384,50:;;".to_owned();
     assert_eq!(
         out,
         [
@@ -349,7 +368,9 @@ fn filter_writes_the_chips_device_keys() {
         ]
     );
     let back = Iluvatar::new(&bi_v150()).decode_allocation(&pod().annotation(&out[1].0, &out[1].1).view());
-    assert_eq!(back.unwrap().unwrap()[0], cs[0]);
+    // The annotation carries no device index, so the entry reads back with index 0.
+    let chosen = ContainerDevice { idx: 0, ..cs[0][0].clone() };
+    assert_eq!(back.unwrap().unwrap()[0], [chosen]);
 }
 
 #[test]

@@ -225,6 +225,24 @@ fn the_selector_works_on_device_indexes_not_list_positions() {
 }
 
 #[test]
+fn two_equal_devices_give_the_pod_the_first() {
+    // HAMi: Kunlun's Fit does not walk from the end. Its selector scans the policy-sorted list
+    // from the front (the first fitting devices of the chosen wing), and with two equal devices
+    // the sort keeps registration order, so device 0 comes first under every policy. hami-rs
+    // scans device indexes from the lowest, which gives the same.
+    let s = xpus(2).snapshot(&vendors());
+    let rows = [
+        ("default policy", ask(1), "0"),
+        ("binpack", ask(1).annotation(GPU_SCHEDULER_POLICY, "binpack"), "0"),
+        ("mutex", ask(1).annotation(GPU_SCHEDULER_POLICY, "mutex"), "0"),
+        ("two devices", ask(2), "0,1"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(chosen(&s, &p), Ok(want.into()), "{what}");
+    }
+}
+
+#[test]
 fn failures_report_uuid_mismatches_else_numa_not_fit() {
     let s = xpus(8).snapshot(&vendors());
     // HAMi: no allocation → UUID mismatches if any device failed a UUID selection, else one

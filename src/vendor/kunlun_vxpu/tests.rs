@@ -234,6 +234,23 @@ fn mutex_takes_idle_devices_and_reports_the_busy_ones() {
 }
 
 #[test]
+fn two_equal_devices_give_the_pod_the_first() {
+    // HAMi: the vXPU Fit runs Kunlun's selector, which scans the policy-sorted list from the
+    // front; two equal devices stay in registration order, so xpu-0 comes first under every
+    // policy. hami-rs scans device indexes from the lowest, which gives the same.
+    let s = xpus(2).snapshot(&vendors());
+    let rows = [
+        ("default policy", ask(1, "1000"), "xpu-0,XPU,24576,25:;"),
+        ("binpack", ask(1, "1000").annotation(GPU_SCHEDULER_POLICY, "binpack"), "xpu-0,XPU,24576,25:;"),
+        ("mutex", ask(1, "1000").annotation(GPU_SCHEDULER_POLICY, "mutex"), "xpu-0,XPU,24576,25:;"),
+        ("two devices", ask(2, "1000"), "xpu-0,XPU,24576,25:xpu-1,XPU,24576,25:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&s, &p), Ok(want.into()), "{what}");
+    }
+}
+
+#[test]
 fn uuid_selection_checks_both_annotation_pairs() {
     // vendors.md §1: both hami.io/use-xpu-uuid / no-use-xpu-uuid and baidu.com/use-gpuuuid /
     // nouse-gpuuuid must pass.

@@ -225,14 +225,14 @@ fn webhook_recognises_the_count_in_limits_and_changes_nothing() {
 
 // ---------------------------------------------------------------------------------------------
 // Fit (scheduling.md §5.7 generic walk, §5.8 Metax GPU row). The default GPU policy is spread;
-// among idle devices the lowest index is tried first.
+// among idle devices the one registered last is tried first (§5.6).
 
 #[test]
 fn a_single_device_request_takes_a_whole_idle_device() {
     // §4.2 + §5.7 check 9: percentage 100 reserves all 65536 MiB, and 100 cores.
     assert_eq!(
         eval(&snapshot(&metax_node("n1", 2), &[]), &metax_pod(1)),
-        Ok("n1-metax-0,Metax-GPU,65536,100:;".into())
+        Ok("n1-metax-1,Metax-GPU,65536,100:;".into())
     );
 }
 
@@ -241,8 +241,26 @@ fn one_container_may_take_several_devices() {
     // HAMi's same-device rule looks only at earlier containers, so one container takes several.
     assert_eq!(
         eval(&snapshot(&metax_node("n1", 3), &[]), &metax_pod(2)),
-        Ok("n1-metax-0,Metax-GPU,65536,100:n1-metax-1,Metax-GPU,65536,100:;".into())
+        Ok("n1-metax-2,Metax-GPU,65536,100:n1-metax-1,Metax-GPU,65536,100:;".into())
     );
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Metax GPU's Fit walks the list from the end, so n1-metax-1 is tried first, under every
+    // policy.
+    let snap = snapshot(&metax_node("n1", 2), &[]);
+    let policy = |p: &str| metax_pod(1).annotation(common_keys::GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("default policy", metax_pod(1), "n1-metax-1,Metax-GPU,65536,100:;"),
+        ("binpack", policy("binpack"), "n1-metax-1,Metax-GPU,65536,100:;"),
+        ("mutex", policy("mutex"), "n1-metax-1,Metax-GPU,65536,100:;"),
+        ("two devices", metax_pod(2), "n1-metax-1,Metax-GPU,65536,100:n1-metax-0,Metax-GPU,65536,100:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(eval(&snap, &p), Ok(want.into()), "{what}");
+    }
 }
 
 #[test]
@@ -284,9 +302,9 @@ fn fit_rules_reject_with_hamis_reason_words() {
             "uuid annotations are ignored",
             snapshot(&two, &[]),
             metax_pod(1)
-                .annotation("metax-tech.com/use-gpuuuid", "n1-metax-1")
-                .annotation("metax-tech.com/nouse-gpuuuid", "n1-metax-0"),
-            Ok("n1-metax-0,Metax-GPU,65536,100:;"),
+                .annotation("metax-tech.com/use-gpuuuid", "n1-metax-0")
+                .annotation("metax-tech.com/nouse-gpuuuid", "n1-metax-1"),
+            Ok("n1-metax-1,Metax-GPU,65536,100:;"),
         ),
     ];
     for (what, snap, p, want) in rows {
@@ -298,9 +316,9 @@ fn fit_rules_reject_with_hamis_reason_words() {
 fn unhealthy_devices_are_skipped() {
     // §5.7 check 1: CardNotHealth.
     let mut snap = snapshot(&metax_node("n1", 2), &[]);
-    snap.devices[0].health = false;
-    assert_eq!(eval(&snap, &metax_pod(1)), Ok("n1-metax-1,Metax-GPU,65536,100:;".into()));
     snap.devices[1].health = false;
+    assert_eq!(eval(&snap, &metax_pod(1)), Ok("n1-metax-0,Metax-GPU,65536,100:;".into()));
+    snap.devices[0].health = false;
     assert_eq!(eval(&snap, &metax_pod(1)), Err("2/2 CardNotHealth".into()));
 }
 
@@ -334,7 +352,7 @@ fn init_and_regular_containers_are_held_to_the_rule_separately() {
     let p = pod().init("setup").limit(GPU, "2").main().limit(GPU, "1");
     assert_eq!(
         eval(&snapshot(&metax_node("n1", 2), &[]), &p),
-        Ok("n1-metax-0,Metax-GPU,65536,100:n1-metax-1,Metax-GPU,65536,100:;n1-metax-0,Metax-GPU,65536,100:;".into())
+        Ok("n1-metax-1,Metax-GPU,65536,100:n1-metax-0,Metax-GPU,65536,100:;n1-metax-1,Metax-GPU,65536,100:;".into())
     );
 }
 
@@ -355,7 +373,7 @@ fn filter_writes_both_hami_keys_identically() {
     let snap = snapshot(&metax_node("n1", 2), &[]);
     let req = metax_pod(1).request_with(&v);
     let fit = fit_pod_devices(&snap, &req, &v, &NoQuota, &mut Scratch::default()).unwrap();
-    let want = "n1-metax-0,Metax-GPU,65536,100:;";
+    let want = "n1-metax-1,Metax-GPU,65536,100:;";
     assert_eq!(
         written(&snap, &req, fit.devices.vendor(id(&v)).unwrap()),
         [(keys::TO_ALLOCATE.to_owned(), want.to_owned()), (keys::ALLOCATED.to_owned(), want.to_owned())]
@@ -471,7 +489,8 @@ proptest! {
 #[actix::test]
 async fn binpack_picks_the_node_with_the_lower_topology_loss() {
     // vendors.md §7: under binpack the node score is 2000 − losses[n]; the highest score wins
-    // (scheduling.md §5.13), so the node whose 2-device loss is lower takes the pod.
+    // (scheduling.md §5.13), so the node whose 2-device loss is lower takes the pod, on the two
+    // devices registered last.
     let cluster = crate::backend::memory::ClusterObjects {
         nodes: vec![
             metax_node("a", 4).annotation(keys::TOPOLOGY_LOSSES, r#"{"1":0,"2":50}"#).view(),
@@ -487,7 +506,7 @@ async fn binpack_picks_the_node_with_the_lower_topology_loss() {
     assert_eq!(train.node.as_deref(), Some("b"), "{train:?}");
     assert_eq!(
         train.annotations.get(keys::ALLOCATED).map(String::as_str),
-        Some("b-metax-0,Metax-GPU,65536,100:b-metax-1,Metax-GPU,65536,100:;")
+        Some("b-metax-3,Metax-GPU,65536,100:b-metax-2,Metax-GPU,65536,100:;")
     );
     assert_eq!(train.annotations.get(keys::TO_ALLOCATE), train.annotations.get(keys::ALLOCATED));
     // b has two devices left, so the 3-device pod goes to a (no key "3": score 2000 on both, but

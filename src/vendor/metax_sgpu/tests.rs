@@ -333,7 +333,7 @@ fn the_defaulted_qos_is_seen_by_the_next_container() {
 fn a_request_gets_its_memory_and_cores_on_the_least_used_device() {
     // §12.1 example: vcore 30, vmemory 8 (GiB) → 8192 MiB, 30 cores.
     let p = sgpu_pod(1).limit(VCORE, "30").limit(VMEM, "8");
-    assert_eq!(eval(&snapshot(&idle(2), &[]), &p), ok("sgpu-0,Metax-SGPU,8192,30:;"));
+    assert_eq!(eval(&snapshot(&idle(2), &[]), &p), ok("sgpu-1,Metax-SGPU,8192,30:;"));
     // Without memory the device's whole memory (percentage 100).
     assert_eq!(eval(&snapshot(&idle(1), &[]), &sgpu_pod(1)), ok("sgpu-0,Metax-SGPU,65536,100:;"));
 }
@@ -541,6 +541,56 @@ fn online_pods_pick_devices_with_the_fewest_online_tasks_and_only_offline_device
     assert_eq!(eval(&snap, &off), ok("sgpu-1,Metax-SGPU,1024,0:;"));
 }
 
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // the sGPU Fit collects candidates walking from the end; its picks keep that order among
+    // equals (online pods: a stable sort of two; exclusive pods: devices without a zone in
+    // collection order), so sgpu-1 is taken first.
+    let snap = snapshot(&idle(2), &[]);
+    let shared = || sgpu_pod(1).limit(VMEM, "1").limit(VCORE, "50");
+    let rows = [
+        ("shared", shared(), "sgpu-1,Metax-SGPU,1024,50:;"),
+        ("binpack", shared().annotation(common_keys::GPU_SCHEDULER_POLICY, "binpack"), "sgpu-1,Metax-SGPU,1024,50:;"),
+        ("mutex", shared().annotation(common_keys::GPU_SCHEDULER_POLICY, "mutex"), "sgpu-1,Metax-SGPU,1024,50:;"),
+        ("online", sgpu_pod(1).limit(VMEM, "1").annotation(keys::APP_CLASS, "online"), "sgpu-1,Metax-SGPU,1024,0:;"),
+        ("exclusive", sgpu_pod(1).limit(VMEM, "1"), "sgpu-1,Metax-SGPU,1024,100:;"),
+        ("two devices", sgpu_pod(2).limit(VMEM, "1"), "sgpu-1,Metax-SGPU,1024,100:sgpu-0,Metax-SGPU,1024,100:;"),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(eval(&snap, &p), ok(want), "{what}");
+    }
+}
+
+#[test]
+fn online_pods_break_ties_as_gos_sort_does() {
+    // HAMi sorts the candidates with sort.Slice: stable up to 12 of them (insertion sort),
+    // pattern-defeating quicksort beyond. Every device holds one task, online on even indexes and
+    // offline on odd ones, so the walk meets them from sgpu-<n-1> down with alternating keys.
+    // The expected picks are what Go's sort leaves first.
+    let alternating = |n: usize| {
+        let busy: Vec<(String, Busy)> = (0..n)
+            .map(|i| {
+                let b = if i % 2 == 0 {
+                    Busy { used: 1, online: 1, ..Busy::default() }
+                } else {
+                    Busy { used: 1, offline: 1, ..Busy::default() }
+                };
+                (format!("sgpu-{i}"), b)
+            })
+            .collect();
+        let busy: Vec<(&str, Busy)> = busy.iter().map(|(d, b)| (d.as_str(), *b)).collect();
+        snapshot(&idle(n), &busy)
+    };
+    let online = pod().limit(SGPU, "2").limit(VMEM, "1").annotation(keys::APP_CLASS, "online");
+    assert_eq!(uuids(eval(&alternating(12), &online)), ["sgpu-10", "sgpu-8"], "12 candidates keep the walk order");
+    assert_eq!(
+        uuids(eval(&alternating(14), &online)),
+        ["sgpu-4", "sgpu-12"],
+        "14 candidates as Go's pdqsort leaves them"
+    );
+}
+
 /// Devices 0 (zone 1), 1–3 (zone 2), 4 (no zone), all idle.
 fn zoned() -> NodeBuilder {
     sgpu_node(
@@ -566,17 +616,19 @@ fn uuids(r: Result<String, String>) -> Vec<String> {
 #[test]
 fn exclusive_pods_pick_by_metalink_zone() {
     // vendors.md §7: 100-core pods without app class take a zone that alone holds the request,
-    // smallest first; else fill zones smallest first; then devices without a zone.
+    // smallest first; else fill zones smallest first; then devices without a zone. Inside a zone
+    // devices keep the walk's order (from the end of the sorted list).
     let snap = snapshot(&zoned(), &[]);
     let excl = |n: u32| sgpu_pod(n).limit(VMEM, "1");
-    // Policy order alone would give sgpu-0, sgpu-1.
-    assert_eq!(uuids(eval(&snap, &excl(2))), ["sgpu-1", "sgpu-2"]);
+    // Policy order alone would give sgpu-4, sgpu-3 (the walk starts from the end).
+    assert_eq!(uuids(eval(&snap, &excl(2))), ["sgpu-3", "sgpu-2"]);
     assert_eq!(uuids(eval(&snap, &excl(1))), ["sgpu-0"], "zone 1 alone holds one device");
-    assert_eq!(uuids(eval(&snap, &excl(3))), ["sgpu-1", "sgpu-2", "sgpu-3"]);
-    assert_eq!(uuids(eval(&snap, &excl(4))), ["sgpu-0", "sgpu-1", "sgpu-2", "sgpu-3"]);
-    assert_eq!(uuids(eval(&snap, &excl(5))), ["sgpu-0", "sgpu-1", "sgpu-2", "sgpu-3", "sgpu-4"]);
+    assert_eq!(uuids(eval(&snap, &excl(3))), ["sgpu-3", "sgpu-2", "sgpu-1"]);
+    assert_eq!(uuids(eval(&snap, &excl(4))), ["sgpu-0", "sgpu-3", "sgpu-2", "sgpu-1"]);
+    // As many candidates as wanted: all of them, in walk order.
+    assert_eq!(uuids(eval(&snap, &excl(5))), ["sgpu-4", "sgpu-3", "sgpu-2", "sgpu-1", "sgpu-0"]);
     // Shared (non-exclusive) pods and app-class pods take the policy order.
-    assert_eq!(uuids(eval(&snap, &excl(2).limit(VCORE, "50"))), ["sgpu-0", "sgpu-1"]);
+    assert_eq!(uuids(eval(&snap, &excl(2).limit(VCORE, "50"))), ["sgpu-4", "sgpu-3"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -890,18 +942,19 @@ async fn an_exclusive_pod_lands_on_one_metalink_zone_and_gets_metax_annotations(
     let train = &sim.pods[0];
     assert_eq!(train.node.as_deref(), Some("n1"), "{train:?}");
     let a = |k: &str| train.annotations.get(k).map(String::as_str);
-    assert_eq!(a(keys::ALLOCATED), Some("sgpu-1,Metax-SGPU,16384,100:sgpu-2,Metax-SGPU,16384,100:;"));
+    assert_eq!(a(keys::ALLOCATED), Some("sgpu-3,Metax-SGPU,16384,100:sgpu-2,Metax-SGPU,16384,100:;"));
     assert_eq!(a(keys::TO_ALLOCATE), a(keys::ALLOCATED));
     assert_eq!(
         a(keys::GPU_DEVICES_ALLOCATED),
-        Some(r#"[[{"uuid":"sgpu-1","compute":100,"vRam":16384},{"uuid":"sgpu-2","compute":100,"vRam":16384}]]"#)
+        Some(r#"[[{"uuid":"sgpu-3","compute":100,"vRam":16384},{"uuid":"sgpu-2","compute":100,"vRam":16384}]]"#)
     );
     assert!(a(keys::PREDICATE_TIME).is_some_and(|t| t.parse::<i128>().is_ok()));
-    // The shared pod may not join the exclusive devices; it takes the idle device tried first.
+    // The shared pod may not join the exclusive devices; it takes the idle device tried first
+    // (sgpu-4, registered last).
     let shared = &sim.pods[1];
     assert_eq!(
         shared.annotations.get(keys::ALLOCATED).map(String::as_str),
-        Some("sgpu-0,Metax-SGPU,8192,40:;"),
+        Some("sgpu-4,Metax-SGPU,8192,40:;"),
         "{shared:?}"
     );
 }

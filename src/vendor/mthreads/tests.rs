@@ -256,7 +256,8 @@ fn missing_or_zero_core_capacity_means_no_devices() {
 #[test]
 fn each_walk_check_rejects_with_hamis_reason() {
     let rows: Vec<(&str, NodeSnapshot, PodBuilder, Result<&str, &str>)> = vec![
-        ("one GPU share", idle(2), mt_pod(1, 8, 4), Ok("n1-mthreads-0,Mthreads,4096,4:;")),
+        // §5.6: of two idle GPUs the one registered last is tried first.
+        ("one GPU share", idle(2), mt_pod(1, 8, 4), Ok("n1-mthreads-1,Mthreads,4096,4:;")),
         // The webhook's whole GPU: all memory and 16 cores.
         (
             "whole GPU",
@@ -268,7 +269,7 @@ fn each_walk_check_rejects_with_hamis_reason() {
             "two whole GPUs",
             idle(2),
             mt_pod(2, 192, 32),
-            Ok("n1-mthreads-0,Mthreads,49152,16:n1-mthreads-1,Mthreads,49152,16:;"),
+            Ok("n1-mthreads-1,Mthreads,49152,16:n1-mthreads-0,Mthreads,49152,16:;"),
         ),
         ("memory", with_usage(idle(1), &[(0, 1, 49152 - 2048, 0)]), mt_pod(1, 8, 4), Err("1/1 CardInsufficientMemory")),
         ("cores", with_usage(idle(1), &[(0, 1, 0, 10)]), mt_pod(1, 8, 8), Err("1/1 CardInsufficientCore")),
@@ -298,7 +299,7 @@ fn a_pods_containers_share_one_gpu() {
     // vendors.md §6, scheduling.md §5.8: every device given to earlier containers must be this
     // device (CardNotFoundCustomFilterRule), so the whole pod lands on one GPU.
     let p = and_container(mt_pod(1, 8, 4), "second", 8, 4);
-    assert_eq!(try_fit(&idle(2), &p), Ok("n1-mthreads-0,Mthreads,4096,4:;n1-mthreads-0,Mthreads,4096,4:;".into()));
+    assert_eq!(try_fit(&idle(2), &p), Ok("n1-mthreads-1,Mthreads,4096,4:;n1-mthreads-1,Mthreads,4096,4:;".into()));
     // The second container does not fit beside the first: the other GPU is ruled out, so the
     // pod does not fit even though that GPU is idle.
     let p = and_container(mt_pod(1, 64, 8), "second", 64, 8);
@@ -308,7 +309,30 @@ fn a_pods_containers_share_one_gpu() {
     assert_eq!(try_fit(&idle(2), &p), Err("2/2 CardNotFoundCustomFilterRule".into()));
     // Init containers count as earlier containers too.
     let p = mt_pod(1, 8, 4).init("setup").limit(VGPU, "1").limit(SMEM, "8");
-    assert_eq!(try_fit(&idle(2), &p), Ok("n1-mthreads-0,Mthreads,4096,0:;n1-mthreads-0,Mthreads,4096,4:;".into()));
+    assert_eq!(try_fit(&idle(2), &p), Ok("n1-mthreads-1,Mthreads,4096,0:;n1-mthreads-1,Mthreads,4096,4:;".into()));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Mthreads' Fit walks the list from the end, so n1-mthreads-1 is tried first, under every
+    // policy; later containers follow it by the same-device rule.
+    let snap = idle(2);
+    let policy = |p: &str| mt_pod(1, 8, 4).annotation(common::GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("default policy", mt_pod(1, 8, 4), "n1-mthreads-1,Mthreads,4096,4:;"),
+        ("binpack", policy("binpack"), "n1-mthreads-1,Mthreads,4096,4:;"),
+        ("mutex", policy("mutex"), "n1-mthreads-1,Mthreads,4096,4:;"),
+        ("two GPUs", mt_pod(2, 192, 32), "n1-mthreads-1,Mthreads,49152,16:n1-mthreads-0,Mthreads,49152,16:;"),
+        (
+            "two containers",
+            and_container(mt_pod(1, 8, 4), "second", 8, 4),
+            "n1-mthreads-1,Mthreads,4096,4:;n1-mthreads-1,Mthreads,4096,4:;",
+        ),
+    ];
+    for (what, p, want) in rows {
+        assert_eq!(try_fit(&snap, &p), Ok(want.into()), "{what}");
+    }
 }
 
 #[test]
@@ -316,8 +340,8 @@ fn devices_must_have_an_mthreads_type() {
     // vendors.md §6: the type must contain `Mthreads`. Discovery always writes it, so only a
     // device edited into the snapshot can miss it; the check mirrors HAMi's.
     let mut snap = idle(2);
-    snap.devices[0].info = Arc::new(DeviceInfo { ty: Arc::from("Other"), ..(*snap.devices[0].info).clone() });
-    assert_eq!(try_fit(&snap, &mt_pod(1, 8, 4)), Ok("n1-mthreads-1,Mthreads,4096,4:;".into()));
+    snap.devices[1].info = Arc::new(DeviceInfo { ty: Arc::from("Other"), ..(*snap.devices[1].info).clone() });
+    assert_eq!(try_fit(&snap, &mt_pod(1, 8, 4)), Ok("n1-mthreads-0,Mthreads,4096,4:;".into()));
     assert_eq!(
         try_fit(&snap, &mt_pod(2, 8, 4)),
         Err("1/2 AllocatedCardsInsufficientRequest, 1/2 CardTypeMismatch".into())
@@ -329,8 +353,8 @@ fn uuid_selection_uses_the_mthreads_ai_keys() {
     // vendors.md §1: mthreads.ai/use-gpuuuid / nouse-gpuuuid (note `.ai`).
     let snap = idle(2);
     let p = |k: &str, v: &str| mt_pod(1, 8, 4).annotation(k, v);
-    assert_eq!(try_fit(&snap, &p(keys::USE_UUID, "n1-mthreads-1")), Ok("n1-mthreads-1,Mthreads,4096,4:;".into()));
-    assert_eq!(try_fit(&snap, &p(keys::NOUSE_UUID, "n1-mthreads-0")), Ok("n1-mthreads-1,Mthreads,4096,4:;".into()));
+    assert_eq!(try_fit(&snap, &p(keys::USE_UUID, "n1-mthreads-0")), Ok("n1-mthreads-0,Mthreads,4096,4:;".into()));
+    assert_eq!(try_fit(&snap, &p(keys::NOUSE_UUID, "n1-mthreads-1")), Ok("n1-mthreads-0,Mthreads,4096,4:;".into()));
     assert_eq!(try_fit(&snap, &p(keys::USE_UUID, "gpu-9")), Err("2/2 CardUuidMismatch".into()));
 }
 
@@ -367,8 +391,8 @@ fn filter_writes_the_allocated_key_and_the_mthreads_extras() {
     assert_eq!(
         out,
         pairs(&[
-            (keys::ALLOCATED, "n1-mthreads-0,Mthreads,49152,16:n1-mthreads-1,Mthreads,49152,16:;"),
-            (keys::GPU_INDEX, "0,1"),
+            (keys::ALLOCATED, "n1-mthreads-1,Mthreads,49152,16:n1-mthreads-0,Mthreads,49152,16:;"),
+            (keys::GPU_INDEX, "1,0"),
             (keys::PREDICATE_TIME, "1787293239123456789"),
             (keys::PREDICATE_NODE, "n1"),
         ])
@@ -477,13 +501,14 @@ async fn a_pod_lands_on_one_gpu_through_the_engine() {
     let pair = &sim.pods[0];
     assert_eq!(pair.node.as_deref(), Some("n1"), "{pair:?}");
     let got = |k: &str| pair.annotations.get(k).map(String::as_str);
-    assert_eq!(got(keys::ALLOCATED), Some("n1-mthreads-0,Mthreads,8192,4:;n1-mthreads-0,Mthreads,16384,8:;"));
-    assert_eq!(got(keys::GPU_INDEX), Some("0"));
+    // Of two idle GPUs the one registered last is tried first, and the second container joins it.
+    assert_eq!(got(keys::ALLOCATED), Some("n1-mthreads-1,Mthreads,8192,4:;n1-mthreads-1,Mthreads,16384,8:;"));
+    assert_eq!(got(keys::GPU_INDEX), Some("1"));
     assert_eq!(got(keys::PREDICATE_NODE), Some("n1"));
     assert!(got(keys::PREDICATE_TIME).is_some_and(|t| t.len() >= 19 && t.bytes().all(|b| b.is_ascii_digit())));
     assert_eq!(sim.pods[1].node, None, "{:?}", sim.pods[1]);
     assert_eq!(
         sim.pods[2].annotations.get(keys::ALLOCATED).map(String::as_str),
-        Some("n1-mthreads-1,Mthreads,49152,16:;")
+        Some("n1-mthreads-0,Mthreads,49152,16:;")
     );
 }

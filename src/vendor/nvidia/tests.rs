@@ -1044,6 +1044,91 @@ fn written_mig_annotations_decode_back_to_the_same_slots() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Ties between equal devices (scheduling.md §5.6)
+
+/// The NVIDIA list Filter would write for `p` on `n`.
+fn placed(n: &NodeBuilder, p: &PodBuilder) -> String {
+    let (_, _, cs) = decide(n, p);
+    codec::encode_pod_devices(&cs)
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices with sort.Sort (insertion sort for up to 12,
+    // which keeps equal devices in registration order) and NVIDIA's Fit walks the list from the
+    // end, so of two idle GPUs GPU-1 is tried first; HAMi's own tests expect exactly this. Key
+    // chains end with the device index ascending, so with indexes in registration order the
+    // highest index, GPU-1 again, is tried first. Topology-aware collects in walk order and takes
+    // the first of equally connected GPUs; MIG devices are walked the same way.
+    let two = || node("n1").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 16384));
+    let mig = || node("n1").gpu(gpu("GPU-0", 40960).mig(a100_profiles())).gpu(gpu("GPU-1", 40960).mig(a100_profiles()));
+    let policy = |p: &str| pod().gpu(1).mem_mib(1000).annotation(keys::GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("spread, the default", two(), pod().gpu(1).mem_mib(1000), "GPU-1,NVIDIA,1000,0:;"),
+        ("binpack", two(), policy("binpack"), "GPU-1,NVIDIA,1000,0:;"),
+        ("mutex", two(), policy("mutex"), "GPU-1,NVIDIA,1000,0:;"),
+        ("topology-aware", two(), policy("topology-aware"), "GPU-1,NVIDIA,1000,0:;"),
+        (
+            "numa-bind",
+            two(),
+            pod().gpu(1).mem_mib(1000).annotation(keys::NVIDIA_NUMA_BIND, "true"),
+            "GPU-1,NVIDIA,1000,0:;",
+        ),
+        ("key chain binpack,numa", two(), policy("binpack,numa"), "GPU-1,NVIDIA,1000,0:;"),
+        ("key chain spread,numa", two(), policy("spread,numa"), "GPU-1,NVIDIA,1000,0:;"),
+        ("key chain numa", two(), policy("numa"), "GPU-1,NVIDIA,1000,0:;"),
+        ("two GPUs", two(), pod().gpu(2).mem_mib(1000), "GPU-1,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;"),
+        (
+            "two GPUs, key chain binpack,numa",
+            two(),
+            pod().gpu(2).mem_mib(1000).annotation(keys::GPU_SCHEDULER_POLICY, "binpack,numa"),
+            "GPU-1,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;",
+        ),
+        ("MIG", mig(), pod().gpu(1).mem_mib(4000), "GPU-1,NVIDIA,4864,15:;"),
+    ];
+    for (what, n, p, want) in rows {
+        assert_eq!(placed(&n, &p), want, "{what}");
+    }
+}
+
+#[test]
+fn key_chains_break_ties_by_index_and_single_values_by_registration_order() {
+    // scheduling.md §5.6: a chain's last key is the device index ascending; single-value
+    // comparisons have none, so equal devices keep registration order. With the indexes the
+    // other way round (GPU-0 has index 5, GPU-1 index 2), the chain tries GPU-0 first and the
+    // single values GPU-1.
+    let reversed = node("n1").gpu(gpu("GPU-0", 16384).index(5)).gpu(gpu("GPU-1", 16384).index(2));
+    let policy = |p: &str| pod().gpu(1).mem_mib(1000).annotation(keys::GPU_SCHEDULER_POLICY, p);
+    let rows = [
+        ("binpack,numa", "GPU-0,NVIDIA,1000,0:;"),
+        ("spread,numa", "GPU-0,NVIDIA,1000,0:;"),
+        ("numa", "GPU-0,NVIDIA,1000,0:;"),
+        ("spread", "GPU-1,NVIDIA,1000,0:;"),
+        ("binpack", "GPU-1,NVIDIA,1000,0:;"),
+    ];
+    for (text, want) in rows {
+        assert_eq!(placed(&reversed, &policy(text)), want, "{text}");
+    }
+}
+
+#[test]
+fn a_pods_containers_share_one_device_order() {
+    // HAMi sorts one device list in place for every request of the pod on a node, so ties in a
+    // later container's sort keep the order the earlier sorts left, not registration order.
+    // GPU-2 is busy, so the first container's spread sort puts it first (GPU-2, GPU-0, GPU-1)
+    // and the walk takes GPU-1, leaving it as busy as GPU-2. The second container's sort moves
+    // GPU-1 forward, behind GPU-2 (GPU-2, GPU-1, GPU-0), so it gets GPU-0 and then GPU-1; from
+    // registration order it would have got GPU-0 and GPU-2.
+    let n = node("n1").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 16384)).gpu(gpu("GPU-2", 16384).used(1, 4000, 10));
+    let p = pod().gpu(1).mem_mib(4000).cores(10).container("second").gpu(2).mem_mib(1000);
+    assert_eq!(placed(&n, &p), "GPU-1,NVIDIA,4000,10:;GPU-0,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;");
+    // Each init container starts again from registration order: both init containers see the
+    // busy GPU-2 sorted first and take GPU-1.
+    let p = pod().init("a").gpu(1).mem_mib(4000).cores(10).init("b").gpu(1).mem_mib(4000).cores(10).main();
+    assert_eq!(placed(&n, &p), "GPU-1,NVIDIA,4000,10:;GPU-1,NVIDIA,4000,10:;;");
+}
+
+// ---------------------------------------------------------------------------------------------
 // MIG profile choice (scheduling.md §5.9)
 
 #[test]

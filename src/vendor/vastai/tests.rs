@@ -173,8 +173,8 @@ fn handshake_health_clean_up_and_the_shared_lock() {
 fn card_mode_checks_health_type_uuid_slots_and_mutex_only() {
     let v = vendors();
     let snap = cards(2).snapshot(&v);
-    // No memory or core checks; the entries reserve nothing.
-    assert_eq!(try_fit(&snap, &ask(2)), Ok("va-0,Vastai,0,0:va-1,Vastai,0,0:;".into()));
+    // No memory or core checks; the entries reserve nothing. The walk starts from the end.
+    assert_eq!(try_fit(&snap, &ask(2)), Ok("va-1,Vastai,0,0:va-0,Vastai,0,0:;".into()));
     let mut s = cards(2).snapshot(&v);
     s.devices[0].health = false;
     set_usage(&mut s, "va-1", 4, 0, 0);
@@ -188,7 +188,7 @@ fn card_mode_checks_health_type_uuid_slots_and_mutex_only() {
         Err("1/2 AllocatedCardsInsufficientRequest, 1/2 ExclusiveDeviceAllocateConflict".into())
     );
     // UUID selection with vastaitech.com/use-gpuuuid / nouse-gpuuuid.
-    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_UUID, "va-1")), Ok("va-1".into()));
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_UUID, "va-0")), Ok("va-0".into()));
     assert_eq!(try_fit(&snap, &ask(1).annotation(keys::NOUSE_UUID, "va-0,va-1")), Err("2/2 CardUuidMismatch".into()));
 }
 
@@ -199,30 +199,53 @@ fn use_va_and_nouse_va_select_device_types() {
     let mut devs = vec![dev("va-0", 0, None), dev("va-1", 1, None)];
     devs[1].ty = std::sync::Arc::from("VA16");
     let snap = va_node(&devs).snapshot(&vendors());
-    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_TYPE, "va16")), Ok("va-1".into()));
-    assert_eq!(ids(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "VA1L")), Ok("va-1".into()));
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_TYPE, "va1l")), Ok("va-0".into()));
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "VA16")), Ok("va-0".into()));
     assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_TYPE, "VA10")), Err("2/2 CardTypeMismatch".into()));
-    // A blank value is no constraint.
-    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_TYPE, " ")), Ok("va-0".into()));
+    // A blank value is no constraint: va-1, registered last, is tried first.
+    assert_eq!(ids(&snap, &ask(1).annotation(keys::USE_TYPE, " ")), Ok("va-1".into()));
 }
 
 #[test]
 fn die_mode_takes_whole_cards_first() {
-    // vendors.md §13: die mode (decided by the first candidate) collects every fitting die; one
-    // requested → the first; more → grouped by AIC, largest groups first, filled in order.
+    // vendors.md §13: die mode (decided by the first candidate) collects every fitting die,
+    // walking from the end of the sorted list (d4 first); one requested → the first collected;
+    // more → grouped by AIC, largest groups first, each filled in collection order.
     let snap = dies().snapshot(&vendors());
-    assert_eq!(ids(&snap, &ask(1)), Ok("d0".into()));
-    assert_eq!(ids(&snap, &ask(2)), Ok("d2,d3".into()));
-    assert_eq!(ids(&snap, &ask(3)), Ok("d2,d3,d4".into()));
-    assert_eq!(ids(&snap, &ask(4)), Ok("d2,d3,d4,d0".into()));
+    assert_eq!(ids(&snap, &ask(1)), Ok("d4".into()));
+    assert_eq!(ids(&snap, &ask(2)), Ok("d4,d3".into()));
+    assert_eq!(ids(&snap, &ask(3)), Ok("d4,d3,d2".into()));
+    assert_eq!(ids(&snap, &ask(4)), Ok("d4,d3,d2,d1".into()));
     // Exactly as many dies as requested: taken as collected.
-    assert_eq!(ids(&snap, &ask(5)), Ok("d0,d1,d2,d3,d4".into()));
+    assert_eq!(ids(&snap, &ask(5)), Ok("d4,d3,d2,d1,d0".into()));
     assert_eq!(try_fit(&snap, &ask(6)), Err("NodeInsufficientDevice".into()));
-    // A busy die is still a candidate; with equal groups the card met first wins.
+    // A full die is not collected; with equal groups the card met first (B, from d3) wins.
     let mut s = dies().snapshot(&vendors());
     set_usage(&mut s, "d4", 4, 0, 0);
-    assert_eq!(ids(&s, &ask(2)), Ok("d0,d1".into()));
+    assert_eq!(ids(&s, &ask(2)), Ok("d3,d2".into()));
     assert_eq!(try_fit(&s, &ask(5)), Err("1/5 CardTimeSlicingExhausted, 4/5 AllocatedCardsInsufficientRequest".into()));
+}
+
+#[test]
+fn two_equal_devices_give_the_pod_the_second() {
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
+    // Vastai's Fit walks the list from the end; in die mode it collects in that order and keeps
+    // it (one die: the first collected; a card's dies: as collected). So the second device is
+    // tried first, under every policy.
+    let cards = cards(2).snapshot(&vendors());
+    let one_card = va_node(&[dev("d0", 0, Some("A")), dev("d1", 1, Some("A"))]).snapshot(&vendors());
+    let rows = [
+        ("card mode", &cards, ask(1), "va-1"),
+        ("card mode, binpack", &cards, ask(1).annotation(GPU_SCHEDULER_POLICY, "binpack"), "va-1"),
+        ("card mode, mutex", &cards, ask(1).annotation(GPU_SCHEDULER_POLICY, "mutex"), "va-1"),
+        ("card mode, two cards", &cards, ask(2), "va-1,va-0"),
+        ("die mode", &one_card, ask(1), "d1"),
+        ("die mode, mutex", &one_card, ask(1).annotation(GPU_SCHEDULER_POLICY, "mutex"), "d1"),
+        ("die mode, two dies", &one_card, ask(2), "d1,d0"),
+    ];
+    for (what, snap, p, want) in rows {
+        assert_eq!(ids(snap, &p), Ok(want.into()), "{what}");
+    }
 }
 
 #[test]
@@ -232,7 +255,7 @@ fn mutex_in_die_mode_keeps_busy_cards_whole() {
     let mut s = dies().snapshot(&vendors());
     set_usage(&mut s, "d3", 1, 0, 0);
     let p = ask(2).annotation(GPU_SCHEDULER_POLICY, "mutex");
-    assert_eq!(ids(&s, &p), Ok("d0,d1".into()));
+    assert_eq!(ids(&s, &p), Ok("d1,d0".into()));
     let p = ask(3).annotation(GPU_SCHEDULER_POLICY, "mutex");
     assert_eq!(
         try_fit(&s, &p),
@@ -243,7 +266,7 @@ fn mutex_in_die_mode_keeps_busy_cards_whole() {
 #[test]
 fn dies_without_a_card_id_come_after_whole_cards() {
     // HAMi drops card-less dies from the grouping and can answer fewer dies than requested;
-    // hami-rs keeps them, after the cards.
+    // hami-rs keeps them, after the cards, in collection order (y before x).
     let loose = |id: &str, index| {
         let mut d = dev(id, index, Some("-"));
         let mut m = (*d.custom.clone().unwrap()).clone();
@@ -253,7 +276,7 @@ fn dies_without_a_card_id_come_after_whole_cards() {
     };
     let devs = vec![dev("d0", 0, Some("A")), dev("d1", 1, Some("A")), loose("x", 2), loose("y", 3)];
     let snap = va_node(&devs).snapshot(&vendors());
-    assert_eq!(ids(&snap, &ask(3)), Ok("d0,d1,x".into()));
+    assert_eq!(ids(&snap, &ask(3)), Ok("d1,d0,y".into()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,8 +401,8 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_keeps_multi_die_pods_on_one_card() {
-    // vendors.md §13: the two-die pod takes card B's dies; the next two-die pod takes card A
-    // (B has one die left); a single die fills B's last one.
+    // vendors.md §13: the two-die pod takes card B's dies, from the end (d4, d3); the next two-die
+    // pod takes card A (B has one die left); a single die fills B's last one.
     let pods = vec![ask(2).name("p0").view(), ask(2).name("p1").view(), ask(1).name("p2").view()];
     // Each die takes one task, so a chosen die is full.
     let devs: Vec<DeviceInfo> = ["d0", "d1", "d2", "d3", "d4"]
@@ -393,5 +416,5 @@ async fn the_engine_keeps_multi_die_pods_on_one_card() {
         .collect();
     let sim = simulate(vec![va_node(&devs).view()], pods).await;
     let alloc: Vec<&str> = sim.pods.iter().map(|p| p.annotations[keys::ALLOCATED].as_str()).collect();
-    assert_eq!(alloc, ["d2,Vastai,0,0:d3,Vastai,0,0:;", "d0,Vastai,0,0:d1,Vastai,0,0:;", "d4,Vastai,0,0:;"]);
+    assert_eq!(alloc, ["d4,Vastai,0,0:d3,Vastai,0,0:;", "d1,Vastai,0,0:d0,Vastai,0,0:;", "d2,Vastai,0,0:;"]);
 }
