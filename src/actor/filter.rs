@@ -120,8 +120,8 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Fits the pod on every candidate's published snapshot, on this thread.
-    /// Fits the pod on every candidate's published snapshot. Long candidate lists are cut into
-    /// one slice per arbiter: this thread fits the first, the arbiters the others, at the same
+    /// Fits the pod on every candidate's published snapshot. Long candidate lists (at least
+    /// `EngineConfig::slice_min`) are cut into one slice per arbiter: this thread fits the first, the arbiters the others, at the same
     /// time, each on its own core. `None` when an arbiter is gone (the engine is stopping).
     pub(super) async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
         let i = &*self.inner;
@@ -136,7 +136,7 @@ impl<B: Backend> Engine<B> {
                 }
             }
         }
-        let slices = if snaps.len() >= PARALLEL_MIN { i.arbiters.len().max(1) } else { 1 };
+        let slices = if snaps.len() >= i.cfg.slice_min { i.arbiters.len().max(1) } else { 1 };
         let per = snaps.len().div_ceil(slices).max(1);
         let mut pending = Vec::with_capacity(slices.saturating_sub(1));
         for k in (1..slices).rev() {
@@ -244,10 +244,6 @@ impl<B: Backend> Engine<B> {
         );
     }
 }
-
-/// Below this many candidates one thread fits them all: handing a slice to another arbiter
-/// costs a cross-thread wake-up, more than fitting a few dozen nodes.
-const PARALLEL_MIN: usize = 128;
 
 /// What one slice of the candidates came to.
 #[derive(Default)]

@@ -680,8 +680,9 @@ async fn a_restarted_engine_rebuilds_the_same_usage_from_the_pods() {
 
 #[actix::test]
 async fn long_candidate_lists_fitted_in_slices_decide_as_one_thread_does() {
-    // Past PARALLEL_MIN candidates the snapshot path fits slices on several arbiters at once; the
-    // decisions, devices, failure reasons and usage must be those of one thread fitting them all.
+    // From `slice_min` candidates on, the snapshot path fits slices on several arbiters at once;
+    // the decisions, devices, failure reasons and usage must be those of one thread fitting them
+    // all.
     let nodes: Vec<NodeBuilder> = (0..300)
         .map(|k| {
             let n = node(&format!("n{k:03}"));
@@ -706,7 +707,8 @@ async fn long_candidate_lists_fitted_in_slices_decide_as_one_thread_does() {
         .collect();
     let mut runs = Vec::new();
     for arbiters in [1, 3] {
-        let (e, b) = engine_with(EngineConfig { arbiters, ..Default::default() }, &nodes).await;
+        let cfg = EngineConfig { arbiters, slice_min: 64, ..Default::default() };
+        let (e, b) = engine_with(cfg, &nodes).await;
         let mut seen = Vec::new();
         for p in &pods {
             let out = filter(&e, &b, p, &names).await;
