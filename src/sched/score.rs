@@ -73,9 +73,8 @@ pub fn order_devices(devs: &[DeviceUsage], scores: &[f32], policy: &GpuPolicy, o
             let (s, bind) = (*s, policy.numa);
             // Keys are read once per device, not once per comparison: a comparison would
             // otherwise follow each device's pointer to its registration for the NUMA node.
-            let keys: smallvec::SmallVec<[SortKey; 16]> = (0..devs.len() as u16)
-                .map(|p| SortKey { score: score(p), numa: numa(p), used: d(p).used })
-                .collect();
+            let keys: smallvec::SmallVec<[SortKey; 16]> =
+                (0..devs.len() as u16).map(|p| SortKey { score: score(p), numa: numa(p), used: d(p).used }).collect();
             let key = |p: u16| keys[usize::from(p)];
             crate::gosort::sort(order, |&a, &b| single_less(s, bind, key(a), key(b)));
         }
