@@ -11,6 +11,7 @@ use crate::model::device::MigSlot;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::reason::Rejection;
+pub use crate::model::request::Unusable;
 use crate::model::request::{self, ContainerRequest, ContainerRequests, PolicyDefaults};
 use crate::model::{
     ContainerDevice, ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, NodeName, PodDevices, PodRequest,
@@ -281,7 +282,7 @@ pub trait Vendor: Send + Sync + 'static {
         id: VendorId,
         c: &crate::model::ContainerView,
         pod: &PodView,
-    ) -> Result<Option<ContainerRequest>, String>;
+    ) -> Result<Option<ContainerRequest>, Unusable>;
 
     /// Parses the pod annotations this vendor reads, once per pod.
     fn pod_params(&self, _pod: &PodView) -> Option<request::VendorParams> {
@@ -291,7 +292,7 @@ pub trait Vendor: Send + Sync + 'static {
     /// The webhook's mutation of one container; `Ok(true)` when it recognised a request. The
     /// default is HAMi's rule for the vendors whose mutation changes nothing: the container is
     /// recognised iff its count is in limits.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         Ok(common::count_in_limits(c, self.names().count))
     }
 

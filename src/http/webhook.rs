@@ -204,7 +204,7 @@ struct Cx<'a> {
 
 /// Runs every vendor's mutation on every container, init containers first (step 4), and applies
 /// the pod-level edits they asked for. `Ok(true)` when some vendor recognised a request.
-fn mutate(vendors: &Vendors, pod: &mut Value) -> Result<bool, String> {
+fn mutate(vendors: &Vendors, pod: &mut Value) -> Result<bool, crate::vendor::Unusable> {
     // Vendors read the pod's annotations and runtime class as they were before this review;
     // their own edits are layered on top through `PodEdits`.
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -313,7 +313,8 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
     let before = pod.clone();
     let recognised = match mutate(cx.vendors, &mut pod) {
         Ok(r) => r,
-        Err(message) => return Decision::Failed { code: 500, message },
+        // HAMi answers a vendor's refusal here as an internal error, not a denial.
+        Err(why) => return Decision::Failed { code: 500, message: why.to_string() },
     };
     // Step 5: the first privileged container, init containers first.
     if recognised && let Some(c) = view.all_containers().find(|c| c.is_privileged()) {

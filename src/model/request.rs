@@ -185,7 +185,35 @@ pub enum Error {
     /// A vendor's quantity the container gives cannot be used; `why` names the resource and
     /// the value.
     #[error("container {container}: unusable {vendor} device request: {why}")]
-    Quantity { container: String, vendor: String, why: String },
+    Quantity { container: String, vendor: String, why: Unusable },
+}
+
+/// Why a vendor refuses a container's device request or its mutation: a quantity that does not
+/// parse, is not a whole number or is out of range, or a rule of the vendor's own. The text names
+/// the resource and the value; the webhook denies with it and Filter reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    #[error("{resource}: {detail}")]
+    Unparsable { resource: String, detail: String },
+    #[error("{resource}: {value} is out of range {min}..={max}")]
+    OutOfRange { resource: String, value: String, min: i64, max: i64 },
+    #[error("{resource}: {value:?} is not an integer")]
+    NotInteger { resource: String, value: String },
+    /// A vendor's own rule (a combination of values, an annotation, a split), in its words.
+    #[error("{0}")]
+    Rule(String),
+}
+
+impl From<String> for Unusable {
+    fn from(why: String) -> Unusable {
+        Unusable::Rule(why)
+    }
+}
+
+impl From<&str> for Unusable {
+    fn from(why: &str) -> Unusable {
+        Unusable::Rule(why.to_owned())
+    }
 }
 
 /// Defaults the pod annotations fall back to (`--gpu-scheduler-policy`, `--node-scheduler-policy`).

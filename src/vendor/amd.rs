@@ -3,6 +3,7 @@
 //! type and UUID selection, allocation entries carrying the device's product name, the shared
 //! node lock, and a clean-up that removes the register annotation.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::AmdConfig;
@@ -66,7 +67,7 @@ impl Vendor for Amd {
     /// scheduling.md §4.2, AMD: everything from limits only. A count of 0 is no request; memory
     /// must be an int32 of MiB and cores an integer percentage 1–100 (default 100). HAMi drops
     /// requests with a bad count, memory or core value; hami-rs refuses them.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let cfg = &self.cfg;
         let limit = |name: &str| quantities::given_limit(c, name);
         let Some(nums) = quantities::count_of(limit(&cfg.resource_count_name), &cfg.resource_count_name)? else {
@@ -87,7 +88,7 @@ impl Vendor for Amd {
     /// protocol.md §6, AMD: recognised if the count, memory or cores is in limits; with the count,
     /// cores must be an integer percentage 1–100. A pod with only memory or cores is recognised
     /// but requests nothing, so Filter passes it through (as in HAMi).
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         let in_limits = |n: &String| !n.is_empty() && c.has_limit(n);
         if in_limits(&cfg.resource_count_name)
@@ -95,7 +96,9 @@ impl Vendor for Amd {
         {
             let ok = Quantity::parse(&core).ok().and_then(|q| q.as_i64_exact()).is_some_and(|p| (1..=100).contains(&p));
             if !ok {
-                return Err(format!("{} must be an integer percentage between 1 and 100", cfg.resource_core_name));
+                return Err(
+                    format!("{} must be an integer percentage between 1 and 100", cfg.resource_core_name).into()
+                );
             }
         }
         Ok(in_limits(&cfg.resource_count_name)

@@ -3,6 +3,7 @@
 //! hami-core soft-split gate, 910 network-topology grouping, 910C module pairs, the runtime-info
 //! annotation and the 910 node score.
 
+use crate::model::request::Unusable;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -178,8 +179,10 @@ fn is_zero_u32(v: &u32) -> bool {
 
 /// Go's `Quantity.Value()` of a limit or request the webhook reads; a text Kubernetes would not
 /// have decoded is an error.
-fn value(name: &str, text: &str) -> Result<i64, String> {
-    Quantity::parse(text).map(|q| q.value_ceil()).map_err(|_| format!("{name}: {text:?} is not a quantity"))
+fn value(name: &str, text: &str) -> Result<i64, Unusable> {
+    Quantity::parse(text)
+        .map(|q| q.value_ceil())
+        .map_err(|_| Unusable::Unparsable { resource: name.to_owned(), detail: format!("{text:?} is not a quantity") })
 }
 
 impl Vendor for Ascend {
@@ -190,7 +193,7 @@ impl Vendor for Ascend {
 
     /// scheduling.md §4.2, Ascend row. HAMi drops the request for out-of-range quantities;
     /// hami-rs refuses the pod instead (§14 row 16).
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let cfg = &self.cfg;
         let Some(nums) = quantities::count(c, &cfg.resource_name)? else { return Ok(None) };
         let mem_name = &cfg.resource_memory_name;
@@ -199,18 +202,18 @@ impl Vendor for Ascend {
             Some(t) => {
                 let q = t.parse().map_err(|_| format!("{mem_name}: {:?} is not a quantity", t.0))?;
                 if q.is_negative() {
-                    return Err(format!("{mem_name}: {:?} is negative", t.0));
+                    return Err(format!("{mem_name}: {:?} is negative", t.0).into());
                 }
                 // HAMi ignores a non-integer memory (the whole device); hami-rs refuses it.
                 let m = q.as_i64_exact().ok_or_else(|| format!("{mem_name}: {:?} is not an integer", t.0))?;
                 // Ascend memory is MiB; a byte quantity such as 16Gi lands past int32.
                 if m > I32_MAX {
-                    return Err(format!("{mem_name}: {m} is out of range (memory is MiB, not bytes)"));
+                    return Err(format!("{mem_name}: {m} is out of range (memory is MiB, not bytes)").into());
                 }
                 // An absurd factor from the config file must not overflow (m is 0..=I32_MAX).
                 let scaled = i64::try_from(self.factor).ok().and_then(|f| m.checked_mul(f)).unwrap_or(i64::MAX);
                 if scaled > I32_MAX {
-                    return Err(format!("{mem_name}: {m} × memoryFactor {} is out of range", self.factor));
+                    return Err(format!("{mem_name}: {m} × memoryFactor {} is out of range", self.factor).into());
                 }
                 scaled as u64
             }
@@ -222,7 +225,7 @@ impl Vendor for Ascend {
                 // HAMi reads cores with Value(), so fractions round up.
                 let v = t.parse().map_err(|_| format!("{core_name}: {:?} is not a quantity", t.0))?.value_ceil();
                 if !(0..=I32_MAX).contains(&v) {
-                    return Err(format!("{core_name}: {v} is out of range"));
+                    return Err(format!("{core_name}: {v} is out of range").into());
                 }
                 v as u32
             }
@@ -240,7 +243,7 @@ impl Vendor for Ascend {
 
     /// protocol.md §6, Ascend: 910C super-pod counts, the hami-core core rule, template rounding
     /// of memory (limits only), single-template multi-device rule, runtime class.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         if cfg.resource_name.is_empty() {
             return Ok(false);
@@ -260,7 +263,7 @@ impl Vendor for Ascend {
                     c.set_request(&cfg.resource_name, "2");
                 }
             } else if count % 2 != 0 {
-                return Err(format!("Ascend910C device request must be 1 or 2*n, got {count}"));
+                return Err(format!("Ascend910C device request must be 1 or 2*n, got {count}").into());
             }
         }
         let hami_core = pod.annotation(keys::VNPU_MODE) == Some(keys::VNPU_MODE_HAMI_CORE);
@@ -271,7 +274,7 @@ impl Vendor for Ascend {
             && value(core_name, &t)? > 0
         {
             // On the hard split the template fixes compute.
-            return Err(format!("{core_name} is only supported in hami-core (soft split) mode"));
+            return Err(format!("{core_name} is only supported in hami-core (soft split) mode").into());
         }
         let mem_name = &cfg.resource_memory_name;
         let mut mem = cfg.memory_allocatable;
@@ -286,7 +289,7 @@ impl Vendor for Ascend {
             } else {
                 match self.trim_memory(v) {
                     Some((m, _)) if m > 0 => m,
-                    _ => return Err(invalid()),
+                    _ => return Err(invalid().into()),
                 }
             };
         }

@@ -8,6 +8,7 @@
 //! state a vendor keeps. Until a node has been seen, core requests are split by two cores per
 //! device, HAMi's cap.
 
+use crate::model::request::Unusable;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
@@ -66,7 +67,7 @@ impl AwsNeuron {
     /// How a core request is split: `(devices, cores each)`. A count up to the cores per device
     /// (capped at two) is one device with that many cores; a multiple of it is that many whole
     /// devices; anything else is refused with HAMi's message.
-    pub fn split_cores(&self, cores: i64) -> Result<(u32, u32), String> {
+    pub fn split_cores(&self, cores: i64) -> Result<(u32, u32), Unusable> {
         let per = i64::from(
             self.learned_cores().filter(|c| *c > 0).map_or(MAX_CORES_PER_DEVICE, |c| c.min(MAX_CORES_PER_DEVICE)),
         );
@@ -74,27 +75,29 @@ impl AwsNeuron {
             return Ok((1, cores.max(0) as u32));
         }
         if cores % per != 0 {
-            return Err(format!("{} must be 1 or a multiple of {per}, got {cores}", self.core_name));
+            return Err(format!("{} must be 1 or a multiple of {per}, got {cores}", self.core_name).into());
         }
         let nums = cores / per;
         if nums > MAX_DEVICES {
-            return Err(format!("{} needs {nums} devices, which exceeds the maximum of {MAX_DEVICES}", self.core_name));
+            return Err(
+                format!("{} needs {nums} devices, which exceeds the maximum of {MAX_DEVICES}", self.core_name).into()
+            );
         }
         Ok((nums as u32, per as u32))
     }
 }
 
 /// A positive integer no larger than `max`, with HAMi's messages.
-fn validate(text: &str, name: &str, max: i64) -> Result<i64, String> {
+fn validate(text: &str, name: &str, max: i64) -> Result<i64, Unusable> {
     let v = Quantity::parse(text)
         .ok()
         .and_then(|q| q.as_i64_exact())
         .ok_or_else(|| format!("{name} must be an integer"))?;
     if v <= 0 {
-        return Err(format!("{name} must be greater than 0"));
+        return Err(format!("{name} must be greater than 0").into());
     }
     if v > max {
-        return Err(format!("{name} must not exceed {max}"));
+        return Err(format!("{name} must not exceed {max}").into());
     }
     Ok(v)
 }
@@ -131,7 +134,7 @@ impl Vendor for AwsNeuron {
     /// scheduling.md §4.2: a device count (limits, else requests) asks for that many devices with
     /// all their cores; otherwise a core count is split by [`AwsNeuron::split_cores`]. HAMi drops
     /// requests the webhook would refuse; hami-rs refuses them with the webhook's message.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let q = |name: &str| Some(name).filter(|n| !n.is_empty()).and_then(|n| c.quantity(n));
         if let Some(count) = q(&self.count_name) {
             let n = validate(&count.0, &self.count_name, MAX_DEVICES)?;
@@ -153,7 +156,7 @@ impl Vendor for AwsNeuron {
 
     /// protocol.md §6, AWS Neuron: the count (limits, else requests), else the cores, must be a
     /// positive integer within range, and cores must split into devices.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if !self.count_name.is_empty()
             && let Some(count) = c.quantity(&self.count_name)
         {

@@ -2,6 +2,7 @@
 //! memory units with 100 cores by default, the generic walk with the namespace quota check, the
 //! `CAMBRICON_DSMLU_*` pod annotations and Cambricon's own node lock.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::CambriconConfig;
@@ -59,7 +60,7 @@ impl Vendor for Cambricon {
 
     /// scheduling.md §4.2, Cambricon: memory × 256 MiB; cores default 100, so a bare
     /// `cambricon.com/vmlu: 1` is a whole, exclusive card; percentage 100 only without memory.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         quantities::count_memory_cores(id, c, self.names(), 100)
     }
 

@@ -3,6 +3,7 @@
 //! with `devcore` forced to 100, the handshake and its clean-up, the shared node lock and the
 //! to-allocate/allocated pair. Each vendor brings its word, its keys, its fit and its node score.
 
+use crate::model::request::Unusable;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -89,7 +90,7 @@ impl<K: Kind> Vendor for CountOnly<K> {
     }
 
     /// scheduling.md §4.2: the count (limits, else requests); percentage 100, no cores.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
     }

@@ -2,6 +2,7 @@
 //! (protocol.md §3.4); a device serves one container at most. No lock, healthy while the node
 //! still reports capacity.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::EnflameConfig;
@@ -52,7 +53,7 @@ impl Vendor for EnflameGcu {
 
     /// scheduling.md §4.2: the count (limits, else requests) as an exact integer; every device is
     /// reserved whole (memory 100, percentage 100, cores 100).
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, WHOLE, 100, 100)))
     }

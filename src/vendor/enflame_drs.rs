@@ -3,6 +3,7 @@
 //! the profile choice, slice accounting (a device's `used` counts slices, not tasks) and the
 //! `enflame.com/gcu-*` / `assigned-containers` pod keys. No lock, always healthy.
 
+use crate::model::request::Unusable;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -355,7 +356,7 @@ impl Vendor for EnflameDrs {
     /// otherwise memory and/or cores (rounded up) ask for the smallest profile that holds them.
     /// A slice count that is not a whole number, and values outside what the request fields can
     /// hold, are refused (HAMi ignores or drops them).
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         if let Some(n) = quantities::count(c, &self.count_name)? {
             return Ok(Some(ContainerRequest {
                 mode: MODE_DIRECT,
@@ -381,10 +382,10 @@ impl Vendor for EnflameDrs {
 
     /// protocol.md §6, Enflame DRS: a slice count must be positive; memory must be positive and
     /// cores in (0, 100]. Whichever form is used is mirrored into both limits and requests.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if let Some(v) = c.quantity(&self.count_name) {
             if edit_value(&v).is_none_or(|n| n <= 0) {
-                return Err(format!("{} must be greater than 0", self.count_name));
+                return Err(format!("{} must be greater than 0", self.count_name).into());
             }
             mirror(c, &self.count_name);
             return Ok(true);
@@ -395,10 +396,10 @@ impl Vendor for EnflameDrs {
             return Ok(false);
         }
         if mem.as_deref().is_some_and(|m| edit_value(m).is_none_or(|n| n <= 0)) {
-            return Err(format!("{} must be greater than 0", self.mem_name));
+            return Err(format!("{} must be greater than 0", self.mem_name).into());
         }
         if core.as_deref().is_some_and(|m| edit_value(m).is_none_or(|n| n <= 0 || n > 100)) {
-            return Err(format!("{} must be in range (0,100]", self.core_name));
+            return Err(format!("{} must be in range (0,100]", self.core_name).into());
         }
         if mem.is_some() {
             mirror(c, &self.mem_name);

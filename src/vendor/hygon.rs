@@ -2,6 +2,7 @@
 //! requests with a configurable memory factor and 100 cores by default, and the generic walk
 //! with `hygon.com/use-dcutype` type selection.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::HygonConfig;
@@ -48,7 +49,7 @@ impl Vendor for Hygon {
 
     /// scheduling.md §4.2, Hygon: count 1..2³¹−1; memory × `memoryFactor`; cores default 100;
     /// percentage 100 only without memory.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         quantities::count_memory_cores(id, c, self.names(), 100)
     }
 

@@ -3,6 +3,7 @@
 //! generic walk with UUID selection, and the webhook's `vCore = 100 × count` and
 //! `SOL_CONTINER_NAME` rules.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::IluvatarConfig;
@@ -67,7 +68,7 @@ impl Vendor for Iluvatar {
 
     /// scheduling.md §4.2, Iluvatar: memory × 256 MiB, cores default 0, percentage 100 only
     /// without memory.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         quantities::count_memory_cores(id, c, self.names(), 0)
     }
 
@@ -78,7 +79,7 @@ impl Vendor for Iluvatar {
     /// protocol.md §6, Iluvatar: recognised iff the count is in limits; a count above 1 (Go's
     /// `Value`, rounded up) takes whole devices, so `limits[vCore] = 100 × count`; the container
     /// gets `SOL_CONTINER_NAME=<name>` unless it has that env or no name.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         if cfg.resource_count_name.is_empty() {
             return Ok(false);

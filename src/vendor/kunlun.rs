@@ -2,6 +2,7 @@
 //! (protocol.md §3.4), chosen by the two-wing topology selector, and the bubble node score.
 //! The selector is shared with Kunlun vXPU (`kunlun_vxpu.rs`). No lock, always healthy.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::KunlunConfig;
@@ -224,7 +225,7 @@ impl Vendor for KunlunXpu {
 
     /// scheduling.md §4.2: the count (limits, else requests); whole devices (percentage 100,
     /// cores 0).
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
     }

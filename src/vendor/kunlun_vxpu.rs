@@ -3,6 +3,7 @@
 //! sharing, the same two-wing topology selector as Kunlun XPU, the shared node lock and the
 //! `hami.io/node-handshake-xpu` handshake.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::KunlunConfig;
@@ -70,7 +71,7 @@ impl Vendor for KunlunVxpu {
     /// absent memory asks for the whole device (98304 MiB, 100 %, percentage 100), as HAMi does.
     /// HAMi also reads a memory that is not an integer as absent; hami-rs refuses it, and a
     /// negative one.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         let mem = quantities::int_in(quantities::given(c, &self.mem_name), &self.mem_name, 0..=i64::MAX)?.map(template);
         Ok(Some(match mem {
@@ -85,7 +86,7 @@ impl Vendor for KunlunVxpu {
 
     /// protocol.md §6, Kunlun vXPU: recognised iff the count is in limits; a memory limit is
     /// rounded up (Go's `Value`) to its template and written to limits and requests.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if self.count_name.is_empty() || !c.has_limit(&self.count_name) {
             return Ok(false);
         }

@@ -1,6 +1,7 @@
 //! Metax GPU (vendors.md §7): whole devices synthesised from node capacity, the generic walk with
 //! HAMi's same-device rule, and the node score from the topology losses/scores annotations.
 
+use super::Unusable;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -92,7 +93,7 @@ impl Vendor for MetaxGpu {
 
     /// scheduling.md §4.2: the count (limits, else requests) asks for whole devices: all memory
     /// (percentage 100) and 100 cores.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 100)))
     }

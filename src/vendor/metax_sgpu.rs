@@ -2,6 +2,7 @@
 //! filter-then-pick fit with QoS and online/offline co-location, MetaLink zone choice for
 //! exclusive pods, the policy-neutral node score, and Metax's own allocation annotation.
 
+use crate::model::request::Unusable;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -320,7 +321,7 @@ impl Vendor for MetaxSgpu {
 
     /// scheduling.md §4.2, Metax sGPU row: every quantity from limits only; each one given must be
     /// usable.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         if self.count_name.is_empty() {
             return Ok(None);
         }
@@ -342,12 +343,12 @@ impl Vendor for MetaxSgpu {
                     v / (1 << 20)
                 } else {
                     if !(0..=i64::from(i32::MAX) / GIB_IN_MIB).contains(&v) {
-                        return Err(format!("{}: {v} GiB is out of range", self.memory_name));
+                        return Err(format!("{}: {v} GiB is out of range", self.memory_name).into());
                     }
                     v * GIB_IN_MIB
                 };
                 if !(0..=i64::from(i32::MAX)).contains(&mib) {
-                    return Err(format!("{}: {mib} MiB is out of range", self.memory_name));
+                    return Err(format!("{}: {mib} MiB is out of range", self.memory_name).into());
                 }
                 mib as u64
             }
@@ -366,7 +367,7 @@ impl Vendor for MetaxSgpu {
 
     /// protocol.md §6, Metax sGPU: app-class pods take exactly one device; pods that are not
     /// online get the `best-effort` QoS unless they name one of the three policies.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if self.count_name.is_empty() {
             return Ok(false);
         }
@@ -379,7 +380,8 @@ impl Vendor for MetaxSgpu {
                     keys::APP_CLASS,
                     keys::APP_CLASS_ONLINE,
                     keys::APP_CLASS_OFFLINE
-                ));
+                )
+                .into());
             }
             let n = crate::model::quantity::Quantity::parse(&count)
                 .map_err(|_| format!("{}: {count:?} is not a quantity", self.count_name))?
@@ -399,7 +401,8 @@ impl Vendor for MetaxSgpu {
                         keys::QOS_BEST_EFFORT,
                         keys::QOS_FIXED_SHARE,
                         keys::QOS_BURST_SHARE
-                    ));
+                    )
+                    .into());
                 }
             }
         }

@@ -3,6 +3,7 @@
 //! generic walk plus the rule that a pod's containers share one device, and the
 //! `mthreads.com/*` pod annotations. No node lock.
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::MthreadsConfig;
@@ -52,8 +53,11 @@ impl Mthreads {
 }
 
 /// A quantity as Go's `Value()` reads it (rounded up); `Err` names the resource.
-fn value(name: &str, text: &str) -> Result<i64, String> {
-    Quantity::parse(text).map(|q| q.value_ceil()).map_err(|_| format!("{name}: {text:?} is not a valid quantity"))
+fn value(name: &str, text: &str) -> Result<i64, Unusable> {
+    Quantity::parse(text).map(|q| q.value_ceil()).map_err(|_| Unusable::Unparsable {
+        resource: name.to_owned(),
+        detail: format!("{text:?} is not a valid quantity"),
+    })
 }
 
 impl Vendor for Mthreads {
@@ -65,7 +69,7 @@ impl Vendor for Mthreads {
     /// scheduling.md §4.2, Mthreads: memory × 512 MiB and cores (default 0) are the container's
     /// totals, so each of the `nums` devices takes its share (integer division, as HAMi);
     /// percentage 100 only when no memory was asked for.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(total) = quantities::count_memory_cores(id, c, self.names(), 0)? else { return Ok(None) };
         let (nums, memreq) = (total.nums, MemMiB(total.memreq.get() / u64::from(total.nums)));
         Ok(Some(ContainerRequest { memreq, cores: total.cores / nums, ..total }))
@@ -79,7 +83,7 @@ impl Vendor for Mthreads {
     /// one GPU means whole GPUs: cores 16 × count, memory 96 × count and the pod annotation
     /// `mthreads.com/request-gpu-num`. One GPU without memory is a whole GPU too; with memory,
     /// it must be one of the sizes the driver can carve.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         if cfg.resource_count_name.is_empty() {
             return Ok(false);
@@ -87,7 +91,7 @@ impl Vendor for Mthreads {
         let Some(text) = c.quantity(&cfg.resource_count_name) else { return Ok(false) };
         let count = value(&cfg.resource_count_name, &text)?;
         if count <= 0 {
-            return Err(format!("{} must be greater than 0", cfg.resource_count_name));
+            return Err(format!("{} must be greater than 0", cfg.resource_count_name).into());
         }
         let set = |c: &mut ContainerEdit<'_>, name: &str, v: i64| {
             if !name.is_empty() {
@@ -112,7 +116,8 @@ impl Vendor for Mthreads {
                     return Err(format!(
                         "sGPU memory request value is invalid, valid values are [{}]",
                         VALID_MEMORY.map(|v| v.to_string()).join(", ")
-                    ));
+                    )
+                    .into());
                 }
             }
         }

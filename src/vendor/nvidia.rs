@@ -2,6 +2,7 @@
 //! §5.7 walk (type/mode, NUMA, UUID, quota, MIG placements), topology-aware choice and the
 //! webhook's defaults (count, exclusive cores, env).
 
+use super::Unusable;
 use std::sync::Arc;
 
 use crate::config::device::NvidiaConfig;
@@ -182,7 +183,7 @@ impl Vendor for Nvidia {
     /// scheduling.md §4.1. Every quantity that is given must be usable (see [`quantities`]);
     /// the percentage must be an integer 0–100, the range the webhook admits, and 0 reads as
     /// unset as in HAMi.
-    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let cfg = &self.cfg;
         let Some(nums) = quantities::count(c, &cfg.resource_count_name)? else { return Ok(None) };
         let mut memreq = quantities::memory(c, &cfg.resource_memory_name, self.factor)?;
@@ -213,7 +214,7 @@ impl Vendor for Nvidia {
     }
 
     /// protocol.md §6, NVIDIA.
-    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         let pct_name = &cfg.resource_memory_percentage_name;
         if !pct_name.is_empty()
@@ -224,7 +225,8 @@ impl Vendor for Nvidia {
                 return Err(format!(
                     "invalid {pct_name} value {v} in container {}: must be an integer between 0 and 100",
                     c.name()
-                ));
+                )
+                .into());
             }
         }
         if !cfg.resource_priority_name.is_empty()

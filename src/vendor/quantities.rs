@@ -9,7 +9,7 @@ use std::ops::RangeInclusive;
 
 use crate::model::pod::QuantityText;
 use crate::model::quantity::NotI64;
-use crate::model::request::ContainerRequest;
+use crate::model::request::{ContainerRequest, Unusable};
 use crate::model::{ContainerView, VendorId};
 
 use super::Names;
@@ -30,33 +30,37 @@ pub fn given_limit<'a>(c: &'a ContainerView, name: &str) -> Option<&'a QuantityT
     c.limit(name).filter(|_| !name.is_empty())
 }
 
-fn out_of_range(name: &str, value: impl Display, range: &RangeInclusive<i64>) -> String {
-    format!("{name}: {value} is out of range {}..={}", range.start(), range.end())
+fn out_of_range(name: &str, value: impl Display, range: &RangeInclusive<i64>) -> Unusable {
+    Unusable::OutOfRange { resource: name.to_owned(), value: value.to_string(), min: *range.start(), max: *range.end() }
+}
+
+fn unparsable(name: &str, e: impl Display) -> Unusable {
+    Unusable::Unparsable { resource: name.to_owned(), detail: e.to_string() }
 }
 
 /// A quantity as an exact integer (Go's `AsInt64`) within `range`; `Ok(None)` when not given.
-pub fn int_in(q: Option<&QuantityText>, name: &str, range: RangeInclusive<i64>) -> Result<Option<i64>, String> {
+pub fn int_in(q: Option<&QuantityText>, name: &str, range: RangeInclusive<i64>) -> Result<Option<i64>, Unusable> {
     let Some(text) = q else { return Ok(None) };
-    let parsed = text.parse().map_err(|e| format!("{name}: {e}"))?;
+    let parsed = text.parse().map_err(|e| unparsable(name, e))?;
     match parsed.to_i64() {
         Ok(v) if range.contains(&v) => Ok(Some(v)),
         Ok(v) => Err(out_of_range(name, v, &range)),
         Err(NotI64::OutOfRange) => Err(out_of_range(name, &text.0, &range)),
-        Err(NotI64::Fraction) => Err(format!("{name}: {:?} is not an integer", text.0)),
+        Err(NotI64::Fraction) => Err(Unusable::NotInteger { resource: name.to_owned(), value: text.0.to_string() }),
     }
 }
 
 /// A quantity rounded up as Go's `Value` rounds, within `range`; `Ok(None)` when not given. For
 /// the resources HAMi reads with `Value`, where a fraction is a valid request.
-pub fn ceil_in(q: Option<&QuantityText>, name: &str, range: RangeInclusive<i64>) -> Result<Option<i64>, String> {
+pub fn ceil_in(q: Option<&QuantityText>, name: &str, range: RangeInclusive<i64>) -> Result<Option<i64>, Unusable> {
     let Some(text) = q else { return Ok(None) };
-    let v = text.parse().map_err(|e| format!("{name}: {e}"))?.value_ceil();
+    let v = text.parse().map_err(|e| unparsable(name, e))?.value_ceil();
     if range.contains(&v) { Ok(Some(v)) } else { Err(out_of_range(name, v, &range)) }
 }
 
 /// A device count from an already chosen quantity: `Ok(None)` when not given or 0 (no request of
 /// this vendor); a count that is not a whole number in int32 range is an error.
-pub fn count_of(q: Option<&QuantityText>, name: &str) -> Result<Option<u32>, String> {
+pub fn count_of(q: Option<&QuantityText>, name: &str) -> Result<Option<u32>, Unusable> {
     match int_in(q, name, COUNTS)? {
         None | Some(0) => Ok(None),
         // In 1..=I32_MAX: the conversion cannot fail.
@@ -65,13 +69,13 @@ pub fn count_of(q: Option<&QuantityText>, name: &str) -> Result<Option<u32>, Str
 }
 
 /// A device count, limit else request (see [`count_of`]).
-pub fn count(c: &ContainerView, name: &str) -> Result<Option<u32>, String> {
+pub fn count(c: &ContainerView, name: &str) -> Result<Option<u32>, Unusable> {
     count_of(given(c, name), name)
 }
 
 /// Memory in MiB, limit else request, given in units of `unit` MiB; 0 when absent. HAMi keeps the
 /// scaled value in an int32.
-pub fn memory(c: &ContainerView, name: &str, unit: u64) -> Result<u64, String> {
+pub fn memory(c: &ContainerView, name: &str, unit: u64) -> Result<u64, Unusable> {
     let unit = unit.max(1);
     let limit = I32_MAX / i64::try_from(unit).unwrap_or(i64::MAX);
     Ok(int_in(given(c, name), name, 0..=limit)?.map_or(0, |m| m.unsigned_abs() * unit))
@@ -79,7 +83,7 @@ pub fn memory(c: &ContainerView, name: &str, unit: u64) -> Result<u64, String> {
 
 /// Cores, limit else request, `default` when absent: a whole number in int32 range (a negative
 /// value would subtract usage).
-pub fn cores(c: &ContainerView, name: &str, default: u32) -> Result<u32, String> {
+pub fn cores(c: &ContainerView, name: &str, default: u32) -> Result<u32, Unusable> {
     cores_of(given(c, name), name, default)
 }
 
@@ -91,7 +95,7 @@ pub fn count_memory_cores(
     c: &ContainerView,
     names: Names<'_>,
     default_cores: u32,
-) -> Result<Option<ContainerRequest>, String> {
+) -> Result<Option<ContainerRequest>, Unusable> {
     let Some(nums) = count(c, names.count)? else { return Ok(None) };
     let memreq = memory(c, names.memory, names.memory_factor)?;
     let cores = cores(c, names.cores, default_cores)?;
@@ -100,7 +104,7 @@ pub fn count_memory_cores(
 }
 
 /// Cores from an already chosen quantity (see [`cores`]).
-pub fn cores_of(q: Option<&QuantityText>, name: &str, default: u32) -> Result<u32, String> {
+pub fn cores_of(q: Option<&QuantityText>, name: &str, default: u32) -> Result<u32, Unusable> {
     Ok(int_in(q, name, 0..=I32_MAX)?.map_or(default, |v| v.unsigned_abs() as u32))
 }
 

@@ -627,13 +627,18 @@ impl Vendor for Marker {
     fn resource_names(&self) -> Vec<String> {
         vec!["example.com/mark".into()]
     }
-    fn request(&self, _: VendorId, _: &ContainerView, _: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(
+        &self,
+        _: VendorId,
+        _: &ContainerView,
+        _: &PodView,
+    ) -> Result<Option<ContainerRequest>, crate::vendor::Unusable> {
         Ok(None)
     }
-    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, String> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, crate::vendor::Unusable> {
         let Some(n) = c.limit("example.com/mark") else { return Ok(false) };
         if self.fail {
-            return Err(format!("mark {n} refused in container {}", c.name()));
+            return Err(format!("mark {n} refused in container {}", c.name()).into());
         }
         let seen = pod.annotation("example.com/marks").unwrap_or("").to_owned();
         pod.set_annotation("example.com/marks", &format!("{seen}{}", c.name()));

@@ -192,7 +192,12 @@ impl Vendor for Sliced {
     fn resource_names(&self) -> Vec<String> {
         Vec::new()
     }
-    fn request(&self, _: VendorId, _: &ContainerView, _: &PodView) -> Result<Option<ContainerRequest>, String> {
+    fn request(
+        &self,
+        _: VendorId,
+        _: &ContainerView,
+        _: &PodView,
+    ) -> Result<Option<ContainerRequest>, crate::vendor::Unusable> {
         Ok(None)
     }
     fn discover(&self, _: &NodeView) -> Discovery {

@@ -104,7 +104,7 @@ fn out_of_range_memory_or_cores_refuse_the_pod() {
         (&[(GPU, "1"), (CORES, "12.5")][..], CORES),
     ] {
         let err = amd().request(VendorId(11), &container(limits, &[]), &PodView::default()).unwrap_err();
-        assert!(err.contains(name), "{limits:?}: {err}");
+        assert!(err.to_string().contains(name), "{limits:?}: {err}");
     }
 }
 
@@ -117,7 +117,7 @@ fn mutate(c: Value) -> Result<bool, String> {
     let mut edits = PodEdits::default();
     let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
     let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-    amd().mutate(&mut e, &mut p)
+    amd().mutate(&mut e, &mut p).map_err(|e| e.to_string())
 }
 
 #[test]

@@ -187,7 +187,7 @@ fn request_derivation_follows_hami_field_by_field() {
         let got = a.request(VendorId(20), &container(limits, requests), &pod);
         match (want, got) {
             (Ok(w), Ok(g)) => assert_eq!(g.map(|r| (r.nums, r.memreq.get(), r.mempct, r.cores)), w, "{what}"),
-            (Err(name), Err(why)) => assert!(why.contains(name), "{what}: {why}"),
+            (Err(name), Err(why)) => assert!(why.to_string().contains(name), "{what}: {why}"),
             (w, g) => panic!("{what}: wanted {w:?}, got {g:?}"),
         }
     }
@@ -290,7 +290,7 @@ fn mutate_with(a: &Ascend, annotations: Value, mut container: Value) -> Mutated 
     let result = {
         let mut c = ContainerEdit { container: &mut container, index: 0, is_init: false };
         let mut pc = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        a.mutate(&mut c, &mut pc)
+        a.mutate(&mut c, &mut pc).map_err(|e| e.to_string())
     };
     Mutated { result, container, edits }
 }

@@ -110,12 +110,15 @@ fn invalid_counts_are_refused_with_the_webhooks_messages() {
     ];
     let annotations = Map::new();
     for (limits, msg) in rows {
-        assert_eq!(v.request(VendorId(10), &container(limits, &[]), &PodView::default()), Err(msg.to_owned()));
+        assert_eq!(
+            v.request(VendorId(10), &container(limits, &[]), &PodView::default()).map_err(|e| e.to_string()),
+            Err(msg.to_owned())
+        );
         let mut c: Value = json!({"name": "c", "resources": {"limits": limits.iter().map(|(k, q)| ((*k).to_owned(), json!(q))).collect::<Map<_, _>>()}});
         let mut edits = PodEdits::default();
         let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        assert_eq!(v.mutate(&mut e, &mut p), Err(msg.to_owned()));
+        assert_eq!(v.mutate(&mut e, &mut p).map_err(|e| e.to_string()), Err(msg.to_owned()));
     }
     // Valid requests are recognised and left unchanged; other containers are not recognised.
     for (c, want) in [
@@ -127,7 +130,7 @@ fn invalid_counts_are_refused_with_the_webhooks_messages() {
         let mut edits = PodEdits::default();
         let mut e = ContainerEdit { container: &mut c2, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        assert_eq!(v.mutate(&mut e, &mut p), Ok(want));
+        assert_eq!(v.mutate(&mut e, &mut p).map_err(|e| e.to_string()), Ok(want));
         assert_eq!(c2, c);
     }
 }

@@ -80,7 +80,7 @@ fn requests_are_counts_only() {
         let got = br().request(VendorId(13), &container(l, r), &PodView::default());
         match want {
             Ok(w) => assert_eq!(got, Ok(w.map(|n| ContainerRequest::new(VendorId(13), n, 0, 100, 0))), "{what}"),
-            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.to_string().contains(name)), "{what}: {got:?}"),
         }
     }
     let mutate = |c: Value| {
@@ -89,7 +89,7 @@ fn requests_are_counts_only() {
         let mut edits = PodEdits::default();
         let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        br().mutate(&mut e, &mut p)
+        br().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
     // protocol.md §6: recognised iff the count is in limits.
     assert_eq!(mutate(json!({"resources": {"limits": {BR: "1"}}})), Ok(true));

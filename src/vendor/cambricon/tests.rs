@@ -124,7 +124,7 @@ fn request_derivation_follows_hami_field_by_field() {
             (Req(nums, memreq, mempct, cores), Ok(Some(r))) => {
                 assert_eq!(r, ContainerRequest::new(VendorId(1), *nums, *memreq, *mempct, *cores), "{what}")
             }
-            (Refused(name), Err(why)) => assert!(why.contains(name), "{what}: {why}"),
+            (Refused(name), Err(why)) => assert!(why.to_string().contains(name), "{what}: {why}"),
             (want, got) => panic!("{what}: wanted {want:?}, got {got:?}"),
         }
     }
@@ -169,7 +169,7 @@ fn webhook_recognises_a_count_in_limits_and_changes_nothing() {
         let r = {
             let mut c = ContainerEdit { container: &mut after, index: 0, is_init: false };
             let mut pod = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-            v.mutate(&mut c, &mut pod)
+            v.mutate(&mut c, &mut pod).map_err(|e| e.to_string())
         };
         assert_eq!(r, Ok(recognised), "{before}");
         assert_eq!(after, before, "the container is left as it was");
@@ -614,9 +614,9 @@ async fn a_held_mlu_lock_blocks_mlu_pods_and_survives_another_pods_failed_bind()
     let sim = crate::simulate::simulate_pods(&engine, pods).await.unwrap();
     let b = &sim.pods[0];
     assert_eq!(b.node, None);
-    assert!(b.error.as_deref().is_some_and(|e| e.contains("node n1 has been locked within 2m0s")), "{b:?}");
+    assert!(b.error.as_deref().is_some_and(|e| e.to_string().contains("node n1 has been locked within 2m0s")), "{b:?}");
     let c = &sim.pods[1];
-    assert!(c.error.as_deref().is_some_and(|e| e.contains("node lock contention")), "{c:?}");
+    assert!(c.error.as_deref().is_some_and(|e| e.to_string().contains("node lock contention")), "{c:?}");
     let node = engine.backend().node("n1").unwrap();
     assert_eq!(node.annotation(common::CAMBRICON_LOCK), Some("2099-01-01T00:00:00Z"), "the MLU lock survives");
     assert_eq!(node.annotation(common::NODE_LOCK), Some("2099-01-01T00:00:00Z,default,holder"));

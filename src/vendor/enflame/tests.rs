@@ -79,7 +79,7 @@ fn requests_take_whole_devices_by_count() {
             Ok(w) => {
                 assert_eq!(got, Ok(w.map(|n| ContainerRequest::new(VendorId(3), n, 100, 100, 100))), "{what}")
             }
-            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.to_string().contains(name)), "{what}: {got:?}"),
         }
     }
 }
@@ -88,7 +88,7 @@ fn requests_take_whole_devices_by_count() {
 fn a_count_beyond_u32_is_refused_and_an_empty_name_matches_nothing() {
     // hami-rs refuses a count it cannot represent instead of wrapping it.
     let err = gcu().request(VendorId(3), &container(&[(GCU, "5000000000")], &[]), &PodView::default());
-    assert!(err.unwrap_err().contains(GCU));
+    assert!(err.unwrap_err().to_string().contains(GCU));
     // protocol.md §8.2: an absent section leaves the name empty, and the vendor matches nothing.
     let off = EnflameGcu::new(&EnflameConfig::default());
     assert_eq!(off.request(VendorId(3), &container(&[(GCU, "1")], &[]), &PodView::default()), Ok(None));
@@ -106,7 +106,7 @@ fn mutate(c: Value) -> (Result<bool, String>, Value) {
     let r = {
         let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        gcu().mutate(&mut e, &mut p)
+        gcu().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
     (r, c)
 }

@@ -111,7 +111,7 @@ fn values_the_request_cannot_hold_are_refused() {
         (&[(CORE, "-1")][..], CORE),
     ] {
         let err = drs().request(VendorId(4), &container(limits, &[]), &PodView::default()).unwrap_err();
-        assert!(err.contains(name), "{err}");
+        assert!(err.to_string().contains(name), "{err}");
     }
 }
 
@@ -136,7 +136,7 @@ fn mutate(c: Value) -> (Result<bool, String>, Value) {
     let r = {
         let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        drs().mutate(&mut e, &mut p)
+        drs().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
     (r, c)
 }

@@ -128,7 +128,7 @@ fn request_derivation_follows_hami_field_by_field() {
             (Req(nums, memreq, mempct, cores), Ok(Some(r))) => {
                 assert_eq!(r, ContainerRequest::new(VendorId(2), *nums, *memreq, *mempct, *cores), "{what}")
             }
-            (Refused(name), Err(why)) => assert!(why.contains(name), "{what}: {why}"),
+            (Refused(name), Err(why)) => assert!(why.to_string().contains(name), "{what}: {why}"),
             (want, got) => panic!("{what}: wanted {want:?}, got {got:?}"),
         }
     }
@@ -160,7 +160,7 @@ fn webhook_recognises_a_count_in_limits_and_changes_nothing() {
         let r = {
             let mut c = ContainerEdit { container: &mut after, index: 0, is_init: false };
             let mut pod = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-            v.mutate(&mut c, &mut pod)
+            v.mutate(&mut c, &mut pod).map_err(|e| e.to_string())
         };
         assert_eq!(r, Ok(recognised), "{before}");
         assert_eq!((after, edits), (before, PodEdits::default()));

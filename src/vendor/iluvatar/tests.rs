@@ -146,7 +146,7 @@ fn request_derivation_follows_hami_field_by_field() {
             (Req(nums, memreq, mempct, cores), Ok(Some(r))) => {
                 assert_eq!(r, ContainerRequest::new(VendorId(7), *nums, *memreq, *mempct, *cores), "{what}")
             }
-            (Refused(name), Err(why)) => assert!(why.contains(name), "{what}: {why}"),
+            (Refused(name), Err(why)) => assert!(why.to_string().contains(name), "{what}: {why}"),
             (want, got) => panic!("{what}: wanted {want:?}, got {got:?}"),
         }
     }
@@ -163,7 +163,7 @@ fn mutate(before: &Value) -> (Result<bool, String>, Value) {
     let r = {
         let mut c = ContainerEdit { container: &mut after, index: 0, is_init: false };
         let mut pod = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        v.mutate(&mut c, &mut pod)
+        v.mutate(&mut c, &mut pod).map_err(|e| e.to_string())
     };
     assert_eq!(edits, PodEdits::default(), "no pod-level edits");
     (r, after)
@@ -206,7 +206,7 @@ fn webhook_ignores_containers_without_the_count_in_limits() {
         assert_eq!(mutate(&c), (Ok(false), c.clone()));
     }
     let (r, _) = mutate(&json!({"name": "c", "resources": {"limits": {VGPU: "two"}}}));
-    assert!(r.is_err_and(|e| e.contains(VGPU)));
+    assert!(r.is_err_and(|e| e.to_string().contains(VGPU)));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ fn requests_are_whole_devices_by_count() {
         let got = kl().request(VendorId(8), &container(l, r), &PodView::default());
         match want {
             Ok(w) => assert_eq!(got, Ok(w.map(|n| ContainerRequest::new(VendorId(8), n, 0, 100, 0))), "{what}"),
-            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.to_string().contains(name)), "{what}: {got:?}"),
         }
     }
     assert!(kl().request(VendorId(8), &container(&[(XPU, "5000000000")], &[]), &PodView::default()).is_err());
@@ -110,7 +110,7 @@ fn webhook_recognises_the_count_in_limits_only() {
         let mut edits = PodEdits::default();
         let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        kl().mutate(&mut e, &mut p)
+        kl().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
     assert_eq!(mutate(json!({"resources": {"limits": {XPU: "1"}}})), Ok(true));
     assert_eq!(mutate(json!({"resources": {"requests": {XPU: "1"}}})), Ok(false));

@@ -101,7 +101,7 @@ fn memory_is_rounded_up_to_a_template_and_sets_the_cores() {
                 let w = w.map(|(n, m, pct, c)| ContainerRequest::new(VendorId(9), n, m, pct, c));
                 assert_eq!(got, Ok(w), "{what}");
             }
-            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.to_string().contains(name)), "{what}: {got:?}"),
         }
     }
 }
@@ -116,7 +116,7 @@ fn mutate(c: Value) -> (Result<bool, String>, Value) {
     let r = {
         let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        vx().mutate(&mut e, &mut p)
+        vx().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
     (r, c)
 }

@@ -205,7 +205,7 @@ fn mutate(container: Value) -> (Result<bool, String>, Value, PodEdits) {
     let r = {
         let mut ce = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut pc = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        v.mutate(&mut ce, &mut pc)
+        v.mutate(&mut ce, &mut pc).map_err(|e| e.to_string())
     };
     (r, c, edits)
 }

@@ -151,7 +151,7 @@ fn request_derivation_reads_limits_with_metax_units() {
             (Ok(w), Ok(g)) => {
                 assert_eq!(g.map(|r| (r.nums, r.memreq.get(), r.mempct, r.cores)), w, "{what}")
             }
-            (Err(name), Err(why)) => assert!(why.contains(name), "{what}: {why}"),
+            (Err(name), Err(why)) => assert!(why.to_string().contains(name), "{what}: {why}"),
             (w, g) => panic!("{what}: wanted {w:?}, got {g:?}"),
         }
     }
@@ -252,7 +252,7 @@ fn mutate(annotations: serde_json::Value, container: serde_json::Value) -> (Resu
     let r = {
         let mut ce = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut pc = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        v.mutate(&mut ce, &mut pc)
+        v.mutate(&mut ce, &mut pc).map_err(|e| e.to_string())
     };
     (r, edits)
 }
@@ -321,7 +321,7 @@ fn the_defaulted_qos_is_seen_by_the_next_container() {
         let mut c = count("1");
         let mut ce = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut pc = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        assert_eq!(v.mutate(&mut ce, &mut pc), Ok(true));
+        assert_eq!(v.mutate(&mut ce, &mut pc).map_err(|e| e.to_string()), Ok(true));
     }
     assert_eq!(edits.annotations.len(), 1);
 }

@@ -113,7 +113,7 @@ fn request_derivation_splits_memory_and_cores_over_the_gpus() {
             (Req(nums, memreq, mempct, cores), Ok(Some(r))) => {
                 assert_eq!(r, ContainerRequest::new(VendorId(5), *nums, *memreq, *mempct, *cores), "{what}")
             }
-            (Refused(name), Err(why)) => assert!(why.contains(name), "{what}: {why}"),
+            (Refused(name), Err(why)) => assert!(why.to_string().contains(name), "{what}: {why}"),
             (want, got) => panic!("{what}: wanted {want:?}, got {got:?}"),
         }
     }
@@ -151,7 +151,7 @@ fn mutate(before: &Value) -> Mutated {
     let result = {
         let mut c = ContainerEdit { container: &mut container, index: 0, is_init: false };
         let mut pod = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        v.mutate(&mut c, &mut pod)
+        v.mutate(&mut c, &mut pod).map_err(|e| e.to_string())
     };
     Mutated { result, container, edits }
 }

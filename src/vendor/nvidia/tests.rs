@@ -416,7 +416,7 @@ fn request_derivation_follows_hami_field_by_field() {
                 };
                 assert_eq!(r, want, "{}", row.what);
             }
-            (Want::Refused(name), Err(why)) => assert!(why.contains(name), "{}: {why}", row.what),
+            (Want::Refused(name), Err(why)) => assert!(why.to_string().contains(name), "{}: {why}", row.what),
             (want, got) => panic!("{}: wanted {want:?}, got {got:?}", row.what),
         }
     }
@@ -469,7 +469,7 @@ fn mutate_with(cfg: &NvidiaConfig, mut container: Value, runtime_class: Option<&
     let result = {
         let mut c = ContainerEdit { container: &mut container, index: 0, is_init: false };
         let mut pod = PodContext { annotations: &annotations, runtime_class_name: runtime_class, edits: &mut edits };
-        v.mutate(&mut c, &mut pod)
+        v.mutate(&mut c, &mut pod).map_err(|e| e.to_string())
     };
     Mutated { result, container, edits }
 }

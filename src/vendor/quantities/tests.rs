@@ -24,7 +24,7 @@ fn counts_must_be_whole_numbers_within_int32() {
     ];
     for (given, want) in cases {
         let got = count_of(Some(&text(given)), "example.com/gpu");
-        assert_eq!(got, want.map_err(str::to_owned), "{given}");
+        assert_eq!(got.map_err(|e| e.to_string()), want.map_err(str::to_owned), "{given}");
     }
     assert_eq!(count_of(None, "example.com/gpu"), Ok(None));
 }
@@ -42,7 +42,11 @@ fn cores_take_the_default_only_when_absent() {
     ];
     for (given, want) in cases {
         let q = given.map(text);
-        assert_eq!(cores_of(q.as_ref(), "example.com/cores", 100), want.map_err(str::to_owned), "{given:?}");
+        assert_eq!(
+            cores_of(q.as_ref(), "example.com/cores", 100).map_err(|e| e.to_string()),
+            want.map_err(str::to_owned),
+            "{given:?}"
+        );
     }
 }
 
@@ -56,7 +60,11 @@ fn rounded_up_quantities_keep_their_range() {
         ("lots", Err("example.com/mem: quantity \"lots\" is not a valid Kubernetes quantity")),
     ];
     for (given, want) in cases {
-        assert_eq!(ceil_in(Some(&text(given)), "example.com/mem", 0..=100), want.map_err(str::to_owned), "{given}");
+        assert_eq!(
+            ceil_in(Some(&text(given)), "example.com/mem", 0..=100).map_err(|e| e.to_string()),
+            want.map_err(str::to_owned),
+            "{given}"
+        );
     }
 }
 
@@ -144,10 +152,10 @@ fn every_vendors_unusable_quantities_refuse_the_pod_naming_the_resource_and_the_
             };
             let prefix = format!("container c: unusable {vendor} device request: {resource}: ");
             assert!(e.starts_with(&prefix), "{what}: {e}");
-            assert!(e.contains(says), "{what}: {e}");
+            assert!(e.to_string().contains(says), "{what}: {e}");
             // The value as given, or as the vendor read it (a number scaled out of its unit).
             let read = says.split(" is ").next().filter(|v| v.parse::<i64>().is_ok());
-            assert!(e.contains(value) || read.is_some(), "{what}: {e}");
+            assert!(e.to_string().contains(value) || read.is_some(), "{what}: {e}");
         }
     }
 }
@@ -159,5 +167,24 @@ fn a_zero_count_is_no_request_of_that_vendor() {
         let view = crate::testing::pod().limit(count, "0").view();
         let req = vendors.pod_request(&view, &crate::testing::defaults()).expect("a zero count is valid");
         assert!(!req.requests_devices(), "{count}");
+    }
+}
+
+#[test]
+fn refusals_say_which_rule_the_quantity_broke() {
+    let name = "example.com/gpu";
+    let cases: [(&str, Unusable); 3] = [
+        ("1.5", Unusable::NotInteger { resource: name.into(), value: "1.5".into() }),
+        ("-1", Unusable::OutOfRange { resource: name.into(), value: "-1".into(), min: 0, max: I32_MAX }),
+        (
+            "one",
+            Unusable::Unparsable {
+                resource: name.into(),
+                detail: "quantity \"one\" is not a valid Kubernetes quantity".into(),
+            },
+        ),
+    ];
+    for (given, want) in cases {
+        assert_eq!(count_of(Some(&text(given)), name), Err(want), "{given}");
     }
 }

@@ -111,7 +111,7 @@ fn requests_are_counts_only() {
         let got = va().request(VendorId(12), &container(l, r), &PodView::default());
         match want {
             Ok(w) => assert_eq!(got, Ok(w.map(|n| ContainerRequest::new(VendorId(12), n, 0, 100, 0))), "{what}"),
-            Err(name) => assert!(got.as_ref().is_err_and(|e| e.contains(name)), "{what}: {got:?}"),
+            Err(name) => assert!(got.as_ref().is_err_and(|e| e.to_string().contains(name)), "{what}: {got:?}"),
         }
     }
     let mutate = |c: Value| {
@@ -120,7 +120,7 @@ fn requests_are_counts_only() {
         let mut edits = PodEdits::default();
         let mut e = ContainerEdit { container: &mut c, index: 0, is_init: false };
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
-        va().mutate(&mut e, &mut p)
+        va().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
     // protocol.md §6: recognised iff the count is in limits.
     assert_eq!(mutate(json!({"resources": {"limits": {VA: "1"}}})), Ok(true));
