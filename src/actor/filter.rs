@@ -119,10 +119,10 @@ impl<B: Backend> Engine<B> {
         FilterOutcome::Chosen { node, failed }
     }
 
-    /// Fits the pod on every candidate's published snapshot, on this thread.
     /// Fits the pod on every candidate's published snapshot. Long candidate lists (at least
-    /// `EngineConfig::slice_min`) are cut into one slice per arbiter: this thread fits the first, the arbiters the others, at the same
-    /// time, each on its own core. `None` when an arbiter is gone (the engine is stopping).
+    /// `EngineConfig::slice_min`) are cut into one slice per arbiter: this thread fits the
+    /// first, the arbiters the others, at the same time, each on its own core. `None` when an
+    /// arbiter is gone (the engine is stopping).
     pub(super) async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
         let i = &*self.inner;
         let mut part = Part::default();

@@ -333,21 +333,32 @@ fn lock_node_for_holder(b: &MemoryBackend, node_name: &str) -> String {
     lock
 }
 
+/// An engine whose one node "a" is locked by another pod's bind, and pod p1 (one GPU, `mem`
+/// MiB) filtered onto it: its bind has to wait for the lock.
+async fn filtered_behind_a_held_lock(cfg: EngineConfig, mem: u64) -> (Mem, MemoryBackend, PodBuilder) {
+    let cfg = EngineConfig { arbiters: 2, bind_lock_wait: Duration::from_secs(20), ..cfg };
+    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
+    lock_node_for_holder(&b, "a");
+    let p = pod().gpu(1).mem_mib(mem).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    (e, b, p)
+}
+
+/// The holder's device plugin answers after `after`: the node's lock annotation goes.
+fn release_lock_after(b: &MemoryBackend, after: Duration) {
+    let plugin = b.clone();
+    actix::spawn(async move {
+        tokio::time::sleep(after).await;
+        plugin.insert_node(node("a").gpus(1, 16384).view());
+    });
+}
+
 #[actix::test]
 async fn a_bind_waits_a_bounded_time_for_a_node_lock_another_pod_holds() {
     // hami-rs: HAMi retries contention only for PodGroup members; hami-rs lets every bind wait
     // up to --bind-lock-wait for the holder's device plugin to release the lock.
-    let cfg = EngineConfig { arbiters: 2, bind_lock_wait: Duration::from_secs(20), ..Default::default() };
-    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
-    lock_node_for_holder(&b, "a");
-    let p = pod().gpu(1).mem_mib(4096).name("p1");
-    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
-
-    let plugin = b.clone();
-    actix::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        plugin.insert_node(node("a").gpus(1, 16384).view());
-    });
+    let (e, b, p) = filtered_behind_a_held_lock(EngineConfig::default(), 4096).await;
+    release_lock_after(&b, Duration::from_millis(100));
     e.bind(&pref(&p), "a").await.unwrap();
     assert_eq!(b.pod("default", "p1").unwrap().spec.node_name.as_deref(), Some("a"));
     assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
@@ -358,22 +369,9 @@ async fn a_reservation_that_lapses_while_the_bind_waits_for_the_lock_is_still_co
     // The bind waits for a node lock longer than the reservation lives. The pod must not end up
     // bound and uncounted: its devices are taken again, exactly, before the Binding is written.
     let ttl = Duration::from_millis(100);
-    let cfg = EngineConfig {
-        arbiters: 2,
-        reservation_ttl: ttl,
-        bind_lock_wait: Duration::from_secs(20),
-        ..Default::default()
-    };
-    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
-    lock_node_for_holder(&b, "a");
-    let p = pod().gpu(1).mem_mib(4096).name("p1");
-    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
-
-    let plugin = b.clone();
-    actix::spawn(async move {
-        tokio::time::sleep(ttl * 4).await;
-        plugin.insert_node(node("a").gpus(1, 16384).view());
-    });
+    let (e, b, p) =
+        filtered_behind_a_held_lock(EngineConfig { reservation_ttl: ttl, ..Default::default() }, 4096).await;
+    release_lock_after(&b, ttl * 4);
     e.bind(&pref(&p), "a").await.unwrap();
     assert_eq!(b.pod("default", "p1").unwrap().spec.node_name.as_deref(), Some("a"));
     assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
@@ -385,16 +383,8 @@ async fn a_lapsed_reservation_whose_devices_were_taken_during_the_lock_wait_fail
     // As above, but another pod took the whole device meanwhile: binding would over-commit it,
     // so the bind fails with the figures and the pod stays unbound.
     let ttl = Duration::from_millis(100);
-    let cfg = EngineConfig {
-        arbiters: 2,
-        reservation_ttl: ttl,
-        bind_lock_wait: Duration::from_secs(20),
-        ..Default::default()
-    };
-    let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
-    lock_node_for_holder(&b, "a");
-    let p = pod().gpu(1).mem_mib(16000).name("p1");
-    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    let (e, b, p) =
+        filtered_behind_a_held_lock(EngineConfig { reservation_ttl: ttl, ..Default::default() }, 16000).await;
 
     let (e2, b2) = (e.clone(), b.clone());
     actix::spawn(async move {
