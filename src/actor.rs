@@ -21,7 +21,7 @@ use actix::{Actor, Addr, Arbiter};
 use dashmap::DashMap;
 
 use crate::backend::{self, Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
-use crate::config::FilterMode;
+use crate::config::{DecisionWrite, FilterMode};
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
 use crate::model::request::PolicyDefaults;
@@ -56,6 +56,7 @@ pub struct EngineConfig {
     /// `node_lock_retry_timeout`, as in HAMi).
     pub bind_lock_wait: Duration,
     pub filter_mode: FilterMode,
+    pub decision_write: DecisionWrite,
     pub filter_deadline: Duration,
     pub arbiters: usize,
     /// From this many candidates on, a filter is fitted in one slice per arbiter at the same
@@ -74,6 +75,7 @@ impl EngineConfig {
             node_lock_retry_timeout: f.node_lock_retry_timeout,
             bind_lock_wait: f.bind_lock_wait,
             filter_mode: f.filter_mode,
+            decision_write: f.decision_write,
             filter_deadline: f.filter_deadline,
             arbiters: f.arbiters(),
             slice_min: SLICE_MIN,
@@ -90,6 +92,7 @@ impl Default for EngineConfig {
             node_lock_retry_timeout: Duration::from_secs(28),
             bind_lock_wait: Duration::from_secs(10),
             filter_mode: FilterMode::Snapshot,
+            decision_write: DecisionWrite::Filter,
             filter_deadline: Duration::from_secs(2),
             arbiters: 2,
             slice_min: SLICE_MIN,
@@ -259,8 +262,10 @@ impl<B: Backend> Engine<B> {
                 let arb = &i.arbiters[(h.finish() as usize) % i.arbiters.len()];
                 let (n, v, b, p, q) =
                     (name.clone(), i.vendors.clone(), i.book.clone(), i.placements.clone(), i.quota.clone());
-                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, b, p, q));
-                NodeEntry { addr, snap: NodeActor::initial_snapshot(&name, &i.vendors) }
+                let locked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let l = locked.clone();
+                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, b, p, q, l));
+                NodeEntry { addr, snap: NodeActor::initial_snapshot(&name, &i.vendors), locked }
             })
             .addr
             .clone()

@@ -36,6 +36,18 @@ pub struct PodPatch {
 }
 
 impl PodPatch {
+    /// What every bind writes before the Binding: `bind-phase: allocating` and the bind time.
+    pub fn bind_phase(bind_time: i64) -> PodPatch {
+        use crate::model::annotations as keys;
+        PodPatch {
+            annotations: vec![
+                (keys::BIND_PHASE.into(), Some(keys::BIND_PHASE_ALLOCATING.into())),
+                (keys::BIND_TIME.into(), Some(bind_time.to_string())),
+            ],
+            labels: Vec::new(),
+        }
+    }
+
     /// The `{"metadata":{"annotations":{…},"labels":{…}}}` merge-patch body.
     pub fn to_merge_patch(&self) -> serde_json::Value {
         let annos: serde_json::Map<String, serde_json::Value> = self
@@ -187,6 +199,40 @@ pub fn judge_lock(
     if free { LockVerdict::Take { expired } } else { LockVerdict::Contention }
 }
 
+/// How long Cambricon's own node lock holds (its device plugin's rule).
+pub const CAMBRICON_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Whether a bind of `pod` would now find HAMi's `kind` lock on `node` held by someone else, as
+/// the caches show it (no API call): the same verdict as [`judge_lock`], with a holder the cache
+/// does not know taken as gone. Filter uses it only to prefer nodes whose lock is free; the bind
+/// still decides with fresh reads.
+pub fn lock_taken(
+    node: &NodeView,
+    pod: &PodRef,
+    kind: crate::vendor::LockKind,
+    timeout: std::time::Duration,
+    holder: impl Fn(&str, &str) -> Option<Arc<PodView>>,
+) -> bool {
+    use crate::model::annotations as keys;
+    use crate::model::codec;
+    use crate::vendor::LockKind;
+    let now = chrono::Utc::now();
+    match kind {
+        LockKind::Shared => {
+            let Some(v) = node.annotation(keys::NODE_LOCK) else { return false };
+            // A malformed lock fails every bind until someone fixes it.
+            let Ok(l) = codec::decode_node_lock(v) else { return true };
+            let needs = lock_holder_to_ask(&l, pod)
+                .map(|(ns, name)| holder(ns, name).is_some_and(|p| holder_needs_lock(&p, &node.metadata.name)));
+            judge_lock(&l, pod, l.is_expired(now, timeout), needs) == LockVerdict::Contention
+        }
+        LockKind::Cambricon => node
+            .annotation(keys::CAMBRICON_LOCK)
+            .is_some_and(|v| codec::decode_node_lock(v).is_ok_and(|l| !l.is_expired(now, CAMBRICON_LOCK_TIMEOUT))),
+        LockKind::None => false,
+    }
+}
+
 /// client-go's Event spam filter, which HAMi's recorder applies: per object, a burst of 25 Events,
 /// then one every 5 minutes. A pod that keeps failing to schedule must not flood the API server.
 pub struct EventBudget {
@@ -277,8 +323,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// Releases a node lock this pod holds; a lock held by someone else is left alone.
     fn unlock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> impl Future<Output = Result<()>> + Send;
 
-    /// Writes `hami.io/bind-phase: allocating` and `hami.io/bind-time`, then creates the Binding.
-    fn bind(&self, pod: &PodRef, node: &str, bind_time: i64) -> impl Future<Output = Result<()>> + Send;
+    /// Merge-patches `patch` onto the pod (`hami.io/bind-phase: allocating`, `hami.io/bind-time`,
+    /// and the decision when it is written at bind: one write either way), then creates the
+    /// Binding.
+    fn bind(&self, pod: &PodRef, node: &str, patch: &PodPatch) -> impl Future<Output = Result<()>> + Send;
 
     /// Records an Event; never fails the caller (Events are best effort).
     fn record_event(&self, event: Event);

@@ -107,6 +107,16 @@ pub enum FilterMode {
     Messages,
 }
 
+/// When the scheduling decision is written onto the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DecisionWrite {
+    /// In Filter, as HAMi does: works whether or not kube-scheduler calls hami-rs's bind.
+    Filter,
+    /// In Bind, in the same patch as `bind-phase: allocating`, before the Binding: the filter
+    /// makes no API write. Needs kube-scheduler's `bindVerb` (the chart sets both).
+    Bind,
+}
+
 /// The scheduler's flags, shared by `serve` and `simulate`.
 #[derive(Clone, Debug, Args)]
 pub struct SchedulerFlags {
@@ -157,6 +167,10 @@ pub struct SchedulerFlags {
     /// How Filter evaluates candidate nodes.
     #[arg(long = "filter-mode", env = "HAMI_FILTER_MODE", value_enum, default_value = "snapshot")]
     pub filter_mode: FilterMode,
+
+    /// When the decision annotations are written: filter (HAMi's way; needed without the extender's bindVerb) or bind (with bindVerb: one pod patch and no API write in the filter).
+    #[arg(long = "decision-write", env = "HAMI_DECISION_WRITE", value_enum, default_value = "filter")]
+    pub decision_write: DecisionWrite,
 
     /// Deadline for a node actor's answer in --filter-mode=messages; a node that misses it fails for that pod.
     #[arg(long = "filter-deadline", env = "HAMI_FILTER_DEADLINE", default_value = "2s", value_parser = parse_duration)]

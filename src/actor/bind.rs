@@ -46,13 +46,11 @@ impl<B: Backend> Engine<B> {
             Ok(r) => Arc::new(r),
             Err(e) => return Err(BindError::Request(e)),
         };
-        // Make sure the reservation is still there; one that expired is taken again with the
-        // exact devices written on the pod, if they are still free.
+        let at_bind = i.cfg.decision_write == DecisionWrite::Bind;
+        // Make sure the reservation is still there; one that expired is taken again (see
+        // `reserve_again`).
         if i.placements.get(&uid).is_none_or(|n| n.as_str() != node) {
-            if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
-                return Err(BindError::NotFiltered { pod: pod.to_string(), node: node.to_owned() });
-            }
-            self.reserve_exact(&view, &req, pod, node, &addr).await?;
+            self.reserve_again(&view, &req, pod, node, &addr).await?;
         }
 
         let taken = match self.lock_node(&view, &req, pod, node, &addr).await {
@@ -64,12 +62,12 @@ impl<B: Backend> Engine<B> {
         };
         // The reservation is made binding before the Binding is written, so it cannot lapse
         // between the two: one that expired while the bind waited for the locks is taken again,
-        // exactly, or the bind fails. A bound pod is then always counted.
+        // or the bind fails. A bound pod is then always counted.
         let held = match addr.send(Commit { uid: uid.clone() }).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(NotReserved)) => match self.reserve_exact(&view, &req, pod, node, &addr).await {
+            Ok(Ok(devices)) => Ok(devices),
+            Ok(Err(NotReserved)) => match self.reserve_again(&view, &req, pod, node, &addr).await {
                 Ok(()) => match addr.send(Commit { uid: uid.clone() }).await {
-                    Ok(Ok(())) => Ok(()),
+                    Ok(Ok(devices)) => Ok(devices),
                     Ok(Err(e)) => {
                         Err(BindError::NotReserved { pod: pod.to_string(), node: node.to_owned(), source: e })
                     }
@@ -79,24 +77,37 @@ impl<B: Backend> Engine<B> {
             },
             Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
         };
-        if let Err(msg) = held {
-            self.unlock_node(pod, node, &taken, &addr).await;
-            return Err(msg);
-        }
+        let devices = match held {
+            Ok(d) => d,
+            Err(e) => {
+                self.unlock_node(pod, node, &taken, &addr).await;
+                return Err(e);
+            }
+        };
 
         let (bind_time, _) = unix_now();
+        // Decision and bind-phase go in one patch, before the Binding: the device plugin finds
+        // everything it reads at Allocate in place, as when Filter wrote the decision.
+        let mut patch =
+            if at_bind { self.decision_patch(&NodeName::new(node), &req, &devices) } else { PodPatch::default() };
+        patch.annotations.extend(PodPatch::bind_phase(bind_time).annotations);
         let write = Instant::now();
-        let bound = i.backend.bind(pod, node, bind_time).await;
+        let bound = i.backend.bind(pod, node, &patch).await;
         crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
         match bound {
             Ok(()) => {
-                addr.do_send(Unlock { uid });
-                self.event(
-                    pod,
-                    reasons::BINDING_SUCCEED,
-                    EventType::Normal,
-                    format!("Successfully binding node [{node}] to {pod}"),
-                );
+                // Awaited, so the next filter sees the node's lock free once this bind answers.
+                let _ = addr.send(Unlock { uid }).await;
+                // With the decision written at bind (the fast path), kube-scheduler's own
+                // `Scheduled` Event tells the same as BindingSucceed, so that write is saved.
+                if !at_bind {
+                    self.event(
+                        pod,
+                        reasons::BINDING_SUCCEED,
+                        EventType::Normal,
+                        format!("Successfully binding node [{node}] to {pod}"),
+                    );
+                }
                 Ok(())
             }
             Err(e) => {
@@ -106,6 +117,30 @@ impl<B: Backend> Engine<B> {
                 Err(e.into())
             }
         }
+    }
+
+    /// Takes the pod's reservation on `node` again after it lapsed (or was never made here, as
+    /// after a restart). With the decision written at bind, the pod is fitted on the node afresh:
+    /// this bind writes what its device plugin will read. Otherwise the devices Filter wrote on
+    /// the pod are what the plugin will read, so exactly those are reserved. Fails if the node
+    /// no longer has room.
+    async fn reserve_again(
+        &self,
+        view: &PodView,
+        req: &Arc<PodRequest>,
+        pod: &PodRef,
+        node: &str,
+        addr: &Addr<NodeActor>,
+    ) -> Result<(), BindError> {
+        let i = &*self.inner;
+        if i.cfg.decision_write == DecisionWrite::Bind {
+            let fresh = Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
+            return self.answer_reserve(addr.send(fresh).await, pod, node, true);
+        }
+        if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
+            return Err(BindError::NotFiltered { pod: pod.to_string(), node: node.to_owned() });
+        }
+        self.reserve_exact(view, req, pod, node, addr).await
     }
 
     /// Reserves on `node` exactly the devices written on the pod (its reservation lapsed).
@@ -123,14 +158,28 @@ impl<B: Backend> Engine<B> {
             Err(e) => return Err(BindError::Malformed { pod: pod.to_string(), source: e }),
         };
         let exact = Reserve { pod: req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl };
-        match addr.send(exact).await {
+        self.answer_reserve(addr.send(exact).await, pod, node, false)
+    }
+
+    /// A bind's own Reserve answered (`fresh`: a new fit rather than the written devices): a
+    /// refusal names what is no longer free.
+    fn answer_reserve(
+        &self,
+        answer: Result<Result<Reserved, Rejection>, actix::MailboxError>,
+        pod: &PodRef,
+        node: &str,
+        fresh: bool,
+    ) -> Result<(), BindError> {
+        match answer {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(r)) => {
                 let snap = self.snapshot(node);
-                Err(BindError::Lapsed {
-                    pod: pod.to_string(),
-                    node: node.to_owned(),
-                    detail: r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None),
+                let (pod, node) = (pod.to_string(), node.to_owned());
+                let detail = r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None);
+                Err(if fresh {
+                    BindError::NoLongerFits { pod, node, detail }
+                } else {
+                    BindError::Lapsed { pod, node, detail }
                 })
             }
             Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
@@ -220,7 +269,7 @@ impl<B: Backend> Engine<B> {
         for t in taken.iter().rev() {
             let _ = self.inner.backend.unlock_node(node, pod, *t).await;
         }
-        addr.do_send(Unlock { uid: PodUid::new(&pod.uid) });
+        let _ = addr.send(Unlock { uid: PodUid::new(&pod.uid) }).await;
     }
 
     /// Drops the pod's reservation on `node` after a failed bind (a committed one too, unless

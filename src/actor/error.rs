@@ -39,6 +39,10 @@ pub enum BindError {
     /// The reservation lapsed and the devices written on the pod are taken.
     #[error("reservation of pod {pod} on node {node} expired and its devices are no longer free: {detail}")]
     Lapsed { pod: String, node: String, detail: String },
+    /// With the decision written at bind: the pod holds nothing on the node (its reservation
+    /// lapsed, or the scheduler restarted since the filter) and no longer fits there.
+    #[error("pod {pod} no longer fits node {node}: {detail}")]
+    NoLongerFits { pod: String, node: String, detail: String },
     #[error("pod {pod} on node {node}: {source}")]
     NotReserved { pod: String, node: String, source: NotReserved },
     /// HAMi's wording for a PodGroup member that waited `--node-lock-retry-timeout` in vain.

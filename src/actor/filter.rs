@@ -53,7 +53,7 @@ impl<B: Backend> Engine<B> {
         let n_fit = fits.len();
         // The best few go to the coordinator; beyond them a pod whose every choice was taken
         // in the meantime is better filtered again by kube-scheduler than reserved on a poor node.
-        let ranked: Vec<NodeName> = fits.iter().take(RESERVE_CANDIDATES).map(|(n, _, _)| n.clone()).collect();
+        let ranked = self.lock_aware(&fits, &pref, &req);
 
         let reserve = Instant::now();
         let decision = if ranked.is_empty() {
@@ -84,10 +84,16 @@ impl<B: Backend> Engine<B> {
             failed.0.push((n, r, snap));
         }
 
-        let patch = self.decision_patch(&node, &req, &reserved.devices);
-        let write = Instant::now();
-        let patched = i.backend.patch_pod(&pref, &patch).await;
-        crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
+        // Written at bind instead, when so configured: then the filter makes no API write.
+        let patched = if i.cfg.decision_write == DecisionWrite::Filter {
+            let patch = self.decision_patch(&node, &req, &reserved.devices);
+            let write = Instant::now();
+            let patched = i.backend.patch_pod(&pref, &patch).await;
+            crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
+            patched
+        } else {
+            Ok(())
+        };
         if let Err(e) = patched {
             if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
                 let _ = a.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
@@ -117,6 +123,47 @@ impl<B: Backend> Engine<B> {
         self.remember(&pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n_candidates} nodes fit"));
         crate::metrics::filter_done(crate::metrics::Outcome::Scheduled, started);
         FilterOutcome::Chosen { node, failed }
+    }
+
+    /// The nodes the coordinator may reserve on, best first: the fitting nodes in rank order,
+    /// those whose bind lock is taken (a bind of another pod holds the node's in-process lock, or
+    /// HAMi's node lock is on the Node for a pod that still needs it) moved after the free ones.
+    /// A bind to a locked node waits for the device plugin of the holder, which in a burst under
+    /// binpack would serialise the burst on one node. With no lock taken this is the rank order,
+    /// as HAMi chooses.
+    fn lock_aware(&self, fits: &[(NodeName, f32, ())], pod: &PodRef, req: &PodRequest) -> Vec<NodeName> {
+        let kinds = self.lock_kinds(req);
+        let mut free = Vec::with_capacity(RESERVE_CANDIDATES);
+        let mut taken = Vec::new();
+        for (n, _, _) in fits {
+            if free.len() == RESERVE_CANDIDATES {
+                break;
+            }
+            if self.lock_taken(n.as_str(), pod, &kinds) {
+                if taken.len() < RESERVE_CANDIDATES {
+                    taken.push(n.clone());
+                }
+            } else {
+                free.push(n.clone());
+            }
+        }
+        free.extend(taken);
+        free.truncate(RESERVE_CANDIDATES);
+        free
+    }
+
+    /// Whether a bind of `pod` on `node` would now wait for a lock another pod holds.
+    pub(super) fn lock_taken(&self, node: &str, pod: &PodRef, kinds: &[LockKind]) -> bool {
+        let i = &*self.inner;
+        if i.book.get(node).is_some_and(|e| e.locked.load(std::sync::atomic::Ordering::Relaxed)) {
+            return true;
+        }
+        if kinds.is_empty() {
+            return false;
+        }
+        let Some(view) = i.backend.node(node) else { return false };
+        let timeout = i.cfg.node_lock_timeout;
+        kinds.iter().any(|k| backend::lock_taken(&view, pod, *k, timeout, |ns, name| i.backend.pod(ns, name)))
     }
 
     /// Fits the pod on every candidate's published snapshot. Long candidate lists (at least

@@ -38,9 +38,10 @@ pub struct Reserved {
     pub score: f32,
 }
 
-/// The pod is bound: its reservation no longer expires. Errors when there is no reservation.
+/// The pod is bound: its reservation no longer expires. Replies the devices it holds (what the
+/// decision written at bind names); errors when there is no reservation.
 #[derive(Message)]
-#[rtype(result = "Result<(), NotReserved>")]
+#[rtype(result = "Result<PodDevices, NotReserved>")]
 pub struct Commit {
     pub uid: PodUid,
 }

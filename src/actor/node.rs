@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::{Actor, AsyncContext, Context, Handler, MessageResult, ResponseFuture};
@@ -29,10 +30,12 @@ const TOMBSTONES_KEPT: usize = 256;
 
 use super::messages::*;
 
-/// The shared address book entry of a node: its actor and its latest snapshot.
+/// The shared address book entry of a node: its actor, its latest snapshot, and whether a bind
+/// holds its in-process lock (set by the actor only; Filter reads it to prefer free nodes).
 pub struct NodeEntry {
     pub addr: actix::Addr<NodeActor>,
     pub snap: Arc<NodeSnapshot>,
+    pub locked: Arc<AtomicBool>,
 }
 
 pub type Book = DashMap<NodeName, NodeEntry>;
@@ -73,6 +76,8 @@ pub struct NodeActor {
     /// Reservations released recently: an echo of the pod's old annotations must not revive them.
     released: HashMap<PodUid, Instant>,
     lock: Option<PodUid>,
+    /// `lock.is_some()`, published for Filter (the book entry's `locked`).
+    locked: Arc<AtomicBool>,
     /// Binds waiting for `lock`, in arrival order.
     waiters: VecDeque<(PodUid, oneshot::Sender<()>)>,
     seq: u64,
@@ -96,6 +101,7 @@ impl NodeActor {
         book: Arc<Book>,
         placements: Arc<DashMap<PodUid, NodeName>>,
         quota: Option<SharedQuota>,
+        locked: Arc<AtomicBool>,
     ) -> NodeActor {
         let extras = vec![None; vendors.len()];
         NodeActor {
@@ -110,6 +116,7 @@ impl NodeActor {
             allocs: HashMap::new(),
             released: HashMap::new(),
             lock: None,
+            locked,
             waiters: VecDeque::new(),
             seq: 0,
             scratch: Scratch::default(),
@@ -375,12 +382,12 @@ impl Handler<Reserve> for NodeActor {
 }
 
 impl Handler<Commit> for NodeActor {
-    type Result = Result<(), NotReserved>;
+    type Result = Result<PodDevices, NotReserved>;
     fn handle(&mut self, msg: Commit, _: &mut Context<Self>) -> Self::Result {
         match self.allocs.get_mut(&msg.uid) {
             Some(a) => {
                 a.state = State::Committed;
-                Ok(())
+                Ok(a.devices.clone())
             }
             None => Err(NotReserved),
         }
@@ -414,6 +421,7 @@ impl Handler<Lock> for NodeActor {
             }
             _ => {
                 self.lock = Some(msg.uid);
+                self.locked.store(true, Ordering::Relaxed);
                 Box::pin(async { true })
             }
         }
@@ -441,6 +449,7 @@ impl NodeActor {
                 return;
             }
         }
+        self.locked.store(false, Ordering::Relaxed);
     }
 }
 

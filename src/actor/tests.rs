@@ -898,3 +898,5 @@ async fn pods_of_a_deleted_node_count_again_only_once_it_is_registered_again() {
         [("a".into(), "p1".into(), AllocState::Committed), ("a".into(), "p2".into(), AllocState::Committed)]
     );
 }
+
+mod fast_path;

@@ -24,7 +24,7 @@ use super::{Backend, Error, Event, EventType, LockVerdict, ObjectKind, PodPatch,
 pub mod watch;
 
 /// Cambricon's own lock expires after two minutes (protocol.md §3.8).
-const CAMBRICON_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
+use super::CAMBRICON_LOCK_TIMEOUT;
 /// Lock writes retried with backoff from 100 ms, factor 2, up to 5 attempts (protocol.md §3.8).
 const LOCK_ATTEMPTS: u32 = 5;
 const EVENT_QUEUE: usize = 4096;
@@ -462,15 +462,8 @@ impl Backend for KubeBackend {
         }
     }
 
-    async fn bind(&self, pod: &PodRef, node: &str, bind_time: i64) -> Result<()> {
-        let patch = PodPatch {
-            annotations: vec![
-                (keys::BIND_PHASE.into(), Some(keys::BIND_PHASE_ALLOCATING.into())),
-                (keys::BIND_TIME.into(), Some(bind_time.to_string())),
-            ],
-            labels: Vec::new(),
-        };
-        self.patch_pod(pod, &patch).await?;
+    async fn bind(&self, pod: &PodRef, node: &str, patch: &PodPatch) -> Result<()> {
+        self.patch_pod(pod, patch).await?;
         let binding = Binding {
             metadata: ObjectMeta {
                 name: Some(pod.name.clone()),

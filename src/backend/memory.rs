@@ -25,7 +25,7 @@ const EVENTS_KEPT: usize = 2000;
 /// good; past this many the oldest unbound ones are forgotten, as if their owner deleted them.
 const LEARNED_UNBOUND_KEPT: usize = 10_000;
 /// Cambricon's own lock expires after two minutes (protocol.md §3.8).
-const CAMBRICON_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
+use super::CAMBRICON_LOCK_TIMEOUT;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -252,6 +252,25 @@ impl ClusterObjects {
     }
 }
 
+/// A merge patch applied to the pod, and to the record of what the scheduler wrote.
+fn apply_patch(v: &mut PodView, written: &mut BTreeMap<String, String>, patch: &PodPatch) {
+    for (k, val) in &patch.annotations {
+        match val {
+            Some(s) => {
+                v.metadata.annotations.insert(k.clone(), s.clone());
+                written.insert(k.clone(), s.clone());
+            }
+            None => {
+                v.metadata.annotations.remove(k);
+                written.remove(k);
+            }
+        }
+    }
+    for (k, val) in &patch.labels {
+        v.metadata.labels.insert(k.clone(), val.clone());
+    }
+}
+
 struct PodEntry {
     view: Arc<PodView>,
     /// What the scheduler wrote on the pod, key by key, before the emulated plugin changed anything.
@@ -269,6 +288,8 @@ struct Inner {
     cambricon_holders: DashMap<String, (String, String)>,
     /// Make writes fail, for tests of failure paths.
     fail_patch: std::sync::atomic::AtomicBool,
+    /// Pod patches written (Filter's and Bind's), for tests that count API writes.
+    pod_patches: std::sync::atomic::AtomicUsize,
     fail_bind: std::sync::atomic::AtomicBool,
 }
 
@@ -289,6 +310,7 @@ impl MemoryBackend {
                 cambricon_holders: DashMap::new(),
                 lock_timeout,
                 fail_patch: false.into(),
+                pod_patches: 0.into(),
                 fail_bind: false.into(),
             }),
         }
@@ -343,6 +365,11 @@ impl MemoryBackend {
     }
 
     /// Makes every later pod patch (or bind) fail, to exercise failure paths.
+    /// How many pod patches were written so far.
+    pub fn pod_patches(&self) -> usize {
+        self.inner.pod_patches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn fail_patches(&self, on: bool) {
         self.inner.fail_patch.store(on, std::sync::atomic::Ordering::SeqCst);
     }
@@ -428,23 +455,8 @@ impl Backend for MemoryBackend {
         if self.inner.fail_patch.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Refused(format!("pod {pod}: patch refused")));
         }
-        self.edit_pod(pod, |v, written| {
-            for (k, val) in &patch.annotations {
-                match val {
-                    Some(s) => {
-                        v.metadata.annotations.insert(k.clone(), s.clone());
-                        written.insert(k.clone(), s.clone());
-                    }
-                    None => {
-                        v.metadata.annotations.remove(k);
-                        written.remove(k);
-                    }
-                }
-            }
-            for (k, val) in &patch.labels {
-                v.metadata.labels.insert(k.clone(), val.clone());
-            }
-        })
+        self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.edit_pod(pod, |v, written| apply_patch(v, written, patch))
     }
 
     async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
@@ -490,20 +502,16 @@ impl Backend for MemoryBackend {
         self.release(node, pod, kind)
     }
 
-    async fn bind(&self, pod: &PodRef, node: &str, bind_time: i64) -> Result<()> {
+    async fn bind(&self, pod: &PodRef, node: &str, patch: &PodPatch) -> Result<()> {
         if self.inner.fail_bind.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Refused(format!("pods \"{}\" binding refused", pod.name)));
         }
         if !self.inner.nodes.contains_key(node) {
             return Err(Error::NodeNotFound(node.to_owned()));
         }
+        self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.edit_pod(pod, |v, written| {
-            for (k, val) in
-                [(keys::BIND_PHASE, keys::BIND_PHASE_ALLOCATING.to_owned()), (keys::BIND_TIME, bind_time.to_string())]
-            {
-                v.metadata.annotations.insert(k.into(), val.clone());
-                written.insert(k.into(), val);
-            }
+            apply_patch(v, written, patch);
             v.spec.node_name = Some(node.to_owned());
         })?;
         self.play_plugin(pod, node);
@@ -558,7 +566,7 @@ mod tests {
         let name = |i: usize| format!("learned-{i}");
         b.learn_pod(&pod().gpu(1).name(&name(0)).uid("u0").view());
         let first = PodRef { namespace: "default".into(), name: name(0), uid: "u0".into() };
-        b.bind(&first, "n1", 1).await.expect("binds");
+        b.bind(&first, "n1", &PodPatch::bind_phase(1)).await.expect("binds");
         for i in 1..=LEARNED_UNBOUND_KEPT + 5 {
             b.learn_pod(&pod().gpu(1).name(&name(i)).view());
         }

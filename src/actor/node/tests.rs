@@ -22,8 +22,12 @@ impl Harness {
         let book: Arc<Book> = Arc::new(DashMap::new());
         let placements = Arc::new(DashMap::new());
         let name = NodeName::new(&n.name);
-        let addr = NodeActor::new(name.clone(), vendors.clone(), book.clone(), placements.clone(), None).start();
-        book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap: NodeActor::initial_snapshot(&name, &vendors) });
+        let locked = Arc::new(AtomicBool::new(false));
+        let addr =
+            NodeActor::new(name.clone(), vendors.clone(), book.clone(), placements.clone(), None, locked.clone())
+                .start();
+        let snap = NodeActor::initial_snapshot(&name, &vendors);
+        book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, locked });
         let h = Harness { addr, book, placements, vendors, name };
         let r = h.register(n.view()).await;
         assert!(matches!(r, Registration::Ok { .. }), "{r:?}");
@@ -238,8 +242,9 @@ async fn commit_stops_expiry() {
     tokio::time::pause();
     let h = Harness::start(one_gpu()).await;
     let p1 = pod().gpu(1).mem_mib(4096).name("p1");
-    h.reserve(&p1, TTL).await.unwrap();
-    assert_eq!(h.addr.send(Commit { uid: PodUid::new("uid-p1") }).await.unwrap(), Ok(()));
+    let reserved = h.reserve(&p1, TTL).await.unwrap();
+    // Commit answers the devices held, which the decision written at bind names.
+    assert_eq!(h.addr.send(Commit { uid: PodUid::new("uid-p1") }).await.unwrap(), Ok(reserved.devices));
     elapse(TTL * 4).await;
     assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Committed));
     assert_eq!(h.used(0), (1, 4096, 0));
@@ -535,11 +540,15 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
     let placements = Arc::new(DashMap::new());
     let name = NodeName::new("a");
     let arbiter = actix::Arbiter::new();
+    let locked = Arc::new(AtomicBool::new(false));
     let addr = {
-        let (n, v, b, p) = (name.clone(), vendors.clone(), book.clone(), placements.clone());
-        NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, b, p, None))
+        let (n, v, b, p, l) = (name.clone(), vendors.clone(), book.clone(), placements.clone(), locked.clone());
+        NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, b, p, None, l))
     };
-    book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap: NodeActor::initial_snapshot(&name, &vendors) });
+    book.insert(
+        name.clone(),
+        NodeEntry { addr: addr.clone(), snap: NodeActor::initial_snapshot(&name, &vendors), locked },
+    );
     addr.send(NodeRegistered { node: Arc::new(one_gpu().view()) }).await.unwrap();
 
     let threads: Vec<_> = (0..8)
