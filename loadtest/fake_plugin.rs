@@ -233,7 +233,10 @@ pub async fn run(a: FakePluginArgs) -> anyhow::Result<()> {
         if !a.never_release_lock {
             release_lock(&nodes, &node, &ns, &name).await;
         }
-        tracing::info!(pod = %format_args!("{ns}/{name}"), %node, "allocated");
+        // What a device plugin reads at Allocate, for tests that compare scheduler modes.
+        let saw: BTreeMap<&String, &String> = annos.iter().filter(|(k, _)| k.starts_with("hami.io/")).collect();
+        let saw = serde_json::to_string(&saw).unwrap_or_default();
+        tracing::info!(pod = %format_args!("{ns}/{name}"), %node, %saw, "allocated");
     }
     Ok(())
 }

@@ -5,8 +5,9 @@
 //! Run with `tests/e2e/run.sh` (builds the control-plane binaries once, then runs
 //! `cargo test --features e2e --test e2e -- --test-threads=1 --nocapture`). A test that fails
 //! prints the tail of every process log and keeps its directory; `HAMI_E2E_KEEP=1` keeps it always.
-//! Scenarios a–f are here; the fault scenarios g–n (SIGKILLs, an API server outage, expired and
-//! raced binds, deleted and malformed nodes, stuck locks, leader failover) are in `faults.rs`, each
+//! Scenarios a–f, and p (scenario a with the decision written at bind), are here; the fault
+//! scenarios g–n (SIGKILLs, an API server outage, expired and raced binds, deleted and malformed
+//! nodes, stuck locks, leader failover) are in `faults.rs`, each
 //! printing one `e2e summary <letter>:` line with its figures. Scenario o (`throughput.rs`) times
 //! kube-scheduler with hami-rs against kube-scheduler alone; it runs only with
 //! `HAMI_E2E_THROUGHPUT` set.
@@ -71,12 +72,42 @@ async fn single(cp: &ControlPlane, nodes: &FakeNodes, extra: &[&str]) -> (FakePl
     (plugin, hami, ks)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_gpu_pod_without_scheduler_name_is_mutated_filtered_bound_and_allocated() {
-    let cp = ControlPlane::start("a").await;
-    let nodes = FakeNodes::new("gpu-a-", 2, 2);
-    let (_plugin, hami, _ks) = single(&cp, &nodes, &[]).await;
+/// What one GPU pod's way through the webhook, kube-scheduler, hami-rs and the fake plugin left.
+struct OneGpuPod {
+    node: String,
+    events: Vec<k8s_openapi::api::core::v1::Event>,
+    /// hami-rs's API writes for the pod, by verb and resource.
+    writes: BTreeMap<String, f64>,
+}
 
+/// The hami.io annotations the fake plugin read when it allocated `pod`, from its log.
+fn plugin_saw(cp: &ControlPlane, pod: &str) -> BTreeMap<String, String> {
+    let raw = std::fs::read_to_string(cp.log("fake-plugin")).unwrap_or_default();
+    // Without the terminal colours the log may carry.
+    let mut log = String::with_capacity(raw.len());
+    let mut rest = raw.as_str();
+    while let Some(i) = rest.find('\u{1b}') {
+        log.push_str(&rest[..i]);
+        rest = rest[i..].split_once('m').map_or("", |(_, r)| r);
+    }
+    log.push_str(rest);
+    let needle = format!("pod={NS}/{pod} ");
+    let line = log
+        .lines()
+        .find(|l| l.contains(&needle) && l.contains("saw="))
+        .unwrap_or_else(|| panic!("e2e: the fake plugin logged no allocation of {pod}:\n{log}"));
+    let json = line.split_once("saw=").map(|(_, j)| j.trim()).unwrap_or_default();
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("e2e: the plugin's view of {pod} is not JSON ({e}): {line}"))
+}
+
+/// One GPU pod without a schedulerName, created and followed until its device plugin allocated
+/// it, with hami-rs started with `extra` flags. Checks what every mode must give: the webhook's
+/// mutation, HAMi's exact annotation set and values, what the plugin saw before its Allocate, and
+/// the node lock released.
+async fn one_gpu_pod(test: &str, extra: &[&str], reasons: &[&str]) -> OneGpuPod {
+    let cp = ControlPlane::start(test).await;
+    let nodes = FakeNodes::new(&format!("gpu-{test}-"), 2, 2);
+    let (_plugin, hami, _ks) = single(&cp, &nodes, extra).await;
     // Let the first registration round write its handshakes before counting.
     let node_api: Api<Node> = Api::all(cp.client.clone());
     let _ = tokio::time::timeout(Duration::from_secs(20), async {
@@ -146,35 +177,73 @@ async fn a_gpu_pod_without_scheduler_name_is_mutated_filtered_bound_and_allocate
     })
     .await;
 
-    let bind_msg = format!("Successfully binding node [{node}] to {NS}/gpu-pod");
-    let filter_prefix = format!("find fit node({node}), 0 nodes not fit, 2 nodes fit(");
-    let is_bind = |m: &str| m == bind_msg;
-    let is_filter = |m: &str| m.starts_with(&filter_prefix) && m.contains(&format!("{node}:")) && m.ends_with(')');
-    let evs = wait_events(
-        &cp.client,
-        "gpu-pod",
-        &[("BindingSucceed", &is_bind), ("FilteringSucceed", &is_filter)],
-        Duration::from_secs(30),
-    )
-    .await;
-    for e in evs.iter().filter(|e| matches!(e.reason.as_deref(), Some("BindingSucceed" | "FilteringSucceed"))) {
-        assert_eq!(e.type_.as_deref(), Some("Normal"), "{e:?}");
-        assert_eq!(e.source.as_ref().and_then(|s| s.component.as_deref()), Some(SCHEDULER_NAME), "{e:?}");
-    }
+    // The device plugin's view at Allocate: the decision, bind-phase allocating and the bind
+    // time, to-allocate naming the same devices as allocated.
+    let saw = plugin_saw(&cp, "gpu-pod");
+    let saw_keys: Vec<&str> = saw.keys().map(String::as_str).collect();
+    assert_eq!(saw_keys, want, "what the plugin read: {saw:?}");
+    assert_eq!(saw[BIND_PHASE], "allocating");
+    assert_eq!(saw[ASSIGNED_NODE], node);
+    assert_eq!(&saw[TO_ALLOCATE], alloc, "the plugin is told to allocate what was allocated");
+    assert_eq!(&saw[ALLOCATED], alloc);
+    assert_eq!(saw[ASSIGNED_TIME], annos[ASSIGNED_TIME]);
+    assert_eq!(saw[BIND_TIME], annos[BIND_TIME]);
+
+    let any = |_: &str| true;
+    let want_events: Vec<WantEvent<'_>> = reasons.iter().map(|r| (*r, &any as &dyn Fn(&str) -> bool)).collect();
+    let evs = wait_events(&cp.client, "gpu-pod", &want_events, Duration::from_secs(30)).await;
     assert!(
         !evs.iter().any(|e| matches!(e.reason.as_deref(), Some("BindingFailed" | "FilteringFailed"))),
         "no failure Events: {}",
         event_summary(&evs)
     );
-
     let after = quiet_counters(&hami).await;
     let (b, a) = (writes(&before), writes(&after));
     let delta: BTreeMap<String, f64> =
         a.iter().map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0))).filter(|(_, v)| *v > 0.0).collect();
     let total: f64 = delta.values().sum();
-    println!("e2e[a]: API writes by hami-rs for one GPU pod: {total} ({delta:?})");
+    println!("e2e[{test}]: API writes by hami-rs for one GPU pod: {total} ({delta:?})");
     assert_eq!(delta.get("create pods/binding").copied(), Some(1.0), "one Binding: {delta:?}");
-    assert!(delta.get("patch pods").copied().unwrap_or(0.0) >= 1.0, "the decision is patched onto the pod: {delta:?}");
+    assert_eq!(delta.get("patch nodes").copied(), Some(1.0), "one node lock: {delta:?}");
+    OneGpuPod { node, events: evs, writes: delta }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gpu_pod_without_scheduler_name_is_mutated_filtered_bound_and_allocated() {
+    // HAMi's way: the filter writes the decision, the bind writes bind-phase; HAMi's two Events.
+    let r = one_gpu_pod("a", &[], &["Scheduled", "FilteringSucceed", "BindingSucceed"]).await;
+    let bind_msg = format!("Successfully binding node [{}] to {NS}/gpu-pod", r.node);
+    let filter_prefix = format!("find fit node({}), 0 nodes not fit, 2 nodes fit(", r.node);
+    let is_bind = |m: &str| m == bind_msg;
+    let is_filter = |m: &str| m.starts_with(&filter_prefix) && m.contains(&format!("{}:", r.node)) && m.ends_with(')');
+    for (reason, want) in [("BindingSucceed", &is_bind as &dyn Fn(&str) -> bool), ("FilteringSucceed", &is_filter)] {
+        let e = r.events.iter().find(|e| e.reason.as_deref() == Some(reason));
+        let e = e.unwrap_or_else(|| panic!("no {reason} Event: {}", event_summary(&r.events)));
+        assert!(want(e.message.as_deref().unwrap_or_default()), "{e:?}");
+        assert_eq!(e.type_.as_deref(), Some("Normal"), "{e:?}");
+        assert_eq!(e.source.as_ref().and_then(|s| s.component.as_deref()), Some(SCHEDULER_NAME), "{e:?}");
+    }
+    assert_eq!(r.writes.get("patch pods").copied(), Some(2.0), "decision, then bind-phase: {:?}", r.writes);
+    assert_eq!(r.writes.values().sum::<f64>(), 6.0, "{:?}", r.writes);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn p_with_the_decision_written_at_bind_the_plugin_sees_the_same_and_a_pod_costs_four_writes() {
+    // The chart's fast path: no write in the filter; the decision goes with bind-phase in one
+    // patch before the Binding; kube-scheduler's Scheduled Event stands for BindingSucceed.
+    let r = one_gpu_pod("p", &["--decision-write=bind"], &["Scheduled", "FilteringSucceed"]).await;
+    let filter_prefix = format!("find fit node({}), 0 nodes not fit, 2 nodes fit(", r.node);
+    let reasons: Vec<&str> = r.events.iter().filter_map(|e| e.reason.as_deref()).collect();
+    assert!(!reasons.contains(&"BindingSucceed"), "{}", event_summary(&r.events));
+    let f = r.events.iter().find(|e| e.reason.as_deref() == Some("FilteringSucceed"));
+    let f = f.unwrap_or_else(|| panic!("no FilteringSucceed Event: {}", event_summary(&r.events)));
+    assert!(f.message.as_deref().unwrap_or_default().starts_with(&filter_prefix), "{f:?}");
+    let scheduled = r.events.iter().find(|e| e.reason.as_deref() == Some("Scheduled")).unwrap();
+    assert!(scheduled.message.as_deref().unwrap_or_default().ends_with(&format!(" to {}", r.node)), "{scheduled:?}");
+    assert_eq!(r.writes.get("patch pods").copied(), Some(1.0), "one pod patch: {:?}", r.writes);
+    let total: f64 = r.writes.values().sum();
+    assert!(total <= 4.0, "at most 4 API writes per pod, got {total}: {:?}", r.writes);
+    println!("e2e summary p: {total} API writes for one GPU pod with the decision written at bind ({:?})", r.writes);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -202,6 +202,9 @@ imagePullSecrets:
 {{- if not (has .Values.scheduler.extender.filterMode (list "snapshot" "messages")) -}}
 {{- fail "scheduler.extender.filterMode must be snapshot or messages" -}}
 {{- end -}}
+{{- if not (has .Values.scheduler.extender.decisionWrite (list "bind" "filter")) -}}
+{{- fail "scheduler.extender.decisionWrite must be bind or filter" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The webhook's custom host when customURL is enabled, else nothing (certificate SANs). */}}
