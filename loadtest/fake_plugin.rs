@@ -187,58 +187,81 @@ pub async fn run(a: FakePluginArgs) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::all(client.clone());
     let cfg = watcher::Config::default().labels(keys::ASSIGNED_NODE);
     let mut s = Box::pin(watcher::watcher(pods, cfg).default_backoff().applied_objects());
-    let mut done: HashSet<String> = HashSet::new();
+    // A real cluster runs one device plugin per node: allocations on different nodes go on at the
+    // same time, those on one node one after another.
+    let done: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(HashSet::new()));
+    let mut per_node: HashMap<String, Arc<Mutex<()>>> = HashMap::new();
     while let Some(p) = s.try_next().await? {
-        let (ns, name) =
-            (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
-        let annos: BTreeMap<String, String> = p.metadata.annotations.clone().unwrap_or_default();
-        if !ours.contains(&node)
-            || done.contains(&uid)
-            || annos.get(keys::BIND_PHASE).map(String::as_str) != Some(keys::BIND_PHASE_ALLOCATING)
-        {
+        let allocating = p.metadata.annotations.as_ref().and_then(|a| a.get(keys::BIND_PHASE)).map(String::as_str)
+            == Some(keys::BIND_PHASE_ALLOCATING);
+        if !ours.contains(&node) || !allocating || !done.lock().await.insert(uid.clone()) {
             continue;
         }
-        // The plugin finds "its" pod through the node lock; without a lock (legacy), any pending
-        // pod on the node with bind-time and bind-phase allocating.
-        let names_pod = |lock: Option<&str>| match lock.map(codec::decode_node_lock) {
-            Some(Ok(l)) => l.owner.is_none() || l.is_held_by(&ns, &name),
-            _ => annos.contains_key(keys::BIND_TIME),
-        };
-        let cached = locks.lock().await.get(&node).cloned();
-        // The node watch and the pod watch are separate streams: the cached lock may still be the
-        // previous holder's (already released) when this pod's bind arrives, so read it afresh.
-        let named = names_pod(cached.as_deref())
-            || match nodes.get(&node).await {
-                Ok(n) => {
-                    names_pod(n.metadata.annotations.as_ref().and_then(|a| a.get(keys::NODE_LOCK)).map(String::as_str))
-                }
-                Err(_) => false,
-            };
-        if !named {
-            continue;
-        }
-        let mut patch: serde_json::Map<String, serde_json::Value> =
-            served(&annos).into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
-        patch.insert(keys::BIND_PHASE.into(), keys::BIND_PHASE_SUCCESS.into());
-        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        if let Err(e) =
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": patch}}))).await
-        {
-            tracing::warn!(pod = %format_args!("{ns}/{name}"), error = %e, "allocation not recorded");
-            continue;
-        }
-        done.insert(uid);
-        if !a.never_release_lock {
-            release_lock(&nodes, &node, &ns, &name).await;
-        }
-        // What a device plugin reads at Allocate, for tests that compare scheduler modes.
-        let saw: BTreeMap<&String, &String> = annos.iter().filter(|(k, _)| k.starts_with("hami.io/")).collect();
-        let saw = serde_json::to_string(&saw).unwrap_or_default();
-        tracing::info!(pod = %format_args!("{ns}/{name}"), %node, %saw, "allocated");
+        let serial = per_node.entry(node.clone()).or_default().clone();
+        let (client, nodes, locks, done, never_release) =
+            (client.clone(), nodes.clone(), locks.clone(), done.clone(), a.never_release_lock);
+        tokio::spawn(async move {
+            let _turn = serial.lock().await;
+            if !allocate(&client, &nodes, &locks, &p, &node, never_release).await {
+                // Not this pod's turn yet (the lock names another pod): a later event retries it.
+                done.lock().await.remove(&uid);
+            }
+        });
     }
     Ok(())
+}
+
+/// Plays the device plugin's Allocate for `p` on `node`: false when the node lock does not name
+/// the pod (yet) or the pod could not be patched.
+async fn allocate(
+    client: &kube::Client,
+    nodes: &Api<Node>,
+    locks: &Mutex<HashMap<String, String>>,
+    p: &Pod,
+    node: &str,
+    never_release: bool,
+) -> bool {
+    let (ns, name) = (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
+    let annos: BTreeMap<String, String> = p.metadata.annotations.clone().unwrap_or_default();
+    // The plugin finds "its" pod through the node lock; without a lock (legacy), any pending
+    // pod on the node with bind-time and bind-phase allocating.
+    let names_pod = |lock: Option<&str>| match lock.map(codec::decode_node_lock) {
+        Some(Ok(l)) => l.owner.is_none() || l.is_held_by(&ns, &name),
+        _ => annos.contains_key(keys::BIND_TIME),
+    };
+    let cached = locks.lock().await.get(node).cloned();
+    // The node watch and the pod watch are separate streams: the cached lock may still be the
+    // previous holder's (already released) when this pod's bind arrives, so read it afresh.
+    let named = names_pod(cached.as_deref())
+        || match nodes.get(node).await {
+            Ok(n) => {
+                names_pod(n.metadata.annotations.as_ref().and_then(|a| a.get(keys::NODE_LOCK)).map(String::as_str))
+            }
+            Err(_) => false,
+        };
+    if !named {
+        return false;
+    }
+    let mut patch: serde_json::Map<String, serde_json::Value> =
+        served(&annos).into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
+    patch.insert(keys::BIND_PHASE.into(), keys::BIND_PHASE_SUCCESS.into());
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    if let Err(e) =
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": patch}}))).await
+    {
+        tracing::warn!(pod = %format_args!("{ns}/{name}"), error = %e, "allocation not recorded");
+        return false;
+    }
+    if !never_release {
+        release_lock(nodes, node, &ns, &name).await;
+    }
+    // What a device plugin reads at Allocate, for tests that compare scheduler modes.
+    let saw: BTreeMap<&String, &String> = annos.iter().filter(|(k, _)| k.starts_with("hami.io/")).collect();
+    let saw = serde_json::to_string(&saw).unwrap_or_default();
+    tracing::info!(pod = %format_args!("{ns}/{name}"), %node, %saw, "allocated");
+    true
 }
 
 /// Keeps the process alive on a runtime until the plugin stops.

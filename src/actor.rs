@@ -262,10 +262,10 @@ impl<B: Backend> Engine<B> {
                 let arb = &i.arbiters[(h.finish() as usize) % i.arbiters.len()];
                 let (n, v, b, p, q) =
                     (name.clone(), i.vendors.clone(), i.book.clone(), i.placements.clone(), i.quota.clone());
-                let locked = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let l = locked.clone();
-                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, b, p, q, l));
-                NodeEntry { addr, snap: NodeActor::initial_snapshot(&name, &i.vendors), locked }
+                let binds = Arc::new(node::BindState::default());
+                let s = binds.clone();
+                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, b, p, q, s));
+                NodeEntry { addr, snap: NodeActor::initial_snapshot(&name, &i.vendors), binds }
             })
             .addr
             .clone()

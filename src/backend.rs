@@ -311,6 +311,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// The pod as the backend's cache holds it.
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>>;
 
+    /// The pod from the cache or, when the cache does not hold it (its watch event may still be
+    /// on the way), from the source; `Ok(None)` when it does not exist.
+    fn pod_fresh(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Arc<PodView>>>> + Send {
+        let cached = self.pod(namespace, name);
+        async move { Ok(cached) }
+    }
+
     /// The node as the backend's cache holds it.
     fn node(&self, name: &str) -> Option<Arc<NodeView>>;
 

@@ -30,7 +30,8 @@ impl<B: Backend> Engine<B> {
     pub(super) async fn bind_inner(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
         let i = &*self.inner;
         let uid = PodUid::new(&pod.uid);
-        let Some(view) = i.backend.pod(&pod.namespace, &pod.name) else {
+        // A pod created a moment ago may not have reached the watch cache yet.
+        let Some(view) = i.backend.pod_fresh(&pod.namespace, &pod.name).await? else {
             self.delete_pod(&uid);
             return Err(backend::Error::PodNotFound(pod.to_string()).into());
         };
@@ -187,9 +188,10 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Takes the node's in-process lock (queueing behind earlier binds) and then each of HAMi's
-    /// node locks the pod needs. HAMi's lock lives on the Node object, so another scheduler or a
-    /// device plugin still allocating can hold it: then both are let go, so that pod can finish,
-    /// and taken again a moment later, until the wait runs out.
+    /// node locks the pod needs. HAMi's lock lives on the Node object, so a device plugin still
+    /// allocating (or another scheduler) can hold it: then the bind keeps its place, holding the
+    /// in-process lock, and tries again a moment later until the wait runs out. Later binds to the
+    /// node queue behind it, first come first served, and Filter sends new pods elsewhere.
     async fn lock_node(
         &self,
         view: &PodView,
@@ -215,40 +217,36 @@ impl<B: Backend> Engine<B> {
             node: node.to_owned(),
             within: crate::config::format_go_duration(i.cfg.node_lock_timeout),
         };
-        let result = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            // With no time left the lock is tried once, without queueing.
-            let queue = !left.is_zero();
-            let ask = addr.send(Lock { uid: uid.clone(), queue });
-            let answer = if queue { tokio::time::timeout(left, ask).await } else { Ok(ask.await) };
-            let granted = match answer {
-                Ok(Ok(true)) => Ok(()),
-                Ok(Ok(false)) if !queue => Err(contention().into()),
-                Ok(Ok(false)) => Err(BindError::Stopped { node: node.to_owned() }),
-                Ok(Err(e)) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
-                Err(_) => {
-                    // Out of the queue, or give back a grant that raced the timeout.
-                    addr.do_send(Unlock { uid: uid.clone() });
-                    Err(contention().into())
-                }
-            };
-            let attempt = match granted {
-                Ok(()) => match self.take_locks(pod, node, &kinds).await {
-                    Ok(taken) => Ok(taken),
-                    Err(e) => {
-                        addr.do_send(Unlock { uid: uid.clone() });
-                        Err(e)
-                    }
-                },
-                Err(e) => Err(e),
-            };
-            match attempt {
-                Err(e) if e.is_contention() && Instant::now() + every < deadline => {
-                    crate::metrics::lock_wait();
-                    tokio::time::sleep(every).await;
-                }
-                other => break other,
+        // With no time to wait the lock is tried once, without queueing.
+        let queue = !wait.is_zero();
+        let ask = addr.send(Lock { uid: uid.clone(), queue });
+        let answer = if queue { tokio::time::timeout(wait, ask).await } else { Ok(ask.await) };
+        let granted = match answer {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) if !queue => Err(contention().into()),
+            Ok(Ok(false)) => Err(BindError::Stopped { node: node.to_owned() }),
+            Ok(Err(e)) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
+            Err(_) => {
+                // Out of the queue, or give back a grant that raced the timeout.
+                addr.do_send(Unlock { uid: uid.clone() });
+                Err(contention().into())
             }
+        };
+        let result = match granted {
+            Ok(()) => loop {
+                match self.take_locks(pod, node, &kinds).await {
+                    Err(e) if e.is_contention() && Instant::now() + every < deadline => {
+                        crate::metrics::lock_wait();
+                        tokio::time::sleep(every).await;
+                    }
+                    Err(e) => {
+                        let _ = addr.send(Unlock { uid: uid.clone() }).await;
+                        break Err(e);
+                    }
+                    Ok(taken) => break Ok(taken),
+                }
+            },
+            Err(e) => Err(e),
         };
         crate::metrics::phase(crate::metrics::Phase::LockWait, started);
         match result {

@@ -127,43 +127,45 @@ impl<B: Backend> Engine<B> {
 
     /// The nodes the coordinator may reserve on, best first: the fitting nodes in rank order,
     /// those whose bind lock is taken (a bind of another pod holds the node's in-process lock, or
-    /// HAMi's node lock is on the Node for a pod that still needs it) moved after the free ones.
-    /// A bind to a locked node waits for the device plugin of the holder, which in a burst under
-    /// binpack would serialise the burst on one node. With no lock taken this is the rank order,
-    /// as HAMi chooses.
+    /// HAMi's node lock is on the Node for a pod that still needs it) moved after the free ones,
+    /// the locked ones with the fewest pods waiting for their bind first. A bind to a locked node
+    /// waits for the device plugin of the holder, so under binpack a burst would queue on one
+    /// node. With no lock taken this is the rank order, as HAMi chooses.
     fn lock_aware(&self, fits: &[(NodeName, f32, ())], pod: &PodRef, req: &PodRequest) -> Vec<NodeName> {
         let kinds = self.lock_kinds(req);
         let mut free = Vec::with_capacity(RESERVE_CANDIDATES);
-        let mut taken = Vec::new();
+        let mut taken: Vec<(u32, &NodeName)> = Vec::new();
         for (n, _, _) in fits {
             if free.len() == RESERVE_CANDIDATES {
                 break;
             }
-            if self.lock_taken(n.as_str(), pod, &kinds) {
-                if taken.len() < RESERVE_CANDIDATES {
-                    taken.push(n.clone());
-                }
-            } else {
-                free.push(n.clone());
+            match self.lock_taken(n.as_str(), pod, &kinds) {
+                Some(pending) => taken.push((pending, n)),
+                None => free.push(n.clone()),
             }
         }
-        free.extend(taken);
-        free.truncate(RESERVE_CANDIDATES);
+        if free.len() < RESERVE_CANDIDATES {
+            // Stable: equal queues keep the rank order.
+            taken.sort_by_key(|(pending, _)| *pending);
+            free.extend(taken.into_iter().take(RESERVE_CANDIDATES - free.len()).map(|(_, n)| n.clone()));
+        }
         free
     }
 
-    /// Whether a bind of `pod` on `node` would now wait for a lock another pod holds.
-    pub(super) fn lock_taken(&self, node: &str, pod: &PodRef, kinds: &[LockKind]) -> bool {
+    /// Whether a bind of `pod` on `node` would now wait for a lock another pod holds: if so, how
+    /// many pods reserved there still wait for their bind.
+    pub(super) fn lock_taken(&self, node: &str, pod: &PodRef, kinds: &[LockKind]) -> Option<u32> {
         let i = &*self.inner;
-        if i.book.get(node).is_some_and(|e| e.locked.load(std::sync::atomic::Ordering::Relaxed)) {
-            return true;
+        let (locked, pending) = i.book.get(node).map_or((false, 0), |e| (e.binds.locked(), e.binds.pending()));
+        if locked {
+            return Some(pending);
         }
-        if kinds.is_empty() {
-            return false;
-        }
-        let Some(view) = i.backend.node(node) else { return false };
+        let view = i.backend.node(node).filter(|_| !kinds.is_empty())?;
         let timeout = i.cfg.node_lock_timeout;
-        kinds.iter().any(|k| backend::lock_taken(&view, pod, *k, timeout, |ns, name| i.backend.pod(ns, name)))
+        kinds
+            .iter()
+            .any(|k| backend::lock_taken(&view, pod, *k, timeout, |ns, name| i.backend.pod(ns, name)))
+            .then_some(pending)
     }
 
     /// Fits the pod on every candidate's published snapshot. Long candidate lists (at least

@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::{Actor, AsyncContext, Context, Handler, MessageResult, ResponseFuture};
@@ -30,12 +30,30 @@ const TOMBSTONES_KEPT: usize = 256;
 
 use super::messages::*;
 
-/// The shared address book entry of a node: its actor, its latest snapshot, and whether a bind
-/// holds its in-process lock (set by the actor only; Filter reads it to prefer free nodes).
+/// The shared address book entry of a node: its actor, its latest snapshot, and the state of its
+/// binds (written by the actor only; Filter reads it to prefer nodes no bind is busy with).
 pub struct NodeEntry {
     pub addr: actix::Addr<NodeActor>,
     pub snap: Arc<NodeSnapshot>,
-    pub locked: Arc<AtomicBool>,
+    pub binds: Arc<BindState>,
+}
+
+/// What Filter may read of a node's binds without a message.
+#[derive(Debug, Default)]
+pub struct BindState {
+    /// A bind holds the node's in-process lock.
+    locked: AtomicBool,
+    /// Pods reserved here that have not been bound yet (their binds are coming or waiting).
+    pending: AtomicU32,
+}
+
+impl BindState {
+    pub fn locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
+    }
+    pub fn pending(&self) -> u32 {
+        self.pending.load(Ordering::Relaxed)
+    }
 }
 
 pub type Book = DashMap<NodeName, NodeEntry>;
@@ -76,8 +94,8 @@ pub struct NodeActor {
     /// Reservations released recently: an echo of the pod's old annotations must not revive them.
     released: HashMap<PodUid, Instant>,
     lock: Option<PodUid>,
-    /// `lock.is_some()`, published for Filter (the book entry's `locked`).
-    locked: Arc<AtomicBool>,
+    /// `lock.is_some()` and the reservations not yet bound, published for Filter.
+    binds: Arc<BindState>,
     /// Binds waiting for `lock`, in arrival order.
     waiters: VecDeque<(PodUid, oneshot::Sender<()>)>,
     seq: u64,
@@ -101,7 +119,7 @@ impl NodeActor {
         book: Arc<Book>,
         placements: Arc<DashMap<PodUid, NodeName>>,
         quota: Option<SharedQuota>,
-        locked: Arc<AtomicBool>,
+        binds: Arc<BindState>,
     ) -> NodeActor {
         let extras = vec![None; vendors.len()];
         NodeActor {
@@ -116,7 +134,7 @@ impl NodeActor {
             allocs: HashMap::new(),
             released: HashMap::new(),
             lock: None,
-            locked,
+            binds,
             waiters: VecDeque::new(),
             seq: 0,
             scratch: Scratch::default(),
@@ -160,11 +178,17 @@ impl NodeActor {
 
     /// Publishes usage the caller already built (a reservation applied on top of the snapshot).
     fn publish_devices(&mut self, devs: Vec<DeviceUsage>) {
+        self.count_pending();
         self.seq += 1;
         let snap = Arc::new(self.snapshot_of(devs));
         if let Some(mut e) = self.book.get_mut(&self.name) {
             e.snap = snap;
         }
+    }
+
+    fn count_pending(&self) {
+        let n = self.allocs.values().filter(|a| matches!(a.state, State::Reserved { .. })).count();
+        self.binds.pending.store(u32::try_from(n).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 
     fn current(&self) -> Arc<NodeSnapshot> {
@@ -387,7 +411,9 @@ impl Handler<Commit> for NodeActor {
         match self.allocs.get_mut(&msg.uid) {
             Some(a) => {
                 a.state = State::Committed;
-                Ok(a.devices.clone())
+                let devices = a.devices.clone();
+                self.count_pending();
+                Ok(devices)
             }
             None => Err(NotReserved),
         }
@@ -421,7 +447,7 @@ impl Handler<Lock> for NodeActor {
             }
             _ => {
                 self.lock = Some(msg.uid);
-                self.locked.store(true, Ordering::Relaxed);
+                self.binds.locked.store(true, Ordering::Relaxed);
                 Box::pin(async { true })
             }
         }
@@ -449,7 +475,7 @@ impl NodeActor {
                 return;
             }
         }
-        self.locked.store(false, Ordering::Relaxed);
+        self.binds.locked.store(false, Ordering::Relaxed);
     }
 }
 

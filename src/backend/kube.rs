@@ -429,6 +429,21 @@ impl Backend for KubeBackend {
         self.inner.nodes.get(name).map(|e| e.value().clone())
     }
 
+    async fn pod_fresh(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
+        if let Some(p) = self.pod(namespace, name) {
+            return Ok(Some(p));
+        }
+        match self.call("get", "pods", self.pods_api(namespace).get(name)).await {
+            Ok(p) => {
+                let view: Arc<PodView> = Arc::new(to_view(&p));
+                self.cache_pod(view.clone());
+                Ok(Some(view))
+            }
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(api_err(e)),
+        }
+    }
+
     async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
         let body = patch.to_merge_patch();
         let api = self.pods_api(&pod.namespace);

@@ -124,7 +124,7 @@ fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
         .filter(|l| l.split(['{', ' ']).next() == Some(name))
         .filter(|l| labels.iter().all(|want| l.contains(want)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .fold(0.0, |a, b| a + b)
 }
 
 /// Per node, the bound pods' `nvidia.com/gpu` limits stay within the node's allocatable.

@@ -22,12 +22,11 @@ impl Harness {
         let book: Arc<Book> = Arc::new(DashMap::new());
         let placements = Arc::new(DashMap::new());
         let name = NodeName::new(&n.name);
-        let locked = Arc::new(AtomicBool::new(false));
-        let addr =
-            NodeActor::new(name.clone(), vendors.clone(), book.clone(), placements.clone(), None, locked.clone())
-                .start();
+        let binds = Arc::new(BindState::default());
+        let addr = NodeActor::new(name.clone(), vendors.clone(), book.clone(), placements.clone(), None, binds.clone())
+            .start();
         let snap = NodeActor::initial_snapshot(&name, &vendors);
-        book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, locked });
+        book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, binds });
         let h = Harness { addr, book, placements, vendors, name };
         let r = h.register(n.view()).await;
         assert!(matches!(r, Registration::Ok { .. }), "{r:?}");
@@ -540,14 +539,14 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
     let placements = Arc::new(DashMap::new());
     let name = NodeName::new("a");
     let arbiter = actix::Arbiter::new();
-    let locked = Arc::new(AtomicBool::new(false));
+    let binds = Arc::new(BindState::default());
     let addr = {
-        let (n, v, b, p, l) = (name.clone(), vendors.clone(), book.clone(), placements.clone(), locked.clone());
+        let (n, v, b, p, l) = (name.clone(), vendors.clone(), book.clone(), placements.clone(), binds.clone());
         NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, b, p, None, l))
     };
     book.insert(
         name.clone(),
-        NodeEntry { addr: addr.clone(), snap: NodeActor::initial_snapshot(&name, &vendors), locked },
+        NodeEntry { addr: addr.clone(), snap: NodeActor::initial_snapshot(&name, &vendors), binds },
     );
     addr.send(NodeRegistered { node: Arc::new(one_gpu().view()) }).await.unwrap();
 

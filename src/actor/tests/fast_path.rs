@@ -163,3 +163,40 @@ async fn written_at_filter_a_bind_without_the_filters_decision_still_fails() {
     assert_eq!(err, "pod default/p1 was not filtered onto node a");
     assert!(allocs(&e).await.is_empty());
 }
+
+#[actix::test]
+async fn among_locked_nodes_the_one_with_fewer_pods_waiting_for_their_bind_comes_first() {
+    // Every node is locked; `x` ranks first but a pod already reserved there waits for its bind,
+    // so the next pod queues on `y` instead of behind it.
+    let (e, b) = x_preferred(EngineConfig::default()).await;
+    assert_eq!(chosen(&filter(&e, &b, &small("waiting"), &["x"]).await), "x");
+    hold_bind_lock(&e, "x", "uid-other").await;
+    hold_bind_lock(&e, "y", "uid-another").await;
+    assert_eq!(chosen(&filter(&e, &b, &small("p1"), &["x", "y"]).await), "y");
+    // Now one pod waits on each: equal queues keep the rank order.
+    assert_eq!(chosen(&filter(&e, &b, &small("p2"), &["x", "y"]).await), "x");
+}
+
+#[actix::test]
+async fn a_bind_waiting_for_hamis_lock_keeps_its_place_and_later_binds_queue_behind_it() {
+    // While HAMi's lock is held by another pod, the waiting bind holds the node's in-process
+    // lock: a later bind cannot overtake it when the lock frees, and Filter sees the node busy.
+    let (e, b, p1) = filtered_behind_a_held_lock(EngineConfig::default(), 4096).await;
+    let (e1, r1) = (e.clone(), pref(&p1));
+    let first = actix::spawn(async move { e1.bind(&r1, "a").await });
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(e.reports().await[0].locked_by, Some(PodUid::new("uid-p1")), "p1 keeps its place while it waits");
+    let p2 = pod().gpu(1).mem_mib(4096).name("p2");
+    assert_eq!(chosen(&filter(&e, &b, &p2, &["a"]).await), "a");
+    let (e2, r2) = (e.clone(), pref(&p2));
+    let second = actix::spawn(async move { e2.bind(&r2, "a").await });
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(e.reports().await[0].locked_by, Some(PodUid::new("uid-p1")), "p2 queues behind p1");
+    release_lock_after(&b, Duration::ZERO);
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    assert_eq!(
+        allocs(&e).await,
+        [("a".into(), "p1".into(), AllocState::Committed), ("a".into(), "p2".into(), AllocState::Committed)]
+    );
+}
