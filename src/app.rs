@@ -168,6 +168,11 @@ pub async fn run_http<B: Backend>(
     let state = web::Data::new(AppState::new(engine, args.max_body_bytes, readiness).with_webhook(webhook));
     let st = state.clone();
     let server = HttpServer::new(move || App::new().app_data(st.clone()).configure(http::routes::<B>))
+        // Idle connections stay open longer than Go clients keep them (net/http: 90 s), so the
+        // API server and kube-scheduler close them first: when the server closes one, a request
+        // the client is sending on it that moment fails ("broken pipe"), and Go does not retry a
+        // POST.
+        .keep_alive(std::time::Duration::from_secs(120))
         .client_request_timeout(std::time::Duration::from_secs(15))
         .client_disconnect_timeout(std::time::Duration::from_secs(5))
         .shutdown_timeout(args.shutdown_grace.as_secs().max(1));

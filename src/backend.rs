@@ -318,6 +318,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
         async move { Ok(cached) }
     }
 
+    /// How long a write asked for now would wait behind the writes already queued (the client's
+    /// rate limit). Filter waits while it is long, so kube-scheduler does not schedule faster
+    /// than the binds can be written.
+    fn write_backlog(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     /// The node as the backend's cache holds it.
     fn node(&self, name: &str) -> Option<Arc<NodeView>>;
 

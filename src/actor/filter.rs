@@ -4,6 +4,11 @@
 use super::*;
 use quota::QuotaBook;
 
+/// How far behind the API writes may be before Filter waits for them.
+const MAX_WRITE_BACKLOG: Duration = Duration::from_millis(250);
+/// The longest one filter waits for the writes.
+const MAX_BACKLOG_WAIT: Duration = Duration::from_secs(5);
+
 impl<B: Backend> Engine<B> {
     /// kube-scheduler's filter call in live mode (`nodeCacheCapable`): decide one node for the
     /// pod among `names`, reserve it there and write the decision onto the pod.
@@ -39,6 +44,7 @@ impl<B: Backend> Engine<B> {
             let _ = addr.send(Release { uid: req.uid.clone(), only_reserved: bound }).await;
         }
 
+        self.await_write_backlog().await;
         let fan_out = Instant::now();
         let (mut fits, mut failed) = match i.cfg.filter_mode {
             FilterMode::Snapshot => match self.evaluate_snapshots(&req, names).await {
@@ -123,6 +129,22 @@ impl<B: Backend> Engine<B> {
         self.remember(&pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n_candidates} nodes fit"));
         crate::metrics::filter_done(crate::metrics::Outcome::Scheduled, started);
         FilterOutcome::Chosen { node, failed }
+    }
+
+    /// Holds the filter while the API writes already queued would delay this pod's bind by
+    /// more than `MAX_WRITE_BACKLOG` (bounded by `MAX_BACKLOG_WAIT`). kube-scheduler filters one
+    /// pod at a time and binds in the background: without this, a burst schedules faster than
+    /// its binds can be written, bind latency grows without bound, node locks are held longer,
+    /// and kube-scheduler's bind timeout sends pods round again.
+    async fn await_write_backlog(&self) {
+        let started = Instant::now();
+        loop {
+            let backlog = self.inner.backend.write_backlog();
+            if backlog <= MAX_WRITE_BACKLOG || started.elapsed() >= MAX_BACKLOG_WAIT {
+                return;
+            }
+            tokio::time::sleep(backlog - MAX_WRITE_BACKLOG).await;
+        }
     }
 
     /// The nodes the coordinator may reserve on, best first: the fitting nodes in rank order,

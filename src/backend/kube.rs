@@ -67,11 +67,21 @@ impl RateLimiter {
             tokio::time::sleep(wait).await;
         }
     }
+
+    /// How long a request asked for now would wait for its token: the backlog of requests
+    /// already granted a turn. Zero when the state is busy being updated.
+    pub fn backlog(&self) -> Duration {
+        let Ok(s) = self.state.try_lock() else { return Duration::ZERO };
+        let tokens = s.0 + s.1.elapsed().as_secs_f64() * self.qps;
+        if tokens >= 1.0 { Duration::ZERO } else { Duration::from_secs_f64((1.0 - tokens) / self.qps) }
+    }
 }
 
 struct Inner {
     client: kube::Client,
     limiter: RateLimiter,
+    /// Events have their own, smaller budget: a flood of them never delays a bind's writes.
+    event_limiter: RateLimiter,
     opts: KubeOptions,
     pods: DashMap<(String, String), Arc<PodView>>,
     nodes: DashMap<String, Arc<NodeView>>,
@@ -149,6 +159,7 @@ impl KubeBackend {
             inner: Arc::new(Inner {
                 client,
                 limiter: RateLimiter::new(opts.qps, opts.burst),
+                event_limiter: RateLimiter::new(opts.qps / 4.0, (opts.burst / 4).max(1)),
                 opts,
                 pods: DashMap::new(),
                 nodes: DashMap::new(),
@@ -408,7 +419,10 @@ impl KubeBackend {
                 ..Default::default()
             };
             let api: Api<KEvent> = Api::namespaced(self.inner.client.clone(), &ns);
-            if let Err(err) = self.call("create", "events", api.create(&PostParams::default(), &ev)).await {
+            self.inner.event_limiter.acquire().await;
+            let created = api.create(&PostParams::default(), &ev).await;
+            crate::metrics::api_request("create", "events", created.is_ok());
+            if let Err(err) = created {
                 tracing::debug!(error = %err, reason = e.reason, "event not recorded");
             }
         }
@@ -427,6 +441,10 @@ impl Backend for KubeBackend {
 
     fn node(&self, name: &str) -> Option<Arc<NodeView>> {
         self.inner.nodes.get(name).map(|e| e.value().clone())
+    }
+
+    fn write_backlog(&self) -> Duration {
+        self.inner.limiter.backlog()
     }
 
     async fn pod_fresh(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
@@ -505,5 +523,33 @@ impl Backend for KubeBackend {
 
     fn record_event(&self, event: Event) {
         let _ = self.inner.events.try_send(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_rate_limiters_backlog_is_the_wait_a_new_request_would_have() {
+        let l = RateLimiter::new(10.0, 2);
+        assert_eq!(l.backlog(), Duration::ZERO, "a full bucket");
+        for _ in 0..2 {
+            l.acquire().await;
+        }
+        // The bucket is empty: the next request waits for one token, 100 ms.
+        let b = l.backlog().as_secs_f64();
+        assert!((b - 0.1).abs() < 0.01, "{b}");
+        // Three more asked for and not yet served (each reserves its token on the first poll):
+        // a new request waits behind them, 400 ms.
+        for _ in 0..3 {
+            let _ = futures::FutureExt::now_or_never(l.acquire());
+        }
+        let b = l.backlog().as_secs_f64();
+        assert!((b - 0.4).abs() < 0.01, "{b}");
+        // The bucket refills in real time: 100 ms later one request fewer is ahead.
+        std::thread::sleep(Duration::from_millis(100));
+        let b = l.backlog().as_secs_f64();
+        assert!(b < 0.3 + 1e-3 && b > 0.2, "{b}");
     }
 }

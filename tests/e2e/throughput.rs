@@ -207,6 +207,11 @@ async fn o_throughput_of_kube_scheduler_with_hami_rs_against_kube_scheduler_alon
         check_gpu_counts(&cp.client).await;
         let m = hami.metrics().await.unwrap_or_default();
         let bind_errors = metric(&m, "hami_scheduler_decisions_total", &["request=\"bind\"", "outcome=\"error\""]);
+        let api: Vec<String> = ["get", "patch", "create", "list"]
+            .iter()
+            .map(|v| format!("{v} {}", metric(&m, "hami_scheduler_api_requests_total", &[&format!("verb=\"{v}\"")])))
+            .collect();
+        println!("e2e[o]: hami-rs API requests: {}", api.join(", "));
         println!(
             "e2e[o]: with hami-rs ({flags:?}): created in {:.1} s, half bound at {:.1} s, all bound at {:.1} s, all allocated by {alloc_s:.1} s; binds failed {bind_errors}, lock timeouts {}, lock waits {}; {}",
             run.created_s,
