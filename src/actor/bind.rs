@@ -141,19 +141,6 @@ impl<B: Backend> Engine<B> {
         if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
             return Err(BindError::NotFiltered { pod: pod.to_string(), node: node.to_owned() });
         }
-        self.reserve_exact(view, req, pod, node, addr).await
-    }
-
-    /// Reserves on `node` exactly the devices written on the pod (its reservation lapsed).
-    async fn reserve_exact(
-        &self,
-        view: &PodView,
-        req: &Arc<PodRequest>,
-        pod: &PodRef,
-        node: &str,
-        addr: &Addr<NodeActor>,
-    ) -> Result<(), BindError> {
-        let i = &*self.inner;
         let devices = match i.vendors.decode_allocation(view) {
             Ok(d) => self.align(view, d),
             Err(e) => return Err(BindError::Malformed { pod: pod.to_string(), source: e }),
