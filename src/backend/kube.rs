@@ -19,12 +19,12 @@ use crate::model::codec;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
-use super::{Backend, Error, Event, EventType, LockVerdict, ObjectKind, PodPatch, PodRef, Result};
+use super::{
+    Backend, CAMBRICON_LOCK_TIMEOUT, Error, Event, EventType, LockVerdict, ObjectKind, PodPatch, PodRef, Result,
+};
 
 pub mod watch;
 
-/// Cambricon's own lock expires after two minutes (protocol.md §3.8).
-use super::CAMBRICON_LOCK_TIMEOUT;
 /// Lock writes retried with backoff from 100 ms, factor 2, up to 5 attempts (protocol.md §3.8).
 const LOCK_ATTEMPTS: u32 = 5;
 const EVENT_QUEUE: usize = 4096;
@@ -181,7 +181,18 @@ impl KubeBackend {
         resource: &'static str,
         f: impl std::future::Future<Output = kube::Result<T>>,
     ) -> kube::Result<T> {
-        self.inner.limiter.acquire().await;
+        self.call_within(&self.inner.limiter, verb, resource, f).await
+    }
+
+    /// `call` under the given budget.
+    async fn call_within<T>(
+        &self,
+        limiter: &RateLimiter,
+        verb: &'static str,
+        resource: &'static str,
+        f: impl std::future::Future<Output = kube::Result<T>>,
+    ) -> kube::Result<T> {
+        limiter.acquire().await;
         let r = f.await;
         crate::metrics::api_request(verb, resource, r.is_ok());
         r
@@ -419,10 +430,9 @@ impl KubeBackend {
                 ..Default::default()
             };
             let api: Api<KEvent> = Api::namespaced(self.inner.client.clone(), &ns);
-            self.inner.event_limiter.acquire().await;
-            let created = api.create(&PostParams::default(), &ev).await;
-            crate::metrics::api_request("create", "events", created.is_ok());
-            if let Err(err) = created {
+            let params = PostParams::default();
+            let created = api.create(&params, &ev);
+            if let Err(err) = self.call_within(&self.inner.event_limiter, "create", "events", created).await {
                 tracing::debug!(error = %err, reason = e.reason, "event not recorded");
             }
         }

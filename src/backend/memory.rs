@@ -17,15 +17,13 @@ use crate::model::codec;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
-use super::{Backend, Error, Event, LockVerdict, PodPatch, PodRef, Result};
+use super::{Backend, CAMBRICON_LOCK_TIMEOUT, Error, Event, LockVerdict, PodPatch, PodRef, Result};
 
 const EVENTS_KEPT: usize = 2000;
 /// Pods learned from filter requests (not in the cluster file) that are kept while never bound.
 /// There is no API server to delete them, so an abandoned pending pod would otherwise stay for
 /// good; past this many the oldest unbound ones are forgotten, as if their owner deleted them.
 const LEARNED_UNBOUND_KEPT: usize = 10_000;
-/// Cambricon's own lock expires after two minutes (protocol.md §3.8).
-use super::CAMBRICON_LOCK_TIMEOUT;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
