@@ -58,8 +58,9 @@ pub async fn load_cluster(engine: &Engine<MemoryBackend>, objects: ClusterObject
         backend.insert_node(n.clone());
         engine.register_node(Arc::new(n)).await;
     }
+    // One copy of each pod, shared by the backend and the observation.
     for p in objects.pods {
-        backend.insert_pod(p.clone());
+        let p = backend.insert_pod(p);
         engine.observe_pod(&p);
     }
     let _ = engine.reports().await;

@@ -10,6 +10,7 @@ pub mod pod;
 pub mod quantity;
 pub mod reason;
 pub mod request;
+pub mod vec_map;
 
 pub use device::{
     ContainerDevice, ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, MigPlacement, MigProfile, NodeName,

@@ -124,8 +124,8 @@ pub fn usage<B: Backend>(reports: &[NodeReport], vendors: &Vendors, backend: &B)
                 node: r.name.to_string(),
                 node_name: view.as_ref().and_then(|v| v.spec.node_name.clone()).filter(|n| !n.is_empty()),
                 state: a.state,
-                annotations: view.as_ref().map(|v| v.metadata.annotations.clone()).unwrap_or_default(),
-                labels: view.as_ref().map(|v| v.metadata.labels.clone()).unwrap_or_default(),
+                annotations: view.as_ref().map(|v| v.metadata.annotations.clone().into()).unwrap_or_default(),
+                labels: view.as_ref().map(|v| v.metadata.labels.clone().into()).unwrap_or_default(),
             });
         }
     }

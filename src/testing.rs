@@ -152,8 +152,8 @@ impl NodeBuilder {
     pub fn view(&self) -> NodeView {
         let mut v = NodeView::default();
         v.metadata.name = self.name.clone();
-        v.metadata.annotations = self.annotations.clone();
-        v.metadata.labels = self.labels.clone();
+        v.metadata.annotations = self.annotations.clone().into();
+        v.metadata.labels = self.labels.clone().into();
         if !self.gpus.is_empty() {
             let infos: Vec<DeviceInfo> = self.gpus.iter().map(|g| g.info.clone()).collect();
             v.metadata.annotations.insert(keys::NVIDIA_REGISTER.into(), codec::encode_node_devices_json(&infos));
@@ -164,8 +164,8 @@ impl NodeBuilder {
         }
         if !self.gpus.is_empty() {
             let n = QuantityText(self.gpus.len().to_string());
-            v.status.capacity.entry("nvidia.com/gpu".into()).or_insert(n.clone());
-            v.status.allocatable.entry("nvidia.com/gpu".into()).or_insert(n);
+            v.status.capacity.get_or_insert_with("nvidia.com/gpu", || n.clone());
+            v.status.allocatable.get_or_insert_with("nvidia.com/gpu", || n);
         }
         v
     }

@@ -106,6 +106,8 @@ pub struct NodeActor {
     unhealthy: Vec<crate::model::VendorId>,
     /// No two registered devices share an id, so a charge's device position can be resolved once.
     unique_ids: bool,
+    /// Type words and namespaces of the pods seen here, shared by their allocations.
+    words: Vec<Arc<str>>,
 }
 
 impl Actor for NodeActor {
@@ -142,6 +144,7 @@ impl NodeActor {
             last_view: None,
             unhealthy: Vec::new(),
             unique_ids: true,
+            words: Vec::new(),
         }
     }
 
@@ -479,152 +482,6 @@ impl NodeActor {
     }
 }
 
-impl NodeActor {
-    /// Reads the node's devices (without the vendors found dead) and publishes them.
-    fn register(&mut self, node: Arc<crate::model::pod::NodeView>) -> Registration {
-        let mut nd = self.vendors.discover(&node);
-        nd.devices.retain(|d| !self.unhealthy.contains(&d.vendor));
-        self.last_view = Some(node);
-        if let Some((id, key, err)) = nd.malformed.first() {
-            let reason = format!("{} annotation {key} is malformed: {err}", self.vendors.get(*id).name());
-            let changed = self.unusable.as_deref() != Some(reason.as_str());
-            self.unusable = Some(Arc::from(reason.as_str()));
-            if changed {
-                self.publish();
-            }
-            return Registration::Malformed { reason };
-        }
-        let same = self.registered
-            && self.unusable.is_none()
-            && nd.devices.len() == self.base.len()
-            && nd.devices.iter().zip(self.base.iter()).all(|(a, b)| a.info == b.info && a.vendor == b.vendor);
-        let extras_changed = nd.extras.len() != self.extras.len() || !self.registered;
-        self.registered = true;
-        self.unusable = None;
-        let n = nd.devices.len();
-        if !same {
-            self.base = nd.devices;
-            self.unique_ids = {
-                let mut ids: Vec<(&crate::model::DeviceUuid, crate::model::VendorId)> =
-                    self.base.iter().map(|d| (&d.info.id, d.vendor)).collect();
-                ids.sort();
-                ids.windows(2).all(|w| w[0] != w[1])
-            };
-            // Charges may depend on the devices (slices per entry), so recompute them.
-            let recomputed: Vec<(PodUid, Vec<Charge>)> =
-                self.allocs.iter().map(|(u, a)| (u.clone(), self.collapse(&a.devices, &a.layout, &a.tags))).collect();
-            for (u, c) in recomputed {
-                if let Some(a) = self.allocs.get_mut(&u) {
-                    a.charges = c;
-                }
-            }
-        }
-        // Node extras (cordon list, pair scores) are re-read on every change of the node, so
-        // Filter always sees the current annotations.
-        self.extras = nd.extras;
-        self.forget_old_tombstones(TOMBSTONE_AGE);
-        self.publish();
-        Registration::Ok { devices: n, changed: !same || extras_changed }
-    }
-}
-
-impl Handler<NodeRegistered> for NodeActor {
-    type Result = MessageResult<NodeRegistered>;
-    fn handle(&mut self, msg: NodeRegistered, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.register(msg.node))
-    }
-}
-
-impl Handler<VendorHealth> for NodeActor {
-    type Result = ();
-    fn handle(&mut self, msg: VendorHealth, _: &mut Context<Self>) {
-        if msg.unhealthy != self.unhealthy {
-            self.unhealthy = msg.unhealthy;
-            if let Some(v) = self.last_view.clone() {
-                self.register(v);
-            }
-        }
-    }
-}
-
-impl Handler<NodeRemoved> for NodeActor {
-    type Result = ();
-    fn handle(&mut self, _: NodeRemoved, ctx: &mut Context<Self>) {
-        for (uid, a) in &self.allocs {
-            self.placements.remove_if(uid, |_, n| *n == self.name);
-            if let Some(q) = &self.quota {
-                q.remove(&a.namespace, &super::quota::usage_of(&a.charges));
-            }
-        }
-        self.allocs.clear();
-        actix::ActorContext::stop(ctx);
-    }
-}
-
-impl Handler<PodObserved> for NodeActor {
-    type Result = ();
-    fn handle(&mut self, msg: PodObserved, ctx: &mut Context<Self>) {
-        let charges = self.collapse_held(&msg.devices, &msg.held, &msg.layout, &msg.tags);
-        let state = match self.allocs.get(&msg.uid).map(|a| a.state.clone()) {
-            Some(State::Committed) => State::Committed,
-            _ if msg.bound => State::Committed,
-            Some(s @ State::Reserved { .. }) => s,
-            None => {
-                // An unbound pod we released (or that expired) must not come back from an echo of
-                // its annotations; one we never saw (a restart) is held provisionally.
-                if self.released.contains_key(&msg.uid) {
-                    return;
-                }
-                // Held only if it fits beside what is held already: after a restart the
-                // annotations of pods whose reservation had lapsed can name devices another pod
-                // got since, and a bind of a held pod is not checked again.
-                if self.validate(self.usage(None), &charges).is_err() {
-                    tracing::debug!(node = %self.name, pod = %msg.name, "unbound pod's annotated devices are taken; not held");
-                    return;
-                }
-                self.seq += 1;
-                let seq = self.seq;
-                self.arm_ttl(msg.uid.clone(), seq, msg.ttl, ctx);
-                State::Reserved { seq }
-            }
-        };
-        if charges.is_empty() && msg.devices.is_empty() {
-            return;
-        }
-        if let Some(q) = &self.quota {
-            // A pod the cluster shows holds its devices whatever the limits say.
-            let old = self.allocs.get(&msg.uid).map(|a| super::quota::usage_of(&a.charges));
-            q.replace(&msg.namespace, old.as_ref(), &super::quota::usage_of(&charges));
-        }
-        self.allocs.insert(
-            msg.uid.clone(),
-            Alloc {
-                namespace: msg.namespace,
-                name: msg.name,
-                state,
-                devices: msg.devices,
-                layout: msg.layout,
-                tags: msg.tags,
-                charges,
-            },
-        );
-        self.released.remove(&msg.uid);
-        self.placements.insert(msg.uid, self.name.clone());
-        self.publish();
-    }
-}
-
-impl Handler<PodDeleted> for NodeActor {
-    type Result = bool;
-    fn handle(&mut self, msg: PodDeleted, _: &mut Context<Self>) -> bool {
-        let removed = self.drop_alloc(&msg.uid);
-        if removed {
-            self.publish();
-        }
-        removed
-    }
-}
-
 impl Handler<Report> for NodeActor {
     type Result = MessageResult<Report>;
     fn handle(&mut self, _: Report, _: &mut Context<Self>) -> Self::Result {
@@ -651,6 +508,8 @@ impl Handler<Report> for NodeActor {
         })
     }
 }
+
+mod cluster;
 
 #[cfg(test)]
 mod tests;

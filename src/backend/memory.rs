@@ -322,8 +322,8 @@ impl MemoryBackend {
         self.inner.nodes.remove(name);
     }
 
-    /// Adds or replaces a pod; the scheduler's record of its writes is kept.
-    pub fn insert_pod(&self, pod: PodView) {
+    /// Adds or replaces a pod; the scheduler's record of its writes is kept. Answers the stored pod.
+    pub fn insert_pod(&self, pod: PodView) -> Arc<PodView> {
         let key = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
         let view = Arc::new(pod);
         self.inner
@@ -331,6 +331,7 @@ impl MemoryBackend {
             .entry(key)
             .and_modify(|e| e.view = view.clone())
             .or_insert_with(|| PodEntry { view: view.clone(), written: BTreeMap::new() });
+        view
     }
 
     pub fn remove_pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {

@@ -606,6 +606,10 @@ impl Selection<TypeList> {
     pub fn allows(&self, device_type: &str) -> bool {
         (self.use_list.is_empty() || self.use_list.matches(device_type)) && !self.nouse_list.matches(device_type)
     }
+    /// No list given: every type passes, and a caller need not read the device's type.
+    pub fn is_empty(&self) -> bool {
+        self.use_list.is_empty() && self.nouse_list.is_empty()
+    }
 }
 
 impl Selection<UuidList> {

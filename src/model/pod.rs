@@ -1,13 +1,12 @@
 //! The parts of a core/v1 Pod and Node the scheduler reads, as plain serde mirrors. Decoding skips
 //! every other field, so a filter request never materialises the whole pod.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::quantity::{self, Quantity};
+use super::vec_map::VecMap;
 
-pub type Annotations = BTreeMap<String, String>;
+pub type Annotations = VecMap<String>;
 
 fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
@@ -26,10 +25,10 @@ pub struct ObjectMetaView {
     pub namespace: String,
     #[serde(default, deserialize_with = "null_default")]
     pub uid: String,
-    #[serde(default, deserialize_with = "null_default", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, deserialize_with = "null_default", skip_serializing_if = "VecMap::is_empty")]
     pub annotations: Annotations,
-    #[serde(default, deserialize_with = "null_default", skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_default", skip_serializing_if = "VecMap::is_empty")]
+    pub labels: VecMap<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,7 +61,7 @@ impl QuantityText {
     }
 }
 
-pub type ResourceList = BTreeMap<String, QuantityText>;
+pub type ResourceList = VecMap<QuantityText>;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct ResourcesView {

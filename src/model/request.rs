@@ -158,7 +158,7 @@ pub struct PodRequest {
     pub node_policy: NodePolicy,
     pub weights: Weights,
     pub annotations: Annotations,
-    pub labels: std::collections::BTreeMap<String, String>,
+    pub labels: super::vec_map::VecMap<String>,
     /// Indexed by `VendorId`: what each vendor pre-parsed from the pod (None when it has nothing).
     pub vendor_params: Vec<Option<VendorParams>>,
     pub pod_group: bool,

@@ -12,7 +12,7 @@ use crate::model::{ContainerRequest, DeviceUsage, NodeName};
 /// Device score for one container (§5.5). Unlike HAMi, the request counts for every device of the
 /// requested vendor (HAMi compares the vendor word with the model string, so it never counts).
 pub fn device_score(d: &DeviceUsage, reqs: &[ContainerRequest], w: &Weights) -> f32 {
-    let i = &d.info;
+    let i = &d.cap;
     if i.count == 0 || i.devcore == 0 || i.devmem.get() == 0 {
         return 0.0;
     }
@@ -37,11 +37,11 @@ pub fn node_default_score(devs: &[DeviceUsage]) -> f32 {
     let (mut used, mut count, mut uc, mut tc, mut um, mut tm) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for d in devs {
         used += u64::from(d.used);
-        count += u64::from(d.info.count);
+        count += u64::from(d.cap.count);
         uc += u64::from(d.used_cores);
-        tc += u64::from(d.info.devcore);
+        tc += u64::from(d.cap.devcore);
         um += d.used_mem.get();
-        tm += d.info.devmem.get();
+        tm += d.cap.devmem.get();
     }
     if count == 0 || tc == 0 || tm == 0 {
         return 0.0;
@@ -67,12 +67,11 @@ pub fn order_devices(devs: &[DeviceUsage], scores: &[f32], policy: &GpuPolicy, o
     }
     let score = |p: u16| scores[usize::from(p)];
     let d = |p: u16| &devs[usize::from(p)];
-    let numa = |p: u16| d(p).info.numa;
+    let numa = |p: u16| d(p).cap.numa;
     match &policy.sort {
         GpuSort::Single(s) => {
             let (s, bind) = (*s, policy.numa);
-            // Keys are read once per device, not once per comparison: a comparison would
-            // otherwise follow each device's pointer to its registration for the NUMA node.
+            // Keys are read once per device, not once per comparison.
             let keys: smallvec::SmallVec<[SortKey; 16]> =
                 (0..devs.len() as u16).map(|p| SortKey { score: score(p), numa: numa(p), used: d(p).used }).collect();
             let key = |p: u16| keys[usize::from(p)];
@@ -91,7 +90,7 @@ pub fn order_devices(devs: &[DeviceUsage], scores: &[f32], policy: &GpuPolicy, o
                     _ => {}
                 }
             }
-            d(a).info.index < d(b).info.index
+            d(a).cap.index < d(b).cap.index
         }),
     }
 }

@@ -304,12 +304,14 @@ impl Vendor for Nvidia {
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let p = cx.params_as::<Params>();
         let extra = cx.extra.and_then(|e| e.downcast_ref::<Extra>());
+        // The device's registration is read only when the pod selects by it (see `Capacity`).
         let type_ok = |d: &DeviceUsage| {
             p.is_none_or(|p| {
-                p.types.allows(&d.info.ty) && p.vgpu_mode.as_deref().is_none_or(|m| m.contains(&*d.info.mode))
+                (p.types.is_empty() || p.types.allows(&d.info.ty))
+                    && p.vgpu_mode.as_deref().is_none_or(|m| m.contains(&*d.info.mode))
             })
         };
-        let uuid_ok = |d: &DeviceUsage| p.is_none_or(|p| p.uuids.allows(d.info.id.as_str()));
+        let uuid_ok = |d: &DeviceUsage| p.is_none_or(|p| p.uuids.is_empty() || p.uuids.allows(d.info.id.as_str()));
         let mig_check = |d: &DeviceUsage, m: MemMiB, mine: &[&Pick]| mig::feasible(d, m, mine);
         let topology = cx.pod.gpu_policy.topology_aware;
         let rules = Rules {

@@ -99,7 +99,7 @@ pub fn pick(pos: u16, d: &DeviceUsage, ty: &Arc<str>, mem: MemMiB, cores: u32) -
         ty: ty.clone(),
         usedmem: mem,
         usedcores: cores,
-        idx: d.info.index,
+        idx: d.cap.index,
         mig: None,
     };
     Pick { pos, dev }
@@ -110,7 +110,7 @@ pub fn memory_for(memreq: MemMiB, mempct: u32, d: &DeviceUsage) -> MemMiB {
     if memreq.get() > 0 {
         memreq
     } else if mempct != MEMPCT_UNSET {
-        MemMiB(d.info.devmem.get() * u64::from(mempct) / 100)
+        MemMiB(d.cap.devmem.get() * u64::from(mempct) / 100)
     } else {
         MemMiB::ZERO
     }
@@ -203,7 +203,7 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
         budget -= 1;
         let pos = usize::from(cx.order[i - 1]);
         let d = &cx.devs[pos];
-        let revisit = r.mig.is_some() && d.info.is_mig();
+        let revisit = r.mig.is_some() && d.cap.mig;
         // Picks this walk already made on the same device (only MIG devices are revisited).
         let (mut mine_used, mut mine_mem, mut mine_cores) = (0u32, MemMiB::ZERO, 0u32);
         if revisit {
@@ -229,14 +229,14 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
         if !(r.type_ok)(d) {
             reject!(Reason::CardTypeMismatch, Need::None);
         }
-        if r.numa_bind && group != Some(d.info.numa) {
+        if r.numa_bind && group != Some(d.cap.numa) {
             let picked = out.len() - start;
             if picked > 0 {
                 tally.add(Reason::NumaNotFit, picked);
             }
             out.truncate(start);
             nums = original;
-            group = Some(d.info.numa);
+            group = Some(d.cap.numa);
         }
         if !(r.uuid_ok)(d) {
             reject!(Reason::CardUuidMismatch, Need::None);
@@ -247,8 +247,8 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
             reject!(reason, Need::None);
         }
         let used = d.used.saturating_add(mine_used);
-        if used >= d.info.count {
-            reject!(Reason::CardTimeSlicingExhausted, Need::Slots { used, count: d.info.count });
+        if used >= d.cap.count {
+            reject!(Reason::CardTimeSlicingExhausted, Need::Slots { used, count: d.cap.count });
         }
         if mutex && (used > 0 || r.also_busy.is_some_and(|busy| busy(d))) {
             reject!(Reason::ExclusiveDeviceAllocateConflict, Need::Busy { used });
@@ -270,14 +270,14 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
                     }
                 }
                 if r.capacity {
-                    let free_mem = d.info.devmem.saturating_sub(d.used_mem + mine_mem);
+                    let free_mem = d.cap.devmem.saturating_sub(d.used_mem + mine_mem);
                     if free_mem < m {
                         reject!(
                             Reason::CardInsufficientMemory,
                             Need::Memory { requested: m.get(), free: free_mem.get() }
                         );
                     }
-                    let total = r.core_total.unwrap_or(d.info.devcore);
+                    let total = r.core_total.unwrap_or(d.cap.devcore);
                     let used_cores = d.used_cores.saturating_add(mine_cores);
                     let free_cores = total.saturating_sub(used_cores);
                     if free_cores < cores {
@@ -296,7 +296,7 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
                     reject!(reason, Need::None);
                 }
                 if let Some(mig) = r.mig
-                    && d.info.is_mig()
+                    && d.cap.mig
                 {
                     let mine: Vec<&Pick> = out[start..].iter().filter(|p| usize::from(p.pos) == pos).collect();
                     if !mig(d, m, &mine) {

@@ -351,6 +351,25 @@ async fn an_observed_bound_pod_is_committed() {
 }
 
 #[actix::test]
+async fn observed_pods_share_the_nodes_copies_of_ids_and_words() {
+    // Memory per running pod: each decoded annotation brings its own copies of the device id, the
+    // vendor word and the namespace; the node keeps one of each.
+    let h = Harness::start(one_gpu()).await;
+    h.addr.send(observed("uid-p1", on_gpu("GPU-0", 1024, 0), true, TTL)).await.unwrap();
+    h.addr.send(observed("uid-p2", on_gpu("GPU-0", 2048, 0), true, TTL)).await.unwrap();
+    let r = h.report().await;
+    let device = &r.snapshot.devices[0].info.id;
+    let entries: Vec<&ContainerDevice> = r.allocs.iter().map(|a| &a.devices.0[0].1[0][0]).collect();
+    assert_eq!(entries.len(), 2);
+    for e in &entries {
+        assert!(Arc::ptr_eq(&e.uuid.0, &device.0), "{:?} is a copy of the device's id", e.uuid);
+    }
+    assert!(Arc::ptr_eq(&entries[0].ty, &entries[1].ty));
+    assert!(Arc::ptr_eq(&r.allocs[0].namespace, &r.allocs[1].namespace));
+    assert_eq!(h.used(0), (2, 3072, 0));
+}
+
+#[actix::test]
 async fn an_observed_unbound_unknown_pod_is_provisional_and_expires() {
     // scheduling.md §14 row 6: after a restart HAMi re-counts every annotated Pending pod for
     // good; hami-rs holds it provisionally, for one TTL.
