@@ -14,7 +14,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use actix::{Actor, Addr, Arbiter};
@@ -43,7 +44,7 @@ pub use crate::sched::quota_book as quota;
 use coordinator::{Coordinator, Decide, Decision, FanOut};
 pub use error::{BindError, FilterError};
 use messages::*;
-use node::{Book, NodeActor, NodeEntry, SharedQuota};
+use node::{Book, NodeActor, NodeEntry, SharedQuota, SnapCell};
 
 /// What the engine needs to know from the flags.
 #[derive(Clone, Debug)]
@@ -174,6 +175,10 @@ struct Inner<B: Backend> {
     /// Nodes the cluster deleted and has not shown again: pods still bound to them are not
     /// counted anywhere until the node comes back (then they are observed again).
     removed: DashMap<NodeName, ()>,
+    /// Bumped after a node joins or leaves the address book: resolutions made before are stale.
+    book_generation: AtomicU64,
+    /// Candidate lists Filter resolved lately (kube-scheduler sends the same list pod after pod).
+    resolved: RwLock<VecDeque<Arc<filter::Resolution>>>,
     arbiters: Vec<Arbiter>,
     coordinator: Addr<Coordinator>,
     quota: Option<SharedQuota>,
@@ -225,6 +230,8 @@ impl<B: Backend> Engine<B> {
                 book,
                 placements: Arc::new(DashMap::new()),
                 removed: DashMap::new(),
+                book_generation: AtomicU64::new(0),
+                resolved: RwLock::new(VecDeque::new()),
                 arbiters,
                 coordinator,
                 quota,
@@ -254,26 +261,40 @@ impl<B: Backend> Engine<B> {
         }
         let name = NodeName::new(name);
         let i = &self.inner;
-        i.book
+        let mut created = false;
+        let addr = i
+            .book
             .entry(name.clone())
             .or_insert_with(|| {
+                created = true;
                 let mut h = std::collections::hash_map::DefaultHasher::new();
                 name.hash(&mut h);
                 let arb = &i.arbiters[(h.finish() as usize) % i.arbiters.len()];
-                let (n, v, b, p, q) =
-                    (name.clone(), i.vendors.clone(), i.book.clone(), i.placements.clone(), i.quota.clone());
+                let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &i.vendors));
                 let binds = Arc::new(node::BindState::default());
-                let s = binds.clone();
-                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, b, p, q, s));
-                NodeEntry { addr, snap: NodeActor::initial_snapshot(&name, &i.vendors), binds }
+                let (n, v, c, p, q, s) = (
+                    name.clone(),
+                    i.vendors.clone(),
+                    snap.clone(),
+                    i.placements.clone(),
+                    i.quota.clone(),
+                    binds.clone(),
+                );
+                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, c, p, q, s));
+                NodeEntry { addr, snap, binds }
             })
             .addr
-            .clone()
+            .clone();
+        if created {
+            // After the node is in the book: a resolution that missed it is then seen as stale.
+            i.book_generation.fetch_add(1, Ordering::SeqCst);
+        }
+        addr
     }
 
     /// The latest snapshot of a node, if known.
     pub fn snapshot(&self, name: &str) -> Option<Arc<NodeSnapshot>> {
-        self.inner.book.get(name).map(|e| e.snap.clone())
+        self.inner.book.get(name).map(|e| e.snap.load())
     }
 
     /// Names of every node the engine knows, sorted.

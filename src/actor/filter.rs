@@ -198,9 +198,10 @@ impl<B: Backend> Engine<B> {
         let i = &*self.inner;
         let mut part = Part::default();
         let mut snaps: Vec<Arc<NodeSnapshot>> = Vec::with_capacity(names.len());
-        for name in names {
-            match i.book.get(name.as_ref()) {
-                Some(e) => snaps.push(e.snap.clone()),
+        let resolution = self.resolve(names);
+        for (name, cell) in names.iter().zip(resolution.cells.iter()) {
+            match cell {
+                Some(c) => snaps.push(c.load()),
                 None => {
                     part.counts.add(&Rejection::NodeUnregistered);
                     part.failed.push((NodeName::new(name), Rejection::NodeUnregistered, None));
@@ -230,6 +231,31 @@ impl<B: Backend> Engine<B> {
         }
         crate::metrics::rejections(&part.counts);
         Some((part.fits, Failures(part.failed)))
+    }
+
+    /// Each candidate's snapshot handle (`None`: not a node the engine knows), from the lists
+    /// resolved lately when `names` is one of them and no node joined or left since.
+    fn resolve(&self, names: &[Cow<'_, str>]) -> Arc<Resolution> {
+        let i = &*self.inner;
+        let generation = i.book_generation.load(Ordering::SeqCst);
+        {
+            let recent = i.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(r) = recent.iter().find(|r| r.generation == generation && r.is_for(names)) {
+                return r.clone();
+            }
+        }
+        let r = Arc::new(Resolution {
+            generation,
+            names: names.iter().map(|n| Box::from(n.as_ref())).collect(),
+            cells: names.iter().map(|n| i.book.get(n.as_ref()).map(|e| e.snap.clone())).collect(),
+        });
+        let mut recent = i.resolved.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        recent.retain(|old| old.generation == generation);
+        if recent.len() == RESOLUTIONS_KEPT {
+            recent.pop_front();
+        }
+        recent.push_back(r.clone());
+        r
     }
 
     /// Sends `Filter` to every candidate node actor through the coordinator.
@@ -313,6 +339,23 @@ impl<B: Backend> Engine<B> {
             EventType::Warning,
             format!("no available node, {candidates} nodes do not meet"),
         );
+    }
+}
+
+/// Candidate lists kept resolved: kube-scheduler repeats one list while the nodes passing its own
+/// filters stay the same; a few more cover pods with different node selectors taking turns.
+const RESOLUTIONS_KEPT: usize = 4;
+
+/// A candidate list with each name's snapshot handle, as of one address book generation.
+pub(super) struct Resolution {
+    generation: u64,
+    names: Vec<Box<str>>,
+    cells: Vec<Option<Arc<SnapCell>>>,
+}
+
+impl Resolution {
+    fn is_for(&self, names: &[Cow<'_, str>]) -> bool {
+        self.names.len() == names.len() && self.names.iter().zip(names).all(|(a, b)| **a == **b)
     }
 }
 

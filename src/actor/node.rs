@@ -8,8 +8,8 @@
 //! ```
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use actix::{Actor, AsyncContext, Context, Handler, MessageResult, ResponseFuture};
@@ -34,8 +34,34 @@ use super::messages::*;
 /// binds (written by the actor only; Filter reads it to prefer nodes no bind is busy with).
 pub struct NodeEntry {
     pub addr: actix::Addr<NodeActor>,
-    pub snap: Arc<NodeSnapshot>,
+    pub snap: Arc<SnapCell>,
     pub binds: Arc<BindState>,
+}
+
+/// A node's latest snapshot, replaced by its actor only. Filter keeps these handles for the
+/// candidate lists it resolved before, so reading a candidate's snapshot needs no lookup by name,
+/// and publishing one takes no lock on the address book.
+#[derive(Debug)]
+pub struct SnapCell(RwLock<Arc<NodeSnapshot>>);
+
+impl SnapCell {
+    pub fn new(snap: Arc<NodeSnapshot>) -> Arc<SnapCell> {
+        Arc::new(SnapCell(RwLock::new(snap)))
+    }
+    pub fn load(&self) -> Arc<NodeSnapshot> {
+        // A writer cannot panic while holding the lock (it only swaps an Arc), so a poisoned lock
+        // still holds a whole snapshot.
+        match self.0.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+    fn store(&self, snap: Arc<NodeSnapshot>) {
+        match self.0.write() {
+            Ok(mut g) => *g = snap,
+            Err(p) => *p.into_inner() = snap,
+        }
+    }
 }
 
 /// What Filter may read of a node's binds without a message.
@@ -84,7 +110,7 @@ pub type SharedQuota = Arc<super::quota::QuotaBook>;
 pub struct NodeActor {
     name: NodeName,
     vendors: Arc<Vendors>,
-    book: Arc<Book>,
+    snap: Arc<SnapCell>,
     placements: Arc<DashMap<PodUid, NodeName>>,
     quota: Option<SharedQuota>,
     base: Vec<DeviceUsage>,
@@ -118,7 +144,7 @@ impl NodeActor {
     pub fn new(
         name: NodeName,
         vendors: Arc<Vendors>,
-        book: Arc<Book>,
+        snap: Arc<SnapCell>,
         placements: Arc<DashMap<PodUid, NodeName>>,
         quota: Option<SharedQuota>,
         binds: Arc<BindState>,
@@ -127,7 +153,7 @@ impl NodeActor {
         NodeActor {
             name,
             vendors,
-            book,
+            snap,
             placements,
             quota,
             base: Vec::new(),
@@ -183,10 +209,7 @@ impl NodeActor {
     fn publish_devices(&mut self, devs: Vec<DeviceUsage>) {
         self.count_pending();
         self.seq += 1;
-        let snap = Arc::new(self.snapshot_of(devs));
-        if let Some(mut e) = self.book.get_mut(&self.name) {
-            e.snap = snap;
-        }
+        self.snap.store(Arc::new(self.snapshot_of(devs)));
     }
 
     fn count_pending(&self) {
@@ -195,10 +218,7 @@ impl NodeActor {
     }
 
     fn current(&self) -> Arc<NodeSnapshot> {
-        match self.book.get(&self.name) {
-            Some(e) => e.snap.clone(),
-            None => Arc::new(self.snapshot_of(self.usage(None))),
-        }
+        self.snap.load()
     }
 
     fn collapse(&self, devices: &PodDevices, layout: &Layout, tags: &accounting::Tags) -> Vec<Charge> {

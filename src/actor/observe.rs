@@ -38,6 +38,7 @@ impl<B: Backend> Engine<B> {
     pub fn remove_node(&self, name: &str) {
         self.inner.removed.insert(NodeName::new(name), ());
         if let Some((_, e)) = self.inner.book.remove(name) {
+            self.inner.book_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             e.addr.do_send(NodeRemoved);
         }
     }

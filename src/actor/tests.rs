@@ -900,3 +900,4 @@ async fn pods_of_a_deleted_node_count_again_only_once_it_is_registered_again() {
 }
 
 mod fast_path;
+mod resolution;

@@ -23,9 +23,9 @@ impl Harness {
         let placements = Arc::new(DashMap::new());
         let name = NodeName::new(&n.name);
         let binds = Arc::new(BindState::default());
-        let addr = NodeActor::new(name.clone(), vendors.clone(), book.clone(), placements.clone(), None, binds.clone())
+        let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
+        let addr = NodeActor::new(name.clone(), vendors.clone(), snap.clone(), placements.clone(), None, binds.clone())
             .start();
-        let snap = NodeActor::initial_snapshot(&name, &vendors);
         book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, binds });
         let h = Harness { addr, book, placements, vendors, name };
         let r = h.register(n.view()).await;
@@ -55,7 +55,7 @@ impl Harness {
 
     /// The snapshot the actor last published into the address book.
     fn snap(&self) -> Arc<NodeSnapshot> {
-        self.book.get(&self.name).unwrap().snap.clone()
+        self.book.get(&self.name).unwrap().snap.load()
     }
 
     /// (slots, MiB, cores) in use on device `i` of the published snapshot.
@@ -559,14 +559,12 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
     let name = NodeName::new("a");
     let arbiter = actix::Arbiter::new();
     let binds = Arc::new(BindState::default());
+    let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
     let addr = {
-        let (n, v, b, p, l) = (name.clone(), vendors.clone(), book.clone(), placements.clone(), binds.clone());
-        NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, b, p, None, l))
+        let (n, v, c, p, l) = (name.clone(), vendors.clone(), snap.clone(), placements.clone(), binds.clone());
+        NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, c, p, None, l))
     };
-    book.insert(
-        name.clone(),
-        NodeEntry { addr: addr.clone(), snap: NodeActor::initial_snapshot(&name, &vendors), binds },
-    );
+    book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, binds });
     addr.send(NodeRegistered { node: Arc::new(one_gpu().view()) }).await.unwrap();
 
     let threads: Vec<_> = (0..8)
@@ -584,7 +582,7 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
         .collect();
     let accepted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert_eq!(accepted, 10);
-    let snap = book.get(&name).unwrap().snap.clone();
+    let snap = book.get(&name).unwrap().snap.load();
     assert_eq!(snap.devices[0].used, 10);
     assert!(snap.devices.iter().all(|d| d.within_capacity()));
     assert_eq!(placements.len(), 10);
