@@ -106,7 +106,7 @@ pub fn usage<B: Backend>(reports: &[NodeReport], vendors: &Vendors, backend: &B)
                     .annotations
                     .iter()
                     .filter(|(k, _)| is_hami_node_key(k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (k.to_owned(), v.clone()))
                     .collect()
             });
             n.annotations = Some(annos.unwrap_or_default());

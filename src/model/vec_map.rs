@@ -1,19 +1,48 @@
-//! `VecMap`: a string-keyed map kept as one vector sorted by key. Pods carry a handful of
-//! annotations, labels and resource quantities each; a `BTreeMap` gives each of those maps a
-//! node of eleven slots (about 540 bytes for string pairs) however few entries it holds, which
-//! made the maps most of the memory of a cluster's cached pods. A sorted vector holds exactly its
-//! entries and iterates in the same order, so the JSON it writes is unchanged.
+//! `VecMap`: a string-keyed map kept as one vector sorted by key, with interned keys. Pods carry a
+//! handful of annotations, labels and resource quantities each; a `BTreeMap` gives each of those
+//! maps a node of eleven slots (about 540 bytes for string pairs) however few entries it holds,
+//! and every pod its own copy of the same keys (`hami.io/vgpu-devices-allocated`, `nvidia.com/gpu`).
+//! Together they were most of the memory of a cluster's cached pods. A sorted vector holds exactly
+//! its entries and iterates in the same order, so the JSON it writes is unchanged; keys are shared
+//! through one process-wide set.
 
 use std::borrow::Borrow;
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::{Arc, LazyLock, RwLock};
 
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A map from `String` to `V`, sorted by key, without duplicate keys.
+/// Keys interned at most: beyond this, keys (arbitrary label keys, say) get their own copy, so
+/// the set cannot grow without bound.
+const KEYS_KEPT: usize = 4096;
+
+static KEYS: LazyLock<RwLock<HashSet<Arc<str>>>> = LazyLock::new(|| RwLock::new(HashSet::new()));
+
+/// The shared copy of `key`, made when it is new and there is room.
+fn intern(key: &str) -> Arc<str> {
+    {
+        let keys = KEYS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(k) = keys.get(key) {
+            return k.clone();
+        }
+    }
+    let mut keys = KEYS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(k) = keys.get(key) {
+        return k.clone();
+    }
+    let k: Arc<str> = Arc::from(key);
+    if keys.len() < KEYS_KEPT {
+        keys.insert(k.clone());
+    }
+    k
+}
+
+/// A map from string keys to `V`, sorted by key, without duplicate keys.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct VecMap<V>(Vec<(String, V)>);
+pub struct VecMap<V>(Vec<(Arc<str>, V)>);
 
 impl<V> Default for VecMap<V> {
     fn default() -> Self {
@@ -34,7 +63,7 @@ impl<V> VecMap<V> {
 
     fn find<Q: Borrow<str> + ?Sized>(&self, key: &Q) -> Result<usize, usize> {
         let key = key.borrow();
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
     }
 
     pub fn get<Q: Borrow<str> + ?Sized>(&self, key: &Q) -> Option<&V> {
@@ -51,10 +80,11 @@ impl<V> VecMap<V> {
 
     /// Sets `key` to `value`, answering the value it replaces.
     pub fn insert(&mut self, key: String, value: V) -> Option<V> {
-        match self.find(key.as_str()) {
+        let key = key.as_str();
+        match self.find(key) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
             Err(i) => {
-                self.0.insert(i, (key, value));
+                self.0.insert(i, (intern(key), value));
                 None
             }
         }
@@ -65,7 +95,7 @@ impl<V> VecMap<V> {
         let i = match self.find(key) {
             Ok(i) => i,
             Err(i) => {
-                self.0.insert(i, (key.to_owned(), f()));
+                self.0.insert(i, (intern(key), f()));
                 i
             }
         };
@@ -89,23 +119,23 @@ impl<V> VecMap<V> {
     }
 
     /// Entries in key order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &V)> + ExactSizeIterator {
-        self.0.iter().map(|(k, v)| (k, v))
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &V)> + ExactSizeIterator {
+        self.0.iter().map(|(k, v)| (&**k, v))
     }
 
-    pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = (&String, &mut V)> + ExactSizeIterator {
-        self.0.iter_mut().map(|(k, v)| (&*k, v))
+    pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = (&str, &mut V)> + ExactSizeIterator {
+        self.0.iter_mut().map(|(k, v)| (&**k, v))
     }
 
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
-        self.0.iter().map(|(k, _)| k)
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.0.iter().map(|(k, _)| &**k)
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + ExactSizeIterator {
         self.0.iter().map(|(_, v)| v)
     }
 
-    pub fn retain(&mut self, mut f: impl FnMut(&String, &mut V) -> bool) {
+    pub fn retain(&mut self, mut f: impl FnMut(&str, &mut V) -> bool) {
         self.0.retain_mut(|(k, v)| f(k, v));
     }
 
@@ -115,10 +145,10 @@ impl<V> VecMap<V> {
     }
 
     /// Sorts `entries` by key; of equal keys the last wins, as successive inserts would.
-    fn from_entries(mut entries: Vec<(String, V)>) -> Self {
+    fn from_entries(mut entries: Vec<(Arc<str>, V)>) -> Self {
         // Stable: equal keys stay in insertion order, so keeping the last of each run is right.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(String, V)> = Vec::with_capacity(entries.len());
+        let mut out: Vec<(Arc<str>, V)> = Vec::with_capacity(entries.len());
         for (k, v) in entries {
             match out.last_mut() {
                 Some(last) if last.0 == k => last.1 = v,
@@ -141,52 +171,56 @@ impl<V, Q: Borrow<str> + ?Sized> std::ops::Index<&Q> for VecMap<V> {
     }
 }
 
-impl<V> FromIterator<(String, V)> for VecMap<V> {
-    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> Self {
-        VecMap::from_entries(iter.into_iter().collect())
+impl<K: AsRef<str>, V> FromIterator<(K, V)> for VecMap<V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        VecMap::from_entries(iter.into_iter().map(|(k, v)| (intern(k.as_ref()), v)).collect())
     }
 }
 
-impl<V> Extend<(String, V)> for VecMap<V> {
-    fn extend<I: IntoIterator<Item = (String, V)>>(&mut self, iter: I) {
+impl<K: AsRef<str>, V> Extend<(K, V)> for VecMap<V> {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
         for (k, v) in iter {
-            self.insert(k, v);
+            let k = k.as_ref();
+            match self.find(k) {
+                Ok(i) => self.0[i].1 = v,
+                Err(i) => self.0.insert(i, (intern(k), v)),
+            }
         }
     }
 }
 
-impl<V, const N: usize> From<[(String, V); N]> for VecMap<V> {
-    fn from(entries: [(String, V); N]) -> Self {
-        VecMap::from_entries(entries.into())
+impl<K: AsRef<str>, V, const N: usize> From<[(K, V); N]> for VecMap<V> {
+    fn from(entries: [(K, V); N]) -> Self {
+        entries.into_iter().collect()
     }
 }
 
 impl<V> From<std::collections::BTreeMap<String, V>> for VecMap<V> {
     fn from(m: std::collections::BTreeMap<String, V>) -> Self {
         // Already sorted and unique.
-        VecMap(m.into_iter().collect())
+        VecMap(m.into_iter().map(|(k, v)| (intern(&k), v)).collect())
     }
 }
 
 impl<V> From<VecMap<V>> for std::collections::BTreeMap<String, V> {
     fn from(m: VecMap<V>) -> Self {
-        m.0.into_iter().collect()
+        m.0.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 }
 
 impl<V> IntoIterator for VecMap<V> {
     type Item = (String, V);
-    type IntoIter = std::vec::IntoIter<(String, V)>;
+    type IntoIter = std::iter::Map<std::vec::IntoIter<(Arc<str>, V)>, fn((Arc<str>, V)) -> (String, V)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
+        self.0.into_iter().map(|(k, v)| (k.to_string(), v))
     }
 }
 
 impl<'a, V> IntoIterator for &'a VecMap<V> {
-    type Item = (&'a String, &'a V);
-    type IntoIter = std::iter::Map<std::slice::Iter<'a, (String, V)>, fn(&'a (String, V)) -> (&'a String, &'a V)>;
+    type Item = (&'a str, &'a V);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, (Arc<str>, V)>, fn(&'a (Arc<str>, V)) -> (&'a str, &'a V)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(k, v)| (k, v))
+        self.0.iter().map(|(k, v)| (&**k, v))
     }
 }
 
@@ -194,7 +228,7 @@ impl<V: Serialize> Serialize for VecMap<V> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
         for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
+            m.serialize_entry(&**k, v)?;
         }
         m.end()
     }
@@ -210,8 +244,10 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for VecMap<V> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-                while let Some(e) = map.next_entry::<String, V>()? {
-                    entries.push(e);
+                // Keys are read borrowed where the input allows, so a known key costs no copy.
+                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let v = map.next_value::<V>()?;
+                    entries.push((intern(&k), v));
                 }
                 Ok(VecMap::from_entries(entries))
             }

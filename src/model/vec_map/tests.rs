@@ -32,7 +32,7 @@ proptest! {
             prop_assert_eq!(ours.len(), theirs.len());
         }
         let a: Vec<_> = ours.iter().collect();
-        let b: Vec<_> = theirs.iter().collect();
+        let b: Vec<_> = theirs.iter().map(|(k, v)| (k.as_str(), v)).collect();
         prop_assert_eq!(a, b);
         for k in ["", "a", "ab", "dd", "x"] {
             prop_assert_eq!(ours.get(k), theirs.get(k));
@@ -63,4 +63,14 @@ proptest! {
 fn rejects_what_is_not_a_map() {
     assert!(serde_json::from_str::<VecMap<String>>("[1]").is_err());
     assert!(serde_json::from_str::<VecMap<String>>("{\"a\":1}").is_err());
+}
+
+#[test]
+fn maps_share_one_copy_of_each_key() {
+    let a: VecMap<String> = serde_json::from_str(r#"{"hami.io/vgpu-node":"a","x":"1"}"#).unwrap();
+    let mut b: VecMap<String> = VecMap::new();
+    b.insert("hami.io/vgpu-node".to_owned(), "b".to_owned());
+    assert!(std::sync::Arc::ptr_eq(&a.0[0].0, &b.0[0].0));
+    assert_eq!(a.get("hami.io/vgpu-node").map(String::as_str), Some("a"));
+    assert_eq!(b.get("hami.io/vgpu-node").map(String::as_str), Some("b"));
 }
