@@ -20,7 +20,7 @@ pub enum Error {
     #[error(transparent)]
     Config(#[from] crate::config::Invalid),
     #[error("device config: {0}")]
-    DeviceConfig(String),
+    DeviceConfig(#[from] crate::config::DeviceConfigError),
     #[error("cluster file: {0}")]
     Cluster(#[from] crate::backend::memory::LoadError),
     #[error("cannot listen on {addr}: {source}")]
@@ -40,7 +40,7 @@ pub enum Error {
 }
 
 pub fn vendors_from(flags: &crate::config::SchedulerFlags) -> Result<Arc<Vendors>, Error> {
-    let cfg = flags.device_config().map_err(Error::DeviceConfig)?;
+    let cfg = flags.device_config()?;
     let v = Vendors::from_config(&cfg, Enable { ascend: flags.enable_ascend, iluvatar: flags.enable_iluvatar });
     for (_, vendor) in v.iter() {
         if vendor.resource_names().is_empty() {

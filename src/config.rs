@@ -358,15 +358,34 @@ impl SchedulerFlags {
     }
 
     /// Loads the device config file, or the chart's defaults when none is given.
-    pub fn device_config(&self) -> Result<device::DeviceConfig, String> {
+    pub fn device_config(&self) -> Result<device::DeviceConfig, DeviceConfigError> {
         match &self.device_config_file {
             None => Ok(device::DeviceConfig::chart()),
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                device::DeviceConfig::from_yaml(&text).map_err(|e| format!("{}: {e}", p.display()))
+                let text =
+                    std::fs::read_to_string(p).map_err(|source| DeviceConfigError::Read { path: p.clone(), source })?;
+                device::DeviceConfig::from_yaml(&text)
+                    .map_err(|source| DeviceConfigError::Parse { path: p.clone(), source })
             }
         }
     }
+}
+
+/// `--device-config-file` could not be read, or is not a device config.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceConfigError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: device::Error,
+    },
 }
 
 /// Go's `":9395"` means every interface.

@@ -1,6 +1,6 @@
 use super::*;
-use crate::actor::messages::{AllocReport, NodeReport};
 use crate::model::{PodDevices, PodUid, VendorId};
+use crate::sched::report::{AllocReport, NodeReport};
 use crate::testing::*;
 use std::sync::Arc;
 

@@ -957,6 +957,14 @@ async fn m_node_locks_of_a_stuck_plugin_are_taken_over_only_once_their_holder_no
     bare.push(format!("bind under a lock without owner 10 s old: {err:?} after {took:?}"));
     assert_eq!(err, "", "an expired lock without owner is taken over");
     wait_allocated(&cp.client, "m-bare", Duration::from_secs(60)).await;
+    // The plugin writes bind-phase success first and releases the node lock after it.
+    wait_for(&format!("the plugin to release the lock on {ok}"), Duration::from_secs(30), || async {
+        match lock_of(&cp.client, &ok).await {
+            None => Ok(()),
+            Some(l) => Err(format!("locked: {l}")),
+        }
+    })
+    .await;
     for l in &bare {
         println!("e2e[m]: {ok}: {l}");
     }
