@@ -390,7 +390,7 @@ impl Handler<Reserve> for NodeActor {
                 }
             }
         };
-        let tags = accounting::tags_of(&self.vendors, &msg.pod.annotations);
+        let tags = accounting::tags_of(&self.vendors, &msg.pod.annotations, |v| devices.vendor(v).is_some());
         let charges = self.collapse(&devices, &layout, &tags);
         let after = match self.validate(snap.devices.clone(), &charges) {
             Ok(d) => d,

@@ -71,18 +71,21 @@ impl<B: Backend> Engine<B> {
             }
         };
         let devices = self.align(pod, devices);
+        let held = self.inner.vendors.decode_held(pod);
+        let holds = |v| devices.vendor(v).is_some() || held.iter().any(|(h, _, _)| *h == v);
+        let tags = accounting::tags_of(&self.inner.vendors, &pod.metadata.annotations, holds);
         let obs = PodObserved {
             uid: uid.clone(),
             namespace: Arc::from(pod.metadata.namespace.as_str()),
             name: Arc::from(pod.metadata.name.as_str()),
             devices,
-            held: self.inner.vendors.decode_held(pod),
+            held,
             layout: Layout {
                 n_init: pod.spec.init_containers.len(),
                 sidecars: pod.spec.init_containers.iter().map(|c| c.is_sidecar()).collect(),
                 init_released: !pod.spec.init_containers.is_empty() && pod.init_containers_succeeded(),
             },
-            tags: accounting::tags_of(&self.inner.vendors, &pod.metadata.annotations),
+            tags,
             bound: pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()),
             ttl: self.inner.cfg.reservation_ttl,
         };

@@ -161,9 +161,19 @@ pub fn add_held(charges: &mut Vec<Charge>, held: &[(VendorId, DeviceUuid, MigSlo
 /// The task class and QoS of a pod per vendor (Metax sGPU co-locates by them).
 pub type Tags = Vec<(VendorId, TaskClass, Option<Arc<str>>)>;
 
-/// Asks every vendor what its part of a pod's allocation is tagged with.
-pub fn tags_of(vendors: &Vendors, annotations: &crate::model::pod::Annotations) -> Tags {
-    vendors.iter().filter_map(|(id, v)| v.task_tag(annotations).map(|(c, q)| (id, c, q))).collect()
+/// Asks every vendor the pod holds devices of (`holds`) what its part of the pod's allocation is
+/// tagged with. Tags only ever apply to charges of their own vendor, so the others are not kept
+/// (they would be kept for every running pod).
+pub fn tags_of(
+    vendors: &Vendors,
+    annotations: &crate::model::pod::Annotations,
+    holds: impl Fn(VendorId) -> bool,
+) -> Tags {
+    vendors
+        .iter()
+        .filter(|(id, _)| holds(*id))
+        .filter_map(|(id, v)| v.task_tag(annotations).map(|(c, q)| (id, c, q)))
+        .collect()
 }
 
 /// Sets each charge's class and QoS from the pod's tags.

@@ -462,3 +462,19 @@ fn a_resolved_position_is_used_only_when_it_still_names_the_device() {
     assert!(apply(&mut devs, &[c, stale]).0.is_empty());
     assert_eq!((devs[0].used_mem.get(), devs[1].used_mem.get()), (200, 100));
 }
+
+#[test]
+fn tags_are_kept_only_for_the_vendors_a_pod_holds() {
+    use crate::model::annotations::metax_sgpu as mkeys;
+    let v = vendors();
+    let metax = v.by_name(crate::vendor::metax_sgpu::WORD).unwrap();
+    let mut annotations = crate::model::pod::Annotations::new();
+    annotations.insert(mkeys::APP_CLASS.into(), mkeys::APP_CLASS_OFFLINE.into());
+    annotations.insert(mkeys::QOS_POLICY.into(), "best-effort".into());
+    let held = tags_of(&v, &annotations, |id| id == metax);
+    assert_eq!(held.len(), 1);
+    assert_eq!((held[0].0, held[0].1, held[0].2.as_deref()), (metax, TaskClass::Offline, Some("best-effort")));
+    // A pod with NVIDIA devices only keeps no tag, whatever its annotations say.
+    let nvidia = v.by_name("NVIDIA").unwrap();
+    assert!(tags_of(&v, &annotations, |id| id == nvidia).is_empty());
+}
