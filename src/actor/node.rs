@@ -244,6 +244,8 @@ impl NodeActor {
                 c.pos = base.iter().position(|d| d.vendor == c.vendor && d.info.id == c.uuid).map(|p| p as u16);
             }
         }
+        // Kept with the allocation for as long as the pod holds its devices.
+        charges.shrink_to_fit();
         charges
     }
 

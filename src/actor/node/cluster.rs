@@ -6,14 +6,20 @@ use super::*;
 impl NodeActor {
     /// Points the observed pod's device ids, type words and namespace at copies this node keeps
     /// already (its devices' ids, the words and namespaces of earlier pods), so a node's
-    /// running pods do not each hold their own copies of the same few strings.
+    /// running pods do not each hold their own copies of the same few strings; and drops the
+    /// spare room decoding left in the pod's lists, kept for as long as the pod runs.
     fn share_names(&mut self, msg: &mut PodObserved) {
+        msg.devices.0.shrink_to_fit();
         for (_, containers) in msg.devices.0.iter_mut() {
-            for d in containers.iter_mut().flatten() {
-                if let Some(b) = self.base.iter().find(|b| b.info.id == d.uuid) {
-                    d.uuid = b.info.id.clone();
+            containers.shrink_to_fit();
+            for c in containers.iter_mut() {
+                c.shrink_to_fit();
+                for d in c.iter_mut() {
+                    if let Some(b) = self.base.iter().find(|b| b.info.id == d.uuid) {
+                        d.uuid = b.info.id.clone();
+                    }
+                    d.ty = share(&mut self.words, &d.ty);
                 }
-                d.ty = share(&mut self.words, &d.ty);
             }
         }
         msg.namespace = share(&mut self.words, &msg.namespace);
