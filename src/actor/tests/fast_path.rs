@@ -2,6 +2,7 @@
 //! written at bind.
 
 use super::*;
+use bind::{filtered_behind_a_held_lock, release_lock_after};
 
 /// Two one-GPU nodes where binpack prefers `x`, which already runs a pod.
 async fn x_preferred(cfg: EngineConfig) -> (Mem, MemoryBackend) {
