@@ -244,15 +244,33 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for VecMap<V> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-                // Keys are read borrowed where the input allows, so a known key costs no copy.
-                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(InternedKey(k)) = map.next_key()? {
                     let v = map.next_value::<V>()?;
-                    entries.push((intern(&k), v));
+                    entries.push((k, v));
                 }
                 Ok(VecMap::from_entries(entries))
             }
         }
         d.deserialize_map(V_(std::marker::PhantomData))
+    }
+}
+
+/// A map key read straight into the interned set: a key seen before costs no copy of its own.
+struct InternedKey(Arc<str>);
+
+impl<'de> Deserialize<'de> for InternedKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = InternedKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<InternedKey, E> {
+                Ok(InternedKey(intern(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
     }
 }
 

@@ -60,6 +60,15 @@ proptest! {
 }
 
 #[test]
+fn reads_escaped_keys_and_keys_of_a_json_value() {
+    let m: VecMap<String> = serde_json::from_str(r#"{"a\"b":"1","\u0063":"2"}"#).unwrap();
+    assert_eq!(m.get("a\"b").map(String::as_str), Some("1"));
+    assert_eq!(m.get("c").map(String::as_str), Some("2"));
+    let v: VecMap<String> = serde_json::from_value(serde_json::json!({"k": "v"})).unwrap();
+    assert_eq!(v.get("k").map(String::as_str), Some("v"));
+}
+
+#[test]
 fn rejects_what_is_not_a_map() {
     assert!(serde_json::from_str::<VecMap<String>>("[1]").is_err());
     assert!(serde_json::from_str::<VecMap<String>>("{\"a\":1}").is_err());
