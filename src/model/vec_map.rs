@@ -146,21 +146,23 @@ impl<V> VecMap<V> {
 
     /// Sorts `entries` by key; of equal keys the last wins, as successive inserts would.
     fn from_entries(mut entries: Vec<(Arc<str>, V)>) -> Self {
-        // Stable: equal keys stay in insertion order, so keeping the last of each run is right.
+        // Stable: equal keys stay in insertion order. `dedup_by` drops the later of two equal
+        // keys, so its value moves into the one kept first.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(Arc<str>, V)> = Vec::with_capacity(entries.len());
-        for (k, v) in entries {
-            match out.last_mut() {
-                Some(last) if last.0 == k => last.1 = v,
-                _ => out.push((k, v)),
+        entries.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(&mut later.1, &mut kept.1);
             }
-        }
-        out.shrink_to_fit();
-        VecMap(out)
+            same
+        });
+        entries.shrink_to_fit();
+        VecMap(entries)
     }
 }
 
-/// As `BTreeMap`'s: panics when the key is absent, so only for keys known to be there.
+/// As `BTreeMap`'s: panics when the key is absent, so tests only; the scheduler reads with `get`.
+#[cfg(test)]
 impl<V, Q: Borrow<str> + ?Sized> std::ops::Index<&Q> for VecMap<V> {
     type Output = V;
     fn index(&self, key: &Q) -> &V {
