@@ -172,6 +172,10 @@ struct Inner<B: Backend> {
     backend: B,
     book: Arc<Book>,
     placements: Arc<DashMap<PodUid, NodeName>>,
+    /// Pods whose Binding failed without an answer while the pod could not be read back: it may
+    /// have taken effect, so the devices stay committed on that node until the pod is seen bound,
+    /// deleted, or read unbound by its next filter.
+    unsettled: DashMap<PodUid, NodeName>,
     /// Nodes the cluster deleted and has not shown again: pods still bound to them are not
     /// counted anywhere until the node comes back (then they are observed again).
     removed: DashMap<NodeName, ()>,
@@ -229,6 +233,7 @@ impl<B: Backend> Engine<B> {
                 backend,
                 book,
                 placements: Arc::new(DashMap::new()),
+                unsettled: DashMap::new(),
                 removed: DashMap::new(),
                 book_generation: AtomicU64::new(0),
                 resolved: RwLock::new(VecDeque::new()),

@@ -33,6 +33,11 @@ impl std::fmt::Display for PodRef {
 pub struct PodPatch {
     pub annotations: Vec<(String, Option<String>)>,
     pub labels: Vec<(String, String)>,
+    /// Write only while the pod is unbound: the resource version of the copy that showed it so
+    /// (empty when that copy has none). A decision must never land on a pod that already runs
+    /// elsewhere (a Binding whose answer was lost, then a retry choosing another node): such a
+    /// write fails with [`Error::AlreadyBound`] and changes nothing.
+    pub while_unbound: Option<String>,
 }
 
 impl PodPatch {
@@ -45,11 +50,13 @@ impl PodPatch {
                 (keys::BIND_TIME.into(), Some(bind_time.to_string())),
             ],
             labels: Vec::new(),
+            while_unbound: None,
         }
     }
 
-    /// The `{"metadata":{"annotations":{…},"labels":{…}}}` merge-patch body.
-    pub fn to_merge_patch(&self) -> serde_json::Value {
+    /// The `{"metadata":{"annotations":{…},"labels":{…}}}` merge-patch body; with
+    /// `resource_version`, the API server applies it only to that version of the pod.
+    pub fn to_merge_patch(&self, resource_version: Option<&str>) -> serde_json::Value {
         let annos: serde_json::Map<String, serde_json::Value> = self
             .annotations
             .iter()
@@ -61,6 +68,9 @@ impl PodPatch {
             let labels: serde_json::Map<String, serde_json::Value> =
                 self.labels.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
             meta.insert("labels".into(), serde_json::Value::Object(labels));
+        }
+        if let Some(rv) = resource_version.filter(|rv| !rv.is_empty()) {
+            meta.insert("resourceVersion".into(), serde_json::Value::String(rv.to_owned()));
         }
         serde_json::json!({ "metadata": meta })
     }
@@ -144,6 +154,10 @@ pub enum Error {
     /// Cambricon's own node lock is fresh.
     #[error("node {node} has been locked within 2 minutes")]
     CambriconLocked { node: String },
+    /// A write meant for an unbound pod found it bound (see [`PodPatch::while_unbound`]); the
+    /// backend's cache holds the pod as read then.
+    #[error("pod {pod} is already bound to node {node}")]
+    AlreadyBound { pod: String, node: String },
     /// A write refused (the in-memory backend's stand-in for the API server's refusals).
     #[error("{0}")]
     Refused(String),
@@ -152,6 +166,12 @@ pub enum Error {
 impl Error {
     pub fn is_contention(&self) -> bool {
         matches!(self, Error::LockContention { .. })
+    }
+
+    /// The request may have taken effect although it failed: no answer came, or the API server
+    /// failed while serving it.
+    pub fn is_ambiguous(&self) -> bool {
+        matches!(self, Error::Transport(_)) || matches!(self, Error::Status { code, .. } if *code >= 500)
     }
 }
 
@@ -318,6 +338,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
         async move { Ok(cached) }
     }
 
+    /// The pod read from the source, past the cache (which may lag behind a write whose answer
+    /// was lost); `Ok(None)` when it does not exist.
+    fn pod_read(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Arc<PodView>>>> + Send {
+        let cached = self.pod(namespace, name);
+        async move { Ok(cached) }
+    }
+
     /// How long a write asked for now would wait behind the writes already queued (the client's
     /// rate limit). Filter waits while it is long, so kube-scheduler does not schedule faster
     /// than the binds can be written.
@@ -328,7 +355,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// The node as the backend's cache holds it.
     fn node(&self, name: &str) -> Option<Arc<NodeView>>;
 
-    /// Merge-patches the pod's annotations and labels (Filter's one write).
+    /// Merge-patches the pod's annotations and labels (Filter's one write), honouring
+    /// [`PodPatch::while_unbound`].
     fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> impl Future<Output = Result<()>> + Send;
 
     /// Takes one of HAMi's node locks for `pod` (protocol.md §3.8). Idempotent for the holder.
@@ -338,8 +366,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
     fn unlock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> impl Future<Output = Result<()>> + Send;
 
     /// Merge-patches `patch` onto the pod (`hami.io/bind-phase: allocating`, `hami.io/bind-time`,
-    /// and the decision when it is written at bind: one write either way), then creates the
-    /// Binding.
+    /// and the decision when it is written at bind: one write either way), honouring
+    /// [`PodPatch::while_unbound`], then creates the Binding.
     fn bind(&self, pod: &PodRef, node: &str, patch: &PodPatch) -> impl Future<Output = Result<()>> + Send;
 
     /// Records an Event; never fails the caller (Events are best effort).

@@ -39,9 +39,19 @@ impl<B: Backend> Engine<B> {
             self.delete_pod(&uid);
             return Err(backend::Error::NodeNotFound(node.to_owned()).into());
         };
-        if view.spec.node_name.as_deref() == Some(node) {
-            let _ = addr.send(Commit { uid: uid.clone() }).await;
-            return Ok(());
+        match view.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+            Some(n) if n == node => {
+                let _ = addr.send(Commit { uid: uid.clone() }).await;
+                return Ok(());
+            }
+            Some(n) => {
+                // An earlier Binding took effect although its answer was lost: nothing is written
+                // (the decision on the pod must stay the one for the node it runs on).
+                self.release(pod, node, "already bound elsewhere", false).await;
+                self.observe_pod(&view);
+                return Err(backend::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into());
+            }
+            None => {}
         }
         let req = match i.vendors.pod_request(&view, &i.cfg.defaults) {
             Ok(r) => Arc::new(r),
@@ -92,6 +102,7 @@ impl<B: Backend> Engine<B> {
         let mut patch =
             if at_bind { self.decision_patch(&NodeName::new(node), &req, &devices) } else { PodPatch::default() };
         patch.annotations.extend(PodPatch::bind_phase(bind_time).annotations);
+        patch.while_unbound = Some(view.metadata.resource_version.clone().unwrap_or_default());
         let write = Instant::now();
         let bound = i.backend.bind(pod, node, &patch).await;
         crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
@@ -111,13 +122,58 @@ impl<B: Backend> Engine<B> {
                 }
                 Ok(())
             }
-            Err(e) => {
-                self.unlock_node(pod, node, &taken, &addr).await;
-                // Committed above, and not bound: the devices go back for the requeued pod.
-                self.release(pod, node, "bind failed", false).await;
-                Err(e.into())
-            }
+            Err(e) => self.bind_failed(pod, node, &taken, &addr, e).await,
         }
+    }
+
+    /// The patch or the Binding failed after the devices were committed. The devices go back for
+    /// the requeued pod, unless the pod is in fact bound: a write found it bound (a Binding
+    /// whose answer was lost), or this failure came without an answer and the pod, read back,
+    /// is bound. Then it is counted from what it carries, and a pod bound to `node` is a bind
+    /// that succeeded. When it cannot be read back, its devices stay committed (`unsettled`).
+    async fn bind_failed(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        taken: &[LockKind],
+        addr: &Addr<NodeActor>,
+        e: backend::Error,
+    ) -> Result<(), BindError> {
+        let i = &*self.inner;
+        let bound_to = match &e {
+            backend::Error::AlreadyBound { node: n, .. } => Some(n.clone()),
+            _ if e.is_ambiguous() => match i.backend.pod_read(&pod.namespace, &pod.name).await {
+                Ok(v) => v.and_then(|v| v.spec.node_name.clone()).filter(|n| !n.is_empty()),
+                Err(read) => {
+                    tracing::warn!(pod = %pod, %node, error = %e, %read, "bind failed without an answer and the pod cannot be read back; its devices stay committed");
+                    i.unsettled.insert(PodUid::new(&pod.uid), NodeName::new(node));
+                    self.unlock_node(pod, node, taken, addr).await;
+                    return Err(e.into());
+                }
+            },
+            _ => None,
+        };
+        let Some(bound_to) = bound_to else {
+            self.unlock_node(pod, node, taken, addr).await;
+            self.release(pod, node, "bind failed", false).await;
+            return Err(e.into());
+        };
+        // What this attempt committed may not be what the pod carries (an earlier attempt's
+        // decision): the commit goes, and the pod as read counts instead.
+        self.release(pod, node, "already bound", false).await;
+        self.observe_read(pod);
+        if bound_to == node {
+            if matches!(e, backend::Error::AlreadyBound { .. }) {
+                // Bound by an earlier attempt: its plugin has its own lock to answer for.
+                self.unlock_node(pod, node, taken, addr).await;
+            } else {
+                // This attempt's Binding: HAMi's node lock is the device plugin's to release.
+                let _ = addr.send(Unlock { uid: PodUid::new(&pod.uid) }).await;
+            }
+            return Ok(());
+        }
+        self.unlock_node(pod, node, taken, addr).await;
+        Err(backend::Error::AlreadyBound { pod: pod.to_string(), node: bound_to }.into())
     }
 
     /// Takes the pod's reservation on `node` again after it lapsed (or was never made here, as

@@ -33,6 +33,22 @@ impl<B: Backend> Engine<B> {
             name: pod.metadata.name.clone(),
             uid: pod.metadata.uid.clone(),
         };
+        if let Some((uid, node)) = i.unsettled.remove(&req.uid) {
+            // Its last Binding may have taken effect: the pod is read back before its devices go.
+            let bound = match i.backend.pod_read(&pref.namespace, &pref.name).await {
+                Ok(v) => v.and_then(|v| v.spec.node_name.clone()).filter(|n| !n.is_empty()),
+                Err(e) => {
+                    i.unsettled.insert(uid, node);
+                    crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
+                    return FilterOutcome::Error(e.into());
+                }
+            };
+            if let Some(n) = bound {
+                self.observe_read(&pref);
+                crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
+                return FilterOutcome::Error(backend::Error::AlreadyBound { pod: pref.to_string(), node: n }.into());
+            }
+        }
         // A repeated filter of the same pod drops what it holds from the earlier attempt, reserved
         // or committed (a bind that failed after its commit), so the pod does not compete with
         // itself, as HAMi does. A pod kube-scheduler filters is not bound; should one that is
@@ -92,7 +108,8 @@ impl<B: Backend> Engine<B> {
 
         // Written at bind instead, when so configured: then the filter makes no API write.
         let patched = if i.cfg.decision_write == DecisionWrite::Filter {
-            let patch = self.decision_patch(&node, &req, &reserved.devices);
+            let mut patch = self.decision_patch(&node, &req, &reserved.devices);
+            patch.while_unbound = Some(pod.metadata.resource_version.clone().unwrap_or_default());
             let write = Instant::now();
             let patched = i.backend.patch_pod(&pref, &patch).await;
             crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
@@ -103,6 +120,11 @@ impl<B: Backend> Engine<B> {
         if let Err(e) = patched {
             if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
                 let _ = a.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
+            }
+            if let backend::Error::AlreadyBound { .. } = e {
+                // Its Binding took effect although its answer was lost: what it holds is counted
+                // from the pod as read just now, not from a watch that may lag.
+                self.observe_read(&pref);
             }
             self.event(&pref, reasons::FILTERING_FAILED, EventType::Warning, e.to_string());
             crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
@@ -295,8 +317,10 @@ impl<B: Backend> Engine<B> {
                 .get(*v)
                 .annotations(&WriteCx { node, devs, devices: cs, pod: req, unix_s, unix_ns }, &mut annotations);
         }
-        let mut patch =
-            PodPatch { annotations: annotations.into_iter().map(|(k, v)| (k, Some(v))).collect(), labels: Vec::new() };
+        let mut patch = PodPatch {
+            annotations: annotations.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            ..PodPatch::default()
+        };
         for (_, v) in self.inner.vendors.iter() {
             for k in v.pod_keys() {
                 if req.annotations.contains_key(&k) && !patch.annotations.iter().any(|(w, _)| *w == k) {

@@ -57,6 +57,9 @@ impl<B: Backend> Engine<B> {
             self.delete_pod(&uid);
             return;
         }
+        if pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+            self.inner.unsettled.remove(&uid);
+        }
         let Some(node) = pod.annotation(keys::ASSIGNED_NODE) else { return };
         if self.inner.removed.contains_key(node) {
             self.delete_pod(&uid);
@@ -99,6 +102,14 @@ impl<B: Backend> Engine<B> {
         self.actor(node).do_send(obs);
     }
 
+    /// Observes the pod as the backend's cache holds it now (just read from the source after a
+    /// write found it bound).
+    pub(super) fn observe_read(&self, pod: &PodRef) {
+        if let Some(v) = self.inner.backend.pod(&pod.namespace, &pod.name) {
+            self.observe_pod(&v);
+        }
+    }
+
     /// Places each vendor's decoded entries on the pod's containers (see `accounting::align`).
     pub(super) fn align(&self, pod: &PodView, mut devices: PodDevices) -> PodDevices {
         for (v, list) in devices.0.iter_mut() {
@@ -114,6 +125,7 @@ impl<B: Backend> Engine<B> {
 
     /// The pod is gone (deleted, or finished).
     pub fn delete_pod(&self, uid: &PodUid) {
+        self.inner.unsettled.remove(uid);
         if let Some((_, node)) = self.inner.placements.remove(uid)
             && let Some(e) = self.inner.book.get(node.as_str())
         {

@@ -27,6 +27,8 @@ pub mod watch;
 
 /// Lock writes retried with backoff from 100 ms, factor 2, up to 5 attempts (protocol.md §3.8).
 const LOCK_ATTEMPTS: u32 = 5;
+/// Writes meant for an unbound pod made again after the pod changed under them.
+const UNBOUND_WRITE_ATTEMPTS: u32 = 3;
 const EVENT_QUEUE: usize = 4096;
 
 /// Options of the Kubernetes backend, from the flags.
@@ -281,6 +283,21 @@ impl KubeBackend {
         }
     }
 
+    /// The resource version of the pod as the API server holds it now, if it is still the same
+    /// pod and unbound.
+    async fn unbound_version(&self, pod: &PodRef) -> Result<String> {
+        let Some(now) = super::Backend::pod_read(self, &pod.namespace, &pod.name).await? else {
+            return Err(Error::PodNotFound(pod.to_string()));
+        };
+        if !pod.uid.is_empty() && now.metadata.uid != pod.uid {
+            return Err(Error::PodNotFound(pod.to_string()));
+        }
+        if let Some(node) = now.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+            return Err(Error::AlreadyBound { pod: pod.to_string(), node: node.to_owned() });
+        }
+        Ok(now.metadata.resource_version.clone().unwrap_or_default())
+    }
+
     async fn lock_shared(&self, node: &str, pod: &PodRef) -> Result<()> {
         let timeout = self.inner.opts.lock_timeout;
         let contention =
@@ -461,6 +478,10 @@ impl Backend for KubeBackend {
         if let Some(p) = self.pod(namespace, name) {
             return Ok(Some(p));
         }
+        self.pod_read(namespace, name).await
+    }
+
+    async fn pod_read(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
         match self.call("get", "pods", self.pods_api(namespace).get(name)).await {
             Ok(p) => {
                 let view: Arc<PodView> = Arc::new(to_view(&p));
@@ -473,16 +494,46 @@ impl Backend for KubeBackend {
     }
 
     async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
-        let body = patch.to_merge_patch();
         let api = self.pods_api(&pod.namespace);
-        match self.call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body))).await {
-            Ok(p) => {
-                self.cache_pod(Arc::new(to_view(&p)));
-                Ok(())
+        let Some(seen) = &patch.while_unbound else {
+            let body = patch.to_merge_patch(None);
+            return match self
+                .call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body)))
+                .await
+            {
+                Ok(p) => {
+                    self.cache_pod(Arc::new(to_view(&p)));
+                    Ok(())
+                }
+                Err(e) if is_not_found(&e) => Err(Error::PodNotFound(pod.to_string())),
+                Err(e) => Err(api_err(e)),
+            };
+        };
+        // The write names the resource version of a copy that showed the pod unbound; when the
+        // pod changed since (often only its status), it is read again and, still unbound, the
+        // write is made against the new version.
+        let mut rv = seen.clone();
+        let mut last = None;
+        for _ in 0..UNBOUND_WRITE_ATTEMPTS {
+            if rv.is_empty() {
+                rv = self.unbound_version(pod).await?;
             }
-            Err(e) if is_not_found(&e) => Err(Error::PodNotFound(pod.to_string())),
-            Err(e) => Err(api_err(e)),
+            let body = patch.to_merge_patch(Some(&rv));
+            match self.call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body))).await
+            {
+                Ok(p) => {
+                    self.cache_pod(Arc::new(to_view(&p)));
+                    return Ok(());
+                }
+                Err(e) if is_not_found(&e) => return Err(Error::PodNotFound(pod.to_string())),
+                Err(e) if is_conflict(&e) => {
+                    last = Some(api_err(e));
+                    rv.clear();
+                }
+                Err(e) => return Err(api_err(e)),
+            }
         }
+        Err(last.unwrap_or_else(|| Error::Transport("pod write kept conflicting".into())))
     }
 
     async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {

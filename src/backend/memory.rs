@@ -289,6 +289,10 @@ struct Inner {
     /// Pod patches written (Filter's and Bind's), for tests that count API writes.
     pod_patches: std::sync::atomic::AtomicUsize,
     fail_bind: std::sync::atomic::AtomicBool,
+    /// Binds take effect but answer with a transport error, as when the connection drops.
+    lose_bind_answers: std::sync::atomic::AtomicBool,
+    /// Reads past the cache fail with a transport error.
+    fail_read: std::sync::atomic::AtomicBool,
 }
 
 /// The in-memory cluster. Clones share the same cluster.
@@ -310,6 +314,8 @@ impl MemoryBackend {
                 fail_patch: false.into(),
                 pod_patches: 0.into(),
                 fail_bind: false.into(),
+                lose_bind_answers: false.into(),
+                fail_read: false.into(),
             }),
         }
     }
@@ -363,20 +369,35 @@ impl MemoryBackend {
         self.events().into_iter().filter(|e| e.pod.namespace == pod.namespace && e.pod.name == pod.name).collect()
     }
 
-    /// Makes every later pod patch (or bind) fail, to exercise failure paths.
     /// How many pod patches were written so far.
     pub fn pod_patches(&self) -> usize {
         self.inner.pod_patches.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Makes every later pod patch (or bind) fail, to exercise failure paths.
     pub fn fail_patches(&self, on: bool) {
         self.inner.fail_patch.store(on, std::sync::atomic::Ordering::SeqCst);
     }
     pub fn fail_binds(&self, on: bool) {
         self.inner.fail_bind.store(on, std::sync::atomic::Ordering::SeqCst);
     }
+    /// Makes later binds take effect and then fail as if the answer was lost on the way.
+    pub fn lose_bind_answers(&self, on: bool) {
+        self.inner.lose_bind_answers.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+    /// Makes later reads past the cache ([`Backend::pod_read`]) fail.
+    pub fn fail_reads(&self, on: bool) {
+        self.inner.fail_read.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
 
-    fn edit_pod(&self, pod: &PodRef, f: impl FnOnce(&mut PodView, &mut BTreeMap<String, String>)) -> Result<()> {
+    /// Changes the pod in place. With `only_unbound`, a bound pod is left as it is and the edit
+    /// fails with `AlreadyBound`.
+    fn edit_pod(
+        &self,
+        pod: &PodRef,
+        only_unbound: bool,
+        f: impl FnOnce(&mut PodView, &mut BTreeMap<String, String>),
+    ) -> Result<()> {
         let mut e = self
             .inner
             .pods
@@ -384,6 +405,11 @@ impl MemoryBackend {
             .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
         if !pod.uid.is_empty() && e.view.metadata.uid != pod.uid {
             return Err(Error::Refused(format!("pod {pod}: uid precondition failed")));
+        }
+        if let Some(node) = e.view.spec.node_name.as_deref().filter(|n| !n.is_empty())
+            && only_unbound
+        {
+            return Err(Error::AlreadyBound { pod: pod.to_string(), node: node.to_owned() });
         }
         // Readers hold their own `Arc`s; the entry's copy is changed in place when no one does.
         let PodEntry { view, written } = &mut *e;
@@ -402,7 +428,7 @@ impl MemoryBackend {
     /// The device plugin's part after Allocate: every to-allocate list emptied, bind-phase
     /// `success`, the node lock released by its owner.
     fn play_plugin(&self, pod: &PodRef, node: &str) {
-        let _ = self.edit_pod(pod, |v, _| {
+        let _ = self.edit_pod(pod, false, |v, _| {
             for (k, val) in v.metadata.annotations.iter_mut() {
                 if k.ends_with("-devices-to-allocate") {
                     let n = val.matches(';').count();
@@ -450,12 +476,19 @@ impl Backend for MemoryBackend {
         self.inner.nodes.get(name).map(|e| e.value().clone())
     }
 
+    async fn pod_read(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
+        if self.inner.fail_read.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Transport("connection refused".into()));
+        }
+        Ok(self.pod(namespace, name))
+    }
+
     async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
         if self.inner.fail_patch.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Refused(format!("pod {pod}: patch refused")));
         }
         self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.edit_pod(pod, |v, written| apply_patch(v, written, patch))
+        self.edit_pod(pod, patch.while_unbound.is_some(), |v, written| apply_patch(v, written, patch))
     }
 
     async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
@@ -509,11 +542,14 @@ impl Backend for MemoryBackend {
             return Err(Error::NodeNotFound(node.to_owned()));
         }
         self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.edit_pod(pod, |v, written| {
+        self.edit_pod(pod, patch.while_unbound.is_some(), |v, written| {
             apply_patch(v, written, patch);
             v.spec.node_name = Some(node.to_owned());
         })?;
         self.play_plugin(pod, node);
+        if self.inner.lose_bind_answers.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Transport("connection reset by peer".into()));
+        }
         Ok(())
     }
 

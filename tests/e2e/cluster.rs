@@ -69,6 +69,10 @@ pub fn pods_api(client: &kube::Client) -> Api<Pod> {
     Api::namespaced(client.clone(), NS)
 }
 
+pub async fn get_pod(client: &kube::Client, pod: &str) -> Pod {
+    pods_api(client).get(pod).await.unwrap_or_else(|e| panic!("e2e: get pod {pod}: {e}"))
+}
+
 pub async fn create(client: &kube::Client, p: &Pod) -> Pod {
     let name = p.metadata.name.clone().unwrap_or_default();
     pods_api(client).create(&PostParams::default(), p).await.unwrap_or_else(|e| panic!("e2e: creating pod {name}: {e}"))

@@ -169,10 +169,6 @@ async fn delete_now(client: &kube::Client, pod: &str) {
     .await;
 }
 
-async fn get_pod(client: &kube::Client, pod: &str) -> Pod {
-    pods_api(client).get(pod).await.unwrap_or_else(|e| panic!("e2e: get pod {pod}: {e}"))
-}
-
 /// `POST /bind` for the pod as the API server has it now.
 async fn bind_now(hami: &Hami, client: &kube::Client, pod: &str, node: &str) -> (String, Duration) {
     let (http, url) = hami.client();

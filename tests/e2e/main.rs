@@ -10,12 +10,14 @@
 //! nodes, stuck locks, leader failover) are in `faults.rs`, each
 //! printing one `e2e summary <letter>:` line with its figures. Scenario o (`throughput.rs`) times
 //! kube-scheduler with hami-rs against kube-scheduler alone; it runs only with
-//! `HAMI_E2E_THROUGHPUT` set.
+//! `HAMI_E2E_THROUGHPUT` set. Scenario q (`writes.rs`) checks the Kubernetes backend's writes for
+//! unbound pods against the API server alone.
 
 mod cluster;
 mod faults;
 mod harness;
 mod throughput;
+mod writes;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
