@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::model::request::FitKey;
 use crate::model::{DeviceUsage, NodeName};
 use crate::vendor::NodeExtra;
 
@@ -32,13 +33,71 @@ pub struct NodeSnapshot {
     pub unusable: Option<Arc<str>>,
     /// Bumped on every change (for tests and debugging).
     pub generation: u64,
+    /// Filter's answers on this snapshot (see [`FitMemo`]).
+    pub memo: FitMemo,
 }
 
 impl NodeSnapshot {
     pub fn new(name: NodeName, devices: Vec<DeviceUsage>, extras: Vec<Option<NodeExtra>>) -> NodeSnapshot {
-        NodeSnapshot { name, devices, extras, unusable: None, generation: 0 }
+        NodeSnapshot { name, devices, extras, unusable: None, generation: 0, memo: FitMemo::default() }
     }
     pub fn extra(&self, v: crate::model::VendorId) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.extras.get(usize::from(v.0)).and_then(|e| e.as_deref())
+    }
+}
+
+/// Answers kept per snapshot: a few pod shapes in flight at once each find theirs.
+const MEMO_SLOTS: usize = 4;
+
+/// Filter's answers on one snapshot, by the pod's [`FitKey`]: pods of one shape arriving one
+/// after another (a Deployment's replicas, a Job's workers) find every node that did not change
+/// since already evaluated, and only the nodes that did are fitted again. The memo lives and dies
+/// with its snapshot, so an answer can never outlive the usage it was computed from. It is filled
+/// and read without waiting: a filter that finds it busy evaluates the node itself.
+#[derive(Default)]
+pub struct FitMemo(std::sync::Mutex<Vec<(FitKey, Result<f32, Rejection>)>>);
+
+impl FitMemo {
+    /// The answer for `key`, from the memo or from `fit` (then kept, the oldest answer making
+    /// room).
+    pub fn answer(&self, key: FitKey, fit: impl FnOnce() -> Result<f32, Rejection>) -> Result<f32, Rejection> {
+        if let Ok(m) = self.0.try_lock()
+            && let Some((_, r)) = m.iter().find(|(k, _)| *k == key)
+        {
+            return *r;
+        }
+        let r = fit();
+        if let Ok(mut m) = self.0.try_lock()
+            && !m.iter().any(|(k, _)| *k == key)
+        {
+            if m.len() == MEMO_SLOTS {
+                let _ = m.remove(0);
+            }
+            m.reserve_exact(1);
+            m.push((key, r));
+        }
+        r
+    }
+
+    /// How many answers are kept.
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A copied snapshot starts with no answers of its own.
+impl Clone for FitMemo {
+    fn clone(&self) -> Self {
+        FitMemo::default()
+    }
+}
+
+impl std::fmt::Debug for FitMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FitMemo({} answers)", self.len())
     }
 }

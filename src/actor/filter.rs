@@ -406,11 +406,15 @@ fn fit_slice(vendors: &Vendors, quota: Option<&QuotaBook>, req: &PodRequest, sna
         Some(v) => v,
         None => &NoQuota,
     };
+    // A namespace quota changes with allocations on other nodes: such a pod is always evaluated.
+    let memo = view.is_none();
     let mut part = Part { fits: Vec::with_capacity(snaps.len()), ..Part::default() };
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
         for snap in snaps {
-            match fit::fit_pod_score(&snap, req, vendors, quota, s) {
+            let mut fit = || fit::fit_pod_score(&snap, req, vendors, quota, s);
+            let answer = if memo { snap.memo.answer(req.fit_key, fit) } else { fit() };
+            match answer {
                 Ok(score) => part.fits.push((snap.name.clone(), score, ())),
                 Err(r) => {
                     part.counts.add(&r);

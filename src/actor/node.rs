@@ -197,6 +197,7 @@ impl NodeActor {
             extras: self.extras.clone(),
             unusable: self.unusable.clone(),
             generation: self.seq,
+            memo: crate::sched::FitMemo::default(),
         }
     }
 

@@ -516,5 +516,6 @@ async fn concurrent_binds_to_one_node_are_serialized_and_all_succeed() {
 mod bind;
 mod bound_elsewhere;
 mod fast_path;
+mod memo;
 mod observe;
 mod resolution;

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use super::annotations as keys;
 use super::codec::{self, Weights};
 use super::device::{MemMiB, PodUid, VendorId};
-use super::pod::{Annotations, PodView};
+use super::pod::{Annotations, ContainerView, PodView, SecurityContextView};
 
 /// The memory-percentage sentinel meaning "not given" (NVIDIA).
 pub const MEMPCT_UNSET: u32 = 101;
@@ -162,6 +162,61 @@ pub struct PodRequest {
     /// Indexed by `VendorId`: what each vendor pre-parsed from the pod (None when it has nothing).
     pub vendor_params: Vec<Option<VendorParams>>,
     pub pod_group: bool,
+    /// What the pod's fit on a node is read from, hashed (see [`FitKey`]).
+    pub fit_key: FitKey,
+}
+
+/// Everything a pod's request and its vendors' parameters are read from, hashed: its namespace,
+/// annotations, PodGroup membership and every container as the pod view keeps it (name,
+/// resources, restart policy, privilege, env names). Two pods with the same key fit every node
+/// alike, so Filter may answer the second from the first's evaluation of an unchanged node.
+/// 128 bits from two independently seeded hashers: a collision is not a practical concern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FitKey(u128);
+
+impl FitKey {
+    pub fn of(pod: &PodView, pod_group: bool) -> FitKey {
+        use std::hash::BuildHasher;
+        static SEEDS: std::sync::LazyLock<(std::hash::RandomState, std::hash::RandomState)> =
+            std::sync::LazyLock::new(|| (std::hash::RandomState::new(), std::hash::RandomState::new()));
+        let (a, b) = (&SEEDS.0, &SEEDS.1);
+        let (mut ha, mut hb) = (a.build_hasher(), b.build_hasher());
+        feed_fit_inputs(&mut ha, pod, pod_group);
+        feed_fit_inputs(&mut hb, pod, pod_group);
+        use std::hash::Hasher;
+        FitKey((u128::from(ha.finish()) << 64) | u128::from(hb.finish()))
+    }
+}
+
+fn feed_fit_inputs(h: &mut impl std::hash::Hasher, pod: &PodView, pod_group: bool) {
+    use std::hash::Hash;
+    pod.metadata.namespace.hash(h);
+    h.write_usize(pod.metadata.annotations.len());
+    for (k, v) in pod.metadata.annotations.iter() {
+        k.hash(h);
+        v.hash(h);
+    }
+    pod_group.hash(h);
+    h.write_usize(pod.spec.init_containers.len());
+    h.write_usize(pod.spec.containers.len());
+    for c in pod.all_containers() {
+        // Destructured so a field added to the view has to be considered here.
+        let ContainerView { name, resources, restart_policy, security_context, env } = c;
+        name.hash(h);
+        for list in [&resources.limits, &resources.requests] {
+            h.write_usize(list.len());
+            for (k, v) in list.iter() {
+                k.hash(h);
+                v.0.hash(h);
+            }
+        }
+        restart_policy.hash(h);
+        security_context.as_ref().map(|SecurityContextView { privileged }| *privileged).hash(h);
+        h.write_usize(env.len());
+        for e in env {
+            e.name.hash(h);
+        }
+    }
 }
 
 impl std::fmt::Debug for PodRequest {
@@ -234,6 +289,7 @@ impl PodRequest {
             Some(v) => codec::parse_weights(v)?,
             None => Weights::default(),
         };
+        let pod_group = pod.is_pod_group_member();
         Ok(PodRequest {
             uid: PodUid::new(&pod.metadata.uid),
             namespace: Arc::from(pod.metadata.namespace.as_str()),
@@ -247,7 +303,8 @@ impl PodRequest {
             annotations: annos.clone(),
             labels: pod.metadata.labels.clone(),
             vendor_params: Vec::new(),
-            pod_group: pod.is_pod_group_member(),
+            pod_group,
+            fit_key: FitKey::of(pod, pod_group),
         })
     }
 
@@ -283,6 +340,61 @@ impl PodRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fit_key_covers_what_a_fit_is_read_from_and_nothing_else() {
+        use crate::model::pod::EnvVarView;
+        use crate::testing::pod;
+        let base = || pod().gpu(1).mem_mib(4096).name("p1").annotation(keys::GPU_SCHEDULER_POLICY, "binpack");
+        let key = |p: PodView| FitKey::of(&p, p.is_pod_group_member());
+        let k0 = key(base().view());
+        let same = [
+            ("another name and uid", base().name("p2").uid("uid-other").view()),
+            ("another label", base().label("app", "x").view()),
+        ];
+        for (what, p) in same {
+            assert_eq!(key(p), k0, "{what}");
+        }
+        let with = |f: &dyn Fn(&mut PodView)| {
+            let mut v = base().view();
+            f(&mut v);
+            v
+        };
+        let differ = [
+            ("another policy", base().annotation(keys::GPU_SCHEDULER_POLICY, "spread").view()),
+            ("another annotation", base().annotation(keys::NVIDIA_USE_TYPE, "A100").view()),
+            ("another namespace", base().namespace("team-b").view()),
+            (
+                "more memory",
+                pod().gpu(1).mem_mib(4097).name("p1").annotation(keys::GPU_SCHEDULER_POLICY, "binpack").view(),
+            ),
+            ("a second container", base().container("side").view()),
+            ("a sidecar", base().sidecar("s").view()),
+            ("a PodGroup", base().label(keys::POD_GROUP_LABEL, "g").view()),
+            ("a container renamed", with(&|v| v.spec.containers[0].name = "renamed".into())),
+            ("an env var", with(&|v| v.spec.containers[0].env.push(EnvVarView { name: "X".into() }))),
+            (
+                "privileged",
+                with(&|v| v.spec.containers[0].security_context = Some(SecurityContextView { privileged: Some(true) })),
+            ),
+            ("a restart policy", with(&|v| v.spec.containers[0].restart_policy = Some("Always".into()))),
+            (
+                "a request beside the limit",
+                with(&|v| {
+                    v.spec.containers[0]
+                        .resources
+                        .requests
+                        .insert("cpu".into(), crate::model::pod::QuantityText("1".into()));
+                }),
+            ),
+        ];
+        let mut seen = vec![k0];
+        for (what, p) in differ {
+            let k = key(p);
+            assert!(!seen.contains(&k), "{what}");
+            seen.push(k);
+        }
+    }
 
     #[test]
     fn single_value_policies_sort_as_hami_does() {
