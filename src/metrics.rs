@@ -29,6 +29,7 @@ pub const LOCK_WAITS: &str = "hami_scheduler_node_lock_waits_total";
 pub const LOCK_TIMEOUTS: &str = "hami_scheduler_node_lock_timeouts_total";
 pub const LOCK_HANDOVERS: &str = "hami_scheduler_node_lock_handovers_total";
 pub const WATCH_RESTARTS: &str = "hami_scheduler_watch_restarts_total";
+pub const NODES_EVALUATED: &str = "hami_scheduler_filter_nodes_evaluated_total";
 pub const LEADER: &str = "hami_scheduler_leader";
 pub const BUILD_INFO: &str = "hami_build_info";
 
@@ -72,6 +73,10 @@ pub fn describe() {
     describe_counter!(LOCK_WAITS, "Binds that found the node locked by another pod and waited");
     describe_counter!(LOCK_TIMEOUTS, "Binds that gave up waiting for a node lock");
     describe_counter!(LOCK_HANDOVERS, "Expired node locks taken over from holders that no longer needed them");
+    describe_counter!(
+        NODES_EVALUATED,
+        "Candidate nodes Filter evaluated, by how: fitted, or answered from the node snapshot's memo"
+    );
     describe_counter!(WATCH_RESTARTS, "Watch streams restarted after an error, by resource");
     describe_gauge!(LEADER, "1 while this replica is the leader");
     gauge!(BUILD_INFO,
@@ -180,6 +185,17 @@ impl RejectionCounts {
             R::NodeUnregistered | R::NodeUnusable => self.unregistered += 1,
             R::Timeout | R::NodeLocked => self.other += 1,
         }
+    }
+}
+
+/// How one filter call evaluated its candidates: `fitted` fitted, `memo` answered from the
+/// snapshots' memos.
+pub fn nodes_evaluated(fitted: u64, memo: u64) {
+    if fitted > 0 {
+        counter!(NODES_EVALUATED, "by" => "fit").increment(fitted);
+    }
+    if memo > 0 {
+        counter!(NODES_EVALUATED, "by" => "memo").increment(memo);
     }
 }
 

@@ -46,8 +46,9 @@ impl NodeSnapshot {
     }
 }
 
-/// Answers kept per snapshot: a few pod shapes in flight at once each find theirs.
-const MEMO_SLOTS: usize = 4;
+/// Answers kept per snapshot: the pod shapes in flight at once each find theirs (the load test's
+/// default mix draws 14).
+const MEMO_SLOTS: usize = 16;
 
 /// Filter's answers on one snapshot, by the pod's [`FitKey`]: pods of one shape arriving one
 /// after another (a Deployment's replicas, a Job's workers) find every node that did not change
@@ -55,33 +56,41 @@ const MEMO_SLOTS: usize = 4;
 /// with its snapshot, so an answer can never outlive the usage it was computed from. It is filled
 /// and read without waiting: a filter that finds it busy evaluates the node itself.
 #[derive(Default)]
-pub struct FitMemo(std::sync::Mutex<Vec<(FitKey, Result<f32, Rejection>)>>);
+pub struct FitMemo(std::sync::Mutex<Answers>);
+
+/// Keys apart from answers: a miss scans 16-byte keys, not whole answers.
+#[derive(Default)]
+struct Answers {
+    keys: Vec<FitKey>,
+    answers: Vec<Result<f32, Rejection>>,
+}
 
 impl FitMemo {
     /// The answer for `key`, from the memo or from `fit` (then kept, the oldest answer making
     /// room).
     pub fn answer(&self, key: FitKey, fit: impl FnOnce() -> Result<f32, Rejection>) -> Result<f32, Rejection> {
         if let Ok(m) = self.0.try_lock()
-            && let Some((_, r)) = m.iter().find(|(k, _)| *k == key)
+            && let Some(i) = m.keys.iter().position(|k| *k == key)
         {
-            return *r;
+            return m.answers[i];
         }
         let r = fit();
         if let Ok(mut m) = self.0.try_lock()
-            && !m.iter().any(|(k, _)| *k == key)
+            && !m.keys.contains(&key)
         {
-            if m.len() == MEMO_SLOTS {
-                let _ = m.remove(0);
+            if m.keys.len() == MEMO_SLOTS {
+                m.keys.remove(0);
+                let _ = m.answers.remove(0);
             }
-            m.reserve_exact(1);
-            m.push((key, r));
+            m.keys.push(key);
+            m.answers.push(r);
         }
         r
     }
 
     /// How many answers are kept.
     pub fn len(&self) -> usize {
-        self.0.lock().map_or(0, |m| m.len())
+        self.0.lock().map_or(0, |m| m.keys.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -99,5 +108,34 @@ impl Clone for FitMemo {
 impl std::fmt::Debug for FitMemo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "FitMemo({} answers)", self.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::pod;
+
+    #[test]
+    fn a_memo_answers_a_key_it_holds_keeps_the_newest_few_and_a_copy_starts_empty() {
+        let memo = FitMemo::default();
+        let key =
+            |i: usize| pod().gpu(1).mem_mib(1000 + i as u64).name("p").request_with(&crate::testing::vendors()).fit_key;
+        let mut fitted = 0;
+        for round in 0..2 {
+            for i in 0..MEMO_SLOTS {
+                let r = memo.answer(key(i), || {
+                    fitted += 1;
+                    Ok(i as f32)
+                });
+                assert_eq!(r, Ok(i as f32), "round {round}");
+            }
+        }
+        assert_eq!(fitted, MEMO_SLOTS, "the second round is answered from the memo");
+        assert_eq!(memo.answer(key(99), || Err(Rejection::NodeUnregistered)), Err(Rejection::NodeUnregistered));
+        assert_eq!(memo.len(), MEMO_SLOTS);
+        // The oldest answer made room.
+        assert_eq!(memo.answer(key(0), || Ok(-1.0)), Ok(-1.0));
+        assert!(memo.clone().is_empty());
     }
 }

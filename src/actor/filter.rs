@@ -252,6 +252,7 @@ impl<B: Backend> Engine<B> {
             part.merge(rx.await.ok()?);
         }
         crate::metrics::rejections(&part.counts);
+        crate::metrics::nodes_evaluated(part.fitted, part.remembered);
         Some((part.fits, Failures(part.failed)))
     }
 
@@ -389,6 +390,9 @@ struct Part {
     fits: Vec<(NodeName, f32, ())>,
     failed: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
     counts: crate::metrics::RejectionCounts,
+    /// Candidates fitted, and answered from a memo.
+    fitted: u64,
+    remembered: u64,
 }
 
 impl Part {
@@ -396,6 +400,8 @@ impl Part {
         self.fits.extend(other.fits);
         self.failed.extend(other.failed);
         self.counts.merge(&other.counts);
+        self.fitted += other.fitted;
+        self.remembered += other.remembered;
     }
 }
 
@@ -412,8 +418,17 @@ fn fit_slice(vendors: &Vendors, quota: Option<&QuotaBook>, req: &PodRequest, sna
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
         for snap in snaps {
-            let mut fit = || fit::fit_pod_score(&snap, req, vendors, quota, s);
+            let mut fitted = false;
+            let mut fit = || {
+                fitted = true;
+                fit::fit_pod_score(&snap, req, vendors, quota, s)
+            };
             let answer = if memo { snap.memo.answer(req.fit_key, fit) } else { fit() };
+            if fitted {
+                part.fitted += 1;
+            } else {
+                part.remembered += 1;
+            }
             match answer {
                 Ok(score) => part.fits.push((snap.name.clone(), score, ())),
                 Err(r) => {
