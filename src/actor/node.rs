@@ -7,7 +7,7 @@
 //!                      └──Release / TTL──▶ Free     (restart: PodObserved rebuilds both)
 //! ```
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -134,6 +134,12 @@ pub struct NodeActor {
     unique_ids: bool,
     /// Type words and namespaces of the pods seen here, shared by their allocations.
     words: Vec<Arc<str>>,
+    /// When each reservation lapses, by (deadline, sequence number), with one timer armed for
+    /// the earliest: actix polls every timer an actor holds on each of its messages, so a timer
+    /// per reservation would make every message cost one poll per reservation of the last TTL.
+    /// Tokio's clock, which the timers run on (and tests pause).
+    expiries: BTreeMap<(tokio::time::Instant, u64), PodUid>,
+    armed: Option<(tokio::time::Instant, actix::SpawnHandle)>,
 }
 
 impl Actor for NodeActor {
@@ -171,6 +177,8 @@ impl NodeActor {
             unhealthy: Vec::new(),
             unique_ids: true,
             words: Vec::new(),
+            expiries: BTreeMap::new(),
+            armed: None,
         }
     }
 
@@ -293,17 +301,51 @@ impl NodeActor {
         Layout { n_init: pod.n_init, sidecars: pod.sidecars.clone(), init_released: false }
     }
 
+    /// The reservation `seq` of `uid` lapses after `ttl` unless something replaced it by then.
     fn arm_ttl(&mut self, uid: PodUid, seq: u64, ttl: Duration, ctx: &mut Context<Self>) {
-        ctx.run_later(ttl, move |act, _| {
-            let expired =
-                matches!(act.allocs.get(&uid), Some(Alloc { state: State::Reserved { seq: g }, .. }) if *g == seq);
-            if expired {
-                tracing::debug!(node = %act.name, pod = %uid, "reservation expired without a bind");
-                crate::metrics::reservation_expired();
-                act.drop_alloc(&uid);
-                act.publish();
-            }
+        self.expiries.insert((tokio::time::Instant::now() + ttl, seq), uid);
+        self.arm_timer(ctx);
+    }
+
+    /// Keeps one timer armed, for the earliest deadline.
+    fn arm_timer(&mut self, ctx: &mut Context<Self>) {
+        let Some(&(at, _)) = self.expiries.keys().next() else { return };
+        if self.armed.is_some_and(|(armed, _)| armed <= at) {
+            return;
+        }
+        if let Some((_, h)) = self.armed.take() {
+            ctx.cancel_future(h);
+        }
+        let h = ctx.run_later(at.saturating_duration_since(tokio::time::Instant::now()), |act, ctx| {
+            act.armed = None;
+            act.expire_due(ctx);
         });
+        self.armed = Some((at, h));
+    }
+
+    /// Drops every reservation whose deadline passed and that is still the one armed (sequence
+    /// number), then arms the timer for the next.
+    fn expire_due(&mut self, ctx: &mut Context<Self>) {
+        let now = tokio::time::Instant::now();
+        let mut changed = false;
+        while let Some(e) = self.expiries.first_entry() {
+            if e.key().0 > now {
+                break;
+            }
+            let ((_, seq), uid) = e.remove_entry();
+            let expired =
+                matches!(self.allocs.get(&uid), Some(Alloc { state: State::Reserved { seq: g }, .. }) if *g == seq);
+            if expired {
+                tracing::debug!(node = %self.name, pod = %uid, "reservation expired without a bind");
+                crate::metrics::reservation_expired();
+                self.drop_alloc(&uid);
+                changed = true;
+            }
+        }
+        if changed {
+            self.publish();
+        }
+        self.arm_timer(ctx);
     }
 
     fn drop_alloc(&mut self, uid: &PodUid) -> bool {

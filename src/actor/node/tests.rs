@@ -236,6 +236,37 @@ async fn a_renewed_reservation_is_not_expired_by_the_earlier_timer() {
 }
 
 #[actix::test]
+async fn reservations_lapse_each_at_its_own_deadline_whatever_order_they_were_made_in() {
+    // One timer serves every reservation of the node: a later reservation with a nearer deadline
+    // moves it earlier, and after each expiry it is armed for the next deadline.
+    tokio::time::pause();
+    let h = Harness::start(one_gpu()).await;
+    let (long, short, mid) = (
+        pod().gpu(1).mem_mib(1000).name("long"),
+        pod().gpu(1).mem_mib(1000).name("short"),
+        pod().gpu(1).mem_mib(1000).name("mid"),
+    );
+    h.reserve(&long, Duration::from_secs(30)).await.unwrap();
+    h.reserve(&short, Duration::from_secs(5)).await.unwrap();
+    h.reserve(&mid, Duration::from_secs(12)).await.unwrap();
+    let states = || async {
+        let mut v = Vec::new();
+        for p in ["uid-long", "uid-short", "uid-mid"] {
+            v.push(h.state_of(p).await.is_some());
+        }
+        v
+    };
+    elapse(Duration::from_secs(6)).await;
+    assert_eq!(states().await, [true, false, true]);
+    elapse(Duration::from_secs(7)).await;
+    assert_eq!(states().await, [true, false, false]);
+    assert_eq!(h.used(0), (1, 1000, 0));
+    elapse(Duration::from_secs(18)).await;
+    assert_eq!(states().await, [false, false, false]);
+    assert_eq!(h.used(0), (0, 0, 0));
+}
+
+#[actix::test]
 async fn commit_stops_expiry() {
     // Bind commits the reservation: a bound pod holds its devices until it is deleted.
     tokio::time::pause();
