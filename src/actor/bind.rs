@@ -158,11 +158,10 @@ impl<B: Backend> Engine<B> {
             self.release(pod, node, "bind failed", false).await;
             return Err(e.into());
         };
-        // What this attempt committed may not be what the pod carries (an earlier attempt's
-        // decision): the commit goes, and the pod as read counts instead.
-        self.release(pod, node, "already bound", false).await;
-        self.observe_read(pod);
         if bound_to == node {
+            // What this attempt committed may not be what the pod carries (an earlier attempt's
+            // decision): the observation replaces it, with no moment where neither is counted.
+            self.observe_read(pod);
             if matches!(e, backend::Error::AlreadyBound { .. }) {
                 // Bound by an earlier attempt: its plugin has its own lock to answer for.
                 self.unlock_node(pod, node, taken, addr).await;
@@ -172,6 +171,8 @@ impl<B: Backend> Engine<B> {
             }
             return Ok(());
         }
+        self.release(pod, node, "bound elsewhere", false).await;
+        self.observe_read(pod);
         self.unlock_node(pod, node, taken, addr).await;
         Err(backend::Error::AlreadyBound { pod: pod.to_string(), node: bound_to }.into())
     }
