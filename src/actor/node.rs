@@ -134,10 +134,10 @@ pub struct NodeActor {
     unique_ids: bool,
     /// Type words and namespaces of the pods seen here, shared by their allocations.
     words: Vec<Arc<str>>,
-    /// When each reservation lapses, by (deadline, sequence number), with one timer armed for
-    /// the earliest: actix polls every timer an actor holds on each of its messages, so a timer
-    /// per reservation would make every message cost one poll per reservation of the last TTL.
-    /// Tokio's clock, which the timers run on (and tests pause).
+    /// When each reservation lapses, by (deadline on tokio's clock, which the timers run on and
+    /// tests pause; sequence number), with one timer armed for the earliest: actix polls every
+    /// timer an actor holds on each of its messages, so a timer per reservation would make every
+    /// message cost one poll per reservation of the last TTL.
     expiries: BTreeMap<(tokio::time::Instant, u64), PodUid>,
     armed: Option<(tokio::time::Instant, actix::SpawnHandle)>,
 }

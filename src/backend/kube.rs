@@ -495,30 +495,16 @@ impl Backend for KubeBackend {
 
     async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
         let api = self.pods_api(&pod.namespace);
-        let Some(seen) = &patch.while_unbound else {
-            let body = patch.to_merge_patch(None);
-            return match self
-                .call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body)))
-                .await
-            {
-                Ok(p) => {
-                    self.cache_pod(Arc::new(to_view(&p)));
-                    Ok(())
-                }
-                Err(e) if is_not_found(&e) => Err(Error::PodNotFound(pod.to_string())),
-                Err(e) => Err(api_err(e)),
-            };
-        };
-        // The write names the resource version of a copy that showed the pod unbound; when the
-        // pod changed since (often only its status), it is read again and, still unbound, the
-        // write is made against the new version.
-        let mut rv = seen.clone();
-        let mut last = None;
+        // A write for an unbound pod names the resource version of a copy that showed it so; when
+        // the pod changed since (often only its status), it is read again and, still unbound, the
+        // write is made against the new version. `Some("")`: read it first.
+        let mut rv = patch.while_unbound.clone();
+        let mut conflict = None;
         for _ in 0..UNBOUND_WRITE_ATTEMPTS {
-            if rv.is_empty() {
-                rv = self.unbound_version(pod).await?;
+            if rv.as_deref() == Some("") {
+                rv = Some(self.unbound_version(pod).await?);
             }
-            let body = patch.to_merge_patch(Some(&rv));
+            let body = patch.to_merge_patch(rv.as_deref());
             match self.call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body))).await
             {
                 Ok(p) => {
@@ -526,14 +512,14 @@ impl Backend for KubeBackend {
                     return Ok(());
                 }
                 Err(e) if is_not_found(&e) => return Err(Error::PodNotFound(pod.to_string())),
-                Err(e) if is_conflict(&e) => {
-                    last = Some(api_err(e));
-                    rv.clear();
+                Err(e) if rv.is_some() && is_conflict(&e) => {
+                    conflict = Some(api_err(e));
+                    rv = Some(String::new());
                 }
                 Err(e) => return Err(api_err(e)),
             }
         }
-        Err(last.unwrap_or_else(|| Error::Transport("pod write kept conflicting".into())))
+        Err(conflict.unwrap_or_else(|| Error::Transport("pod write kept conflicting".into())))
     }
 
     async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
