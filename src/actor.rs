@@ -32,6 +32,7 @@ use crate::sched::{NodeSnapshot, Rejection, Scratch, fit, score};
 use crate::vendor::{LockKind, NoQuota, QuotaCheck, Vendors, WriteCx};
 
 mod bind;
+mod candidates;
 pub mod coordinator;
 pub mod error;
 mod filter;
@@ -107,27 +108,30 @@ pub const SLICE_MIN: usize = 2048;
 /// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
 /// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).
 #[derive(Clone, Debug, Default)]
-pub struct Failures(pub Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>);
+pub struct Failures {
+    nodes: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
+    /// Candidates of a resolved list, by their place in it (no name or snapshot copied per node).
+    listed: Option<candidates::Listed>,
+}
 
 impl Failures {
+    pub fn push(&mut self, node: NodeName, rejection: Rejection, snap: Option<Arc<NodeSnapshot>>) {
+        self.nodes.push((node, rejection, snap));
+    }
     /// HAMi's reason, then the detail, per node.
     pub fn render(&self) -> BTreeMap<String, String> {
-        self.0
-            .iter()
-            .map(|(n, r, snap)| {
-                let text = match snap {
-                    Some(s) => r.render(&s.devices, s.unusable.as_deref()),
-                    None => r.hami_text(),
-                };
-                (n.to_string(), text)
-            })
-            .collect()
+        let text = |r: &Rejection, snap: Option<&NodeSnapshot>| match snap {
+            Some(s) => r.render(&s.devices, s.unusable.as_deref()),
+            None => r.hami_text(),
+        };
+        let listed = self.listed.iter().flat_map(|l| l.iter()).map(|(n, r, s)| (n.to_string(), text(&r, s.as_deref())));
+        self.nodes.iter().map(|(n, r, s)| (n.to_string(), text(r, s.as_deref()))).chain(listed).collect()
     }
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.nodes.len() + self.listed.as_ref().map_or(0, |l| l.failed.len())
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 }
 
@@ -182,7 +186,7 @@ struct Inner<B: Backend> {
     /// Bumped after a node joins or leaves the address book: resolutions made before are stale.
     book_generation: AtomicU64,
     /// Candidate lists Filter resolved lately (kube-scheduler sends the same list pod after pod).
-    resolved: RwLock<VecDeque<Arc<filter::Resolution>>>,
+    resolved: RwLock<VecDeque<Arc<candidates::Resolution>>>,
     arbiters: Vec<Arbiter>,
     coordinator: Addr<Coordinator>,
     quota: Option<SharedQuota>,
@@ -199,9 +203,6 @@ impl<B: Backend> Clone for Engine<B> {
         Engine { inner: self.inner.clone() }
     }
 }
-
-/// Fitting nodes with their scores, and every other candidate with its rejection.
-type Evaluation = (Vec<(NodeName, f32, ())>, Failures);
 
 thread_local! {
     /// Filter evaluation buffers, one set per HTTP worker thread.

@@ -2,6 +2,8 @@
 //! through the coordinator, write the decision onto the pod, and tell the pod's Events.
 
 use super::*;
+use crate::model::request::NodePolicy;
+use candidates::{Listed, Resolution, Table};
 use quota::QuotaBook;
 
 /// How far behind the API writes may be before Filter waits for them.
@@ -62,7 +64,7 @@ impl<B: Backend> Engine<B> {
 
         self.await_write_backlog().await;
         let fan_out = Instant::now();
-        let (mut fits, mut failed) = match i.cfg.filter_mode {
+        let mut eval = match i.cfg.filter_mode {
             FilterMode::Snapshot => match self.evaluate_snapshots(&req, names).await {
                 Some(e) => e,
                 None => return FilterOutcome::Error(FilterError::Stopping),
@@ -70,12 +72,17 @@ impl<B: Backend> Engine<B> {
             FilterMode::Messages => self.evaluate_messages(&req, names).await,
         };
         crate::metrics::phase(crate::metrics::Phase::FanOut, fan_out);
-        score::rank_nodes(&mut fits, req.node_policy);
         let n_candidates = names.len();
-        let n_fit = fits.len();
+        let n_fit = eval.n_fit;
         // The best few go to the coordinator; beyond them a pod whose every choice was taken
         // in the meantime is better filtered again by kube-scheduler than reserved on a poor node.
-        let ranked = self.lock_aware(&fits, &pref, &req);
+        let (mut ranked, free) = self.lock_aware(&eval.ranked, &pref, &req);
+        if free < RESERVE_CANDIDATES && eval.rest.is_some() {
+            // Locks taken on most of the best: free nodes further down go before them.
+            eval.rank_all(req.node_policy);
+            ranked = self.lock_aware(&eval.ranked, &pref, &req).0;
+        }
+        let (fits, mut failed) = (eval.ranked, eval.failed);
 
         let reserve = Instant::now();
         let decision = if ranked.is_empty() {
@@ -92,7 +99,7 @@ impl<B: Backend> Engine<B> {
             Decision::Refused(refused) => {
                 for (n, r) in refused {
                     let snap = self.snapshot(n.as_str());
-                    failed.0.push((n, r, snap));
+                    failed.push(n, r, snap);
                 }
                 let failed = failed.render();
                 self.no_fit_events(&pref, &failed, n_candidates);
@@ -103,7 +110,7 @@ impl<B: Backend> Engine<B> {
         };
         for (n, r) in refused {
             let snap = self.snapshot(n.as_str());
-            failed.0.push((n, r, snap));
+            failed.push(n, r, snap);
         }
 
         // Written at bind instead, when so configured: then the filter makes no API write.
@@ -175,7 +182,8 @@ impl<B: Backend> Engine<B> {
     /// the locked ones with the fewest pods waiting for their bind first. A bind to a locked node
     /// waits for the device plugin of the holder, so under binpack a burst would queue on one
     /// node. With no lock taken this is the rank order, as HAMi chooses.
-    fn lock_aware(&self, fits: &[(NodeName, f32, ())], pod: &PodRef, req: &PodRequest) -> Vec<NodeName> {
+    /// Also returns how many of them are free.
+    fn lock_aware(&self, fits: &[(NodeName, f32, ())], pod: &PodRef, req: &PodRequest) -> (Vec<NodeName>, usize) {
         let kinds = self.lock_kinds(req);
         let mut free = Vec::with_capacity(RESERVE_CANDIDATES);
         let mut taken: Vec<(u32, &NodeName)> = Vec::new();
@@ -188,12 +196,13 @@ impl<B: Backend> Engine<B> {
                 None => free.push(n.clone()),
             }
         }
-        if free.len() < RESERVE_CANDIDATES {
+        let n_free = free.len();
+        if n_free < RESERVE_CANDIDATES {
             // Stable: equal queues keep the rank order.
             taken.sort_by_key(|(pending, _)| *pending);
-            free.extend(taken.into_iter().take(RESERVE_CANDIDATES - free.len()).map(|(_, n)| n.clone()));
+            free.extend(taken.into_iter().take(RESERVE_CANDIDATES - n_free).map(|(_, n)| n.clone()));
         }
-        free
+        (free, n_free)
     }
 
     /// Whether a bind of `pod` on `node` would now wait for a lock another pod holds: if so, how
@@ -212,24 +221,63 @@ impl<B: Backend> Engine<B> {
             .then_some(pending)
     }
 
-    /// Fits the pod on every candidate's published snapshot. Long candidate lists (at least
-    /// `EngineConfig::slice_min`) are cut into one slice per arbiter: this thread fits the
-    /// first, the arbiters the others, at the same time, each on its own core. `None` when an
-    /// arbiter is gone (the engine is stopping).
+    /// Fits the pod on the candidates whose snapshot changed since a pod of its shape was last
+    /// answered over this list, and answers the others from the list's table. A pod under a
+    /// namespace quota is fitted on every candidate. `None` when an arbiter is gone (the engine is
+    /// stopping).
     pub(super) async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
         let i = &*self.inner;
-        let mut part = Part::default();
-        let mut snaps: Vec<Arc<NodeSnapshot>> = Vec::with_capacity(names.len());
-        let resolution = self.resolve(names);
-        for (name, cell) in names.iter().zip(resolution.cells.iter()) {
-            match cell {
-                Some(c) => snaps.push(c.load()),
-                None => {
-                    part.counts.add(&Rejection::NodeUnregistered);
-                    part.failed.push((NodeName::new(name), Rejection::NodeUnregistered, None));
+        let list = self.resolve(names);
+        // A namespace quota changes with allocations on other nodes: such answers are not kept.
+        let keep = i.quota.as_deref().is_none_or(|q| q.view(&req.namespace).is_none());
+        let mut table = if keep { list.take_table(req.fit_key) } else { Table::fresh(req.fit_key, list.len()) };
+        let mut moved = Vec::new();
+        let mut snaps = Vec::new();
+        for k in 0..list.len() as u32 {
+            if let Some(c) = list.cell(k)
+                && !table.current(k, c.generation())
+            {
+                moved.push(k);
+                snaps.push(c.load());
+            }
+        }
+        let kept = list.len() - moved.len();
+        let (fitted, remembered) = self.fit_all(req, snaps, keep, &moved, &mut table).await?;
+        let mut fits = Vec::with_capacity(list.len());
+        let mut failed = Vec::new();
+        let mut counts = crate::metrics::RejectionCounts::default();
+        for k in 0..list.len() as u32 {
+            let answer = if list.cell(k).is_some() { table.answer(k) } else { Err(Rejection::NodeUnregistered) };
+            match answer {
+                Ok(score) => fits.push((score, k)),
+                Err(r) => {
+                    counts.add(&r);
+                    failed.push((k, r));
                 }
             }
         }
+        if keep {
+            list.put_table(table);
+        }
+        crate::metrics::rejections(&counts);
+        crate::metrics::nodes_evaluated(fitted, remembered + kept as u64);
+        let failed = Failures { nodes: Vec::new(), listed: Some(Listed { list: list.clone(), failed }) };
+        Some(Evaluation::of_list(list, fits, failed, req.node_policy))
+    }
+
+    /// Answers the pod on each snapshot (from its memo when `memo`) into `table` at `places`.
+    /// Long lists (at least `EngineConfig::slice_min`) are cut into one slice per arbiter: this
+    /// thread fits the first, the arbiters the others, at the same time, each on its own core.
+    /// Returns how many were fitted and how many answered from memos.
+    async fn fit_all(
+        &self,
+        req: &Arc<PodRequest>,
+        mut snaps: Vec<Arc<NodeSnapshot>>,
+        memo: bool,
+        places: &[u32],
+        table: &mut Table,
+    ) -> Option<(u64, u64)> {
+        let i = &*self.inner;
         let slices = if snaps.len() >= i.cfg.slice_min { i.arbiters.len().max(1) } else { 1 };
         let per = snaps.len().div_ceil(slices).max(1);
         let mut pending = Vec::with_capacity(slices.saturating_sub(1));
@@ -242,18 +290,23 @@ impl<B: Backend> Engine<B> {
             let (tx, rx) = tokio::sync::oneshot::channel();
             let (vendors, quota, req) = (i.vendors.clone(), i.quota.clone(), req.clone());
             i.arbiters[k].spawn(async move {
-                let _ = tx.send(fit_slice(&vendors, quota.as_deref(), &req, tail));
+                let _ = tx.send(fit_slice(&vendors, quota.as_deref(), &req, memo, tail));
             });
-            pending.push(rx);
+            pending.push((start, rx));
         }
-        let mine = fit_slice(&i.vendors, i.quota.as_deref(), req, snaps);
-        part.merge(mine);
-        for rx in pending {
-            part.merge(rx.await.ok()?);
+        let mut parts = vec![(0, fit_slice(&i.vendors, i.quota.as_deref(), req, memo, snaps))];
+        for (start, rx) in pending {
+            parts.push((start, rx.await.ok()?));
         }
-        crate::metrics::rejections(&part.counts);
-        crate::metrics::nodes_evaluated(part.fitted, part.remembered);
-        Some((part.fits, Failures(part.failed)))
+        let (mut fitted, mut remembered) = (0, 0);
+        for (start, part) in parts {
+            fitted += part.fitted;
+            remembered += part.remembered;
+            for (n, (snap, answer)) in part.answers.into_iter().enumerate() {
+                table.set(places[start + n], &snap, answer);
+            }
+        }
+        Some((fitted, remembered))
     }
 
     /// Each candidate's snapshot handle (`None`: not a node the engine knows), from the lists
@@ -267,11 +320,7 @@ impl<B: Backend> Engine<B> {
                 return r.clone();
             }
         }
-        let r = Arc::new(Resolution {
-            generation,
-            names: names.iter().map(|n| Box::from(n.as_ref())).collect(),
-            cells: names.iter().map(|n| i.book.get(n.as_ref()).map(|e| e.snap.clone())).collect(),
-        });
+        let r = Arc::new(Resolution::new(generation, names, |n| i.book.get(n).map(|e| e.snap.clone())));
         let mut recent = i.resolved.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         recent.retain(|old| old.generation == generation);
         if recent.len() == RESOLUTIONS_KEPT {
@@ -296,12 +345,12 @@ impl<B: Backend> Engine<B> {
                     counts.add(&r);
                     // A name the engine does not know reads as in snapshot mode: HAMi's bare text.
                     let snap = self.snapshot(n.as_str());
-                    failed.0.push((n, r, snap));
+                    failed.push(n, r, snap);
                 }
             }
         }
         crate::metrics::rejections(&counts);
-        (fits, failed)
+        Evaluation::of_nodes(fits, failed, req.node_policy)
     }
 
     /// The one merge patch Filter writes (protocol.md §4.1): node, time, every chosen vendor's
@@ -371,50 +420,87 @@ impl<B: Backend> Engine<B> {
 /// filters stay the same; a few more cover pods with different node selectors taking turns.
 const RESOLUTIONS_KEPT: usize = 4;
 
-/// A candidate list with each name's snapshot handle, as of one address book generation.
-pub(super) struct Resolution {
-    generation: u64,
-    names: Vec<Box<str>>,
-    cells: Vec<Option<Arc<SnapCell>>>,
+/// Fitting nodes ranked first from a resolved list; the rest are ranked only when the coordinator
+/// needs more of them (see `Engine::filter`).
+pub(super) const RANKED_FIRST: usize = 4 * RESERVE_CANDIDATES;
+
+/// A fitting candidate's score and place in its resolved list.
+type Placed = (f32, u32);
+
+/// What evaluating the candidates came to.
+pub(super) struct Evaluation {
+    /// Fitting nodes, best first: every one, or the best `RANKED_FIRST` while `rest` is set.
+    pub(super) ranked: Vec<(NodeName, f32, ())>,
+    /// How many candidates fit.
+    pub(super) n_fit: usize,
+    /// Every fitting candidate of a resolved list, by place, when `ranked` holds only the best.
+    rest: Option<(Arc<Resolution>, Vec<Placed>)>,
+    failed: Failures,
 }
 
-impl Resolution {
-    fn is_for(&self, names: &[Cow<'_, str>]) -> bool {
-        self.names.len() == names.len() && self.names.iter().zip(names).all(|(a, b)| **a == **b)
+impl Evaluation {
+    fn of_nodes(mut fits: Vec<(NodeName, f32, ())>, failed: Failures, policy: NodePolicy) -> Evaluation {
+        score::rank_nodes(&mut fits, policy);
+        Evaluation { n_fit: fits.len(), ranked: fits, rest: None, failed }
+    }
+
+    /// Ranks the best `RANKED_FIRST` of a list's fitting candidates (selected, not sorted, from
+    /// the rest), in `score::rank_nodes`'s order.
+    pub(super) fn of_list(
+        list: Arc<Resolution>,
+        mut fits: Vec<(f32, u32)>,
+        failed: Failures,
+        policy: NodePolicy,
+    ) -> Evaluation {
+        let n_fit = fits.len();
+        let order = |a: &Placed, b: &Placed| {
+            score::node_order(policy, a.0, b.0).then_with(|| list.name_rank(a.1).cmp(&list.name_rank(b.1)))
+        };
+        let first = RANKED_FIRST.min(n_fit);
+        if first < n_fit {
+            fits.select_nth_unstable_by(first, order);
+        }
+        fits[..first].sort_by(order);
+        let ranked = fits[..first].iter().map(|(s, k)| (list.name(*k).clone(), *s, ())).collect();
+        let rest = (first < n_fit).then_some((list, fits));
+        Evaluation { ranked, n_fit, rest, failed }
+    }
+
+    /// Ranks every fitting candidate, when only the best were.
+    pub(super) fn rank_all(&mut self, policy: NodePolicy) {
+        if let Some((list, fits)) = self.rest.take() {
+            let mut all: Vec<(NodeName, f32, ())> = fits.iter().map(|(s, k)| (list.name(*k).clone(), *s, ())).collect();
+            score::rank_nodes(&mut all, policy);
+            self.ranked = all;
+        }
     }
 }
 
-/// What one slice of the candidates came to.
-#[derive(Default)]
+/// What one slice of the snapshots came to.
 struct Part {
-    fits: Vec<(NodeName, f32, ())>,
-    failed: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
-    counts: crate::metrics::RejectionCounts,
-    /// Candidates fitted, and answered from a memo.
+    /// Per snapshot, in order.
+    answers: Vec<(Arc<NodeSnapshot>, Result<f32, Rejection>)>,
+    /// Snapshots fitted, and answered from a memo.
     fitted: u64,
     remembered: u64,
 }
 
-impl Part {
-    fn merge(&mut self, other: Part) {
-        self.fits.extend(other.fits);
-        self.failed.extend(other.failed);
-        self.counts.merge(&other.counts);
-        self.fitted += other.fitted;
-        self.remembered += other.remembered;
-    }
-}
-
-/// Fits the pod on each snapshot with this thread's buffers.
-fn fit_slice(vendors: &Vendors, quota: Option<&QuotaBook>, req: &PodRequest, snaps: Vec<Arc<NodeSnapshot>>) -> Part {
+/// Answers the pod on each snapshot with this thread's buffers (from the snapshot's memo, when
+/// `memo` and no namespace quota applies).
+fn fit_slice(
+    vendors: &Vendors,
+    quota: Option<&QuotaBook>,
+    req: &PodRequest,
+    memo: bool,
+    snaps: Vec<Arc<NodeSnapshot>>,
+) -> Part {
     let view = quota.and_then(|q| q.view(&req.namespace));
     let quota: &dyn QuotaCheck = match &view {
         Some(v) => v,
         None => &NoQuota,
     };
-    // A namespace quota changes with allocations on other nodes: such a pod is always evaluated.
-    let memo = view.is_none();
-    let mut part = Part { fits: Vec::with_capacity(snaps.len()), ..Part::default() };
+    let memo = memo && view.is_none();
+    let mut part = Part { answers: Vec::with_capacity(snaps.len()), fitted: 0, remembered: 0 };
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
         for snap in snaps {
@@ -429,13 +515,7 @@ fn fit_slice(vendors: &Vendors, quota: Option<&QuotaBook>, req: &PodRequest, sna
             } else {
                 part.remembered += 1;
             }
-            match answer {
-                Ok(score) => part.fits.push((snap.name.clone(), score, ())),
-                Err(r) => {
-                    part.counts.add(&r);
-                    part.failed.push((snap.name.clone(), r, Some(snap)));
-                }
-            }
+            part.answers.push((snap, answer));
         }
     });
     part

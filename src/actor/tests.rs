@@ -519,3 +519,4 @@ mod fast_path;
 mod memo;
 mod observe;
 mod resolution;
+mod tables;

@@ -122,13 +122,15 @@ fn single_less(s: SingleSort, numa_bind: bool, a: SortKey, b: SortKey) -> bool {
 /// Orders fitting nodes best first (§5.13): `spread` prefers the lowest score, `binpack` and any
 /// other policy the highest. Equal scores go to the node whose name sorts first.
 pub fn rank_nodes<T>(fits: &mut [(NodeName, f32, T)], policy: NodePolicy) {
-    fits.sort_by(|a, b| {
-        let by_score = match policy {
-            NodePolicy::Spread => a.1.total_cmp(&b.1),
-            _ => b.1.total_cmp(&a.1),
-        };
-        by_score.then_with(|| a.0.cmp(&b.0))
-    });
+    fits.sort_by(|a, b| node_order(policy, a.1, b.1).then_with(|| a.0.cmp(&b.0)));
+}
+
+/// The order of two node scores under `policy`, the better first.
+pub fn node_order(policy: NodePolicy, a: f32, b: f32) -> std::cmp::Ordering {
+    match policy {
+        NodePolicy::Spread => a.total_cmp(&b),
+        _ => b.total_cmp(&a),
+    }
 }
 
 #[cfg(test)]

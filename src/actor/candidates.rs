@@ -1,0 +1,141 @@
+//! Candidate lists Filter resolved to node handles, and per pod shape the answers over each list.
+//!
+//! kube-scheduler sends the same `NodeNames` pod after pod while the nodes passing its own filters
+//! stay the same. Such a list is resolved once to each node's snapshot handle. Beside it, per pod
+//! shape ([`FitKey`]), a table keeps every candidate's answer with the generation of the snapshot
+//! it came from: a filter reads each handle's current generation (one load, no lock, no reference
+//! count) and fits only the candidates whose generation moved. Answers are a function of the
+//! snapshot and the shape alone (a pod under a namespace quota is never answered from a table), so
+//! an answer whose generation is still current is exactly what fitting again would give.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use crate::model::NodeName;
+use crate::model::request::FitKey;
+use crate::sched::{NodeSnapshot, Rejection};
+
+use super::node::SnapCell;
+
+/// Tables kept per list: the pod shapes in flight at once each find theirs (the load test's
+/// default mix draws 14).
+const TABLES_KEPT: usize = 16;
+
+/// A generation no snapshot has: the candidate was never answered in this table.
+const NEVER: u64 = u64::MAX;
+
+/// A candidate list with each name's snapshot handle, as of one address book generation.
+pub(super) struct Resolution {
+    pub(super) generation: u64,
+    names: Vec<NodeName>,
+    cells: Vec<Option<Arc<SnapCell>>>,
+    /// Each candidate's place in name order: ties in score go to the smaller name, as in
+    /// `score::rank_nodes`, without comparing strings on every filter.
+    by_name: Vec<u32>,
+    /// Answer tables by pod shape, most recently used last.
+    tables: Mutex<Vec<Table>>,
+}
+
+impl Resolution {
+    pub(super) fn new(generation: u64, names: &[Cow<'_, str>], cell: impl Fn(&str) -> Option<Arc<SnapCell>>) -> Self {
+        let mut order: Vec<u32> = (0..names.len() as u32).collect();
+        order.sort_by(|a, b| names[*a as usize].cmp(&names[*b as usize]));
+        let mut by_name = vec![0; names.len()];
+        for (rank, i) in order.into_iter().enumerate() {
+            by_name[i as usize] = rank as u32;
+        }
+        Resolution {
+            generation,
+            names: names.iter().map(|n| NodeName::new(n)).collect(),
+            cells: names.iter().map(|n| cell(n)).collect(),
+            by_name,
+            tables: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(super) fn is_for(&self, names: &[Cow<'_, str>]) -> bool {
+        self.names.len() == names.len() && self.names.iter().zip(names).all(|(a, b)| a.as_str() == b.as_ref())
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.names.len()
+    }
+    pub(super) fn name(&self, i: u32) -> &NodeName {
+        &self.names[i as usize]
+    }
+    pub(super) fn cell(&self, i: u32) -> Option<&Arc<SnapCell>> {
+        self.cells[i as usize].as_ref()
+    }
+    pub(super) fn name_rank(&self, i: u32) -> u32 {
+        self.by_name[i as usize]
+    }
+
+    /// The table of `key`, taken out while one filter works on it (another filter of the same
+    /// shape at the same time starts a fresh one rather than wait). A new table knows no answer.
+    pub(super) fn take_table(&self, key: FitKey) -> Table {
+        let mut tables = self.tables.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match tables.iter().position(|t| t.key == key) {
+            Some(p) => tables.remove(p),
+            None => Table::fresh(key, self.len()),
+        }
+    }
+
+    /// Puts a table back as the most recently used, the least recently used making room.
+    pub(super) fn put_table(&self, table: Table) {
+        let mut tables = self.tables.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tables.retain(|t| t.key != table.key);
+        if tables.len() == TABLES_KEPT {
+            tables.remove(0);
+        }
+        tables.push(table);
+    }
+}
+
+/// One pod shape's answers over a list: per candidate, the answer and the generation of the
+/// snapshot it was computed on.
+pub(super) struct Table {
+    key: FitKey,
+    generations: Vec<u64>,
+    answers: Vec<Result<f32, Rejection>>,
+}
+
+impl Table {
+    /// A table that knows no answer yet.
+    pub(super) fn fresh(key: FitKey, len: usize) -> Table {
+        Table { key, generations: vec![NEVER; len], answers: vec![Ok(0.0); len] }
+    }
+    /// Whether candidate `i`'s answer is for the snapshot of `generation`.
+    pub(super) fn current(&self, i: u32, generation: u64) -> bool {
+        self.generations[i as usize] == generation
+    }
+    pub(super) fn set(&mut self, i: u32, snap: &NodeSnapshot, answer: Result<f32, Rejection>) {
+        self.generations[i as usize] = snap.generation;
+        self.answers[i as usize] = answer;
+    }
+    pub(super) fn answer(&self, i: u32) -> Result<f32, Rejection> {
+        self.answers[i as usize]
+    }
+}
+
+/// Candidates that did not fit, by their place in a resolved list: names and snapshots are looked
+/// up only when the reasons are rendered.
+#[derive(Clone)]
+pub struct Listed {
+    pub(super) list: Arc<Resolution>,
+    pub(super) failed: Vec<(u32, Rejection)>,
+}
+
+impl Listed {
+    /// Each failed candidate's name, rejection and current snapshot. The rendered detail names a
+    /// device by its place in the snapshot; a snapshot newer than the answer names the same
+    /// device unless the node registered again in between.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&NodeName, Rejection, Option<Arc<NodeSnapshot>>)> + '_ {
+        self.failed.iter().map(|(i, r)| (self.list.name(*i), *r, self.list.cell(*i).map(|c| c.load())))
+    }
+}
+
+impl std::fmt::Debug for Listed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.failed.iter().map(|(i, r)| (self.list.name(*i), r))).finish()
+    }
+}

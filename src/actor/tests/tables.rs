@@ -1,0 +1,120 @@
+//! Filter's answer tables per pod shape over a resolved candidate list, and the ranking of the
+//! best candidates selected from them.
+
+use proptest::prelude::*;
+
+use super::candidates::{Resolution, Table};
+use super::filter::{Evaluation, RANKED_FIRST};
+use super::*;
+use crate::model::request::NodePolicy;
+
+fn owned(names: &[String]) -> Vec<Cow<'static, str>> {
+    names.iter().map(|n| Cow::Owned(n.clone())).collect()
+}
+
+/// The list the engine resolved for `names`.
+fn list_of(e: &Mem, names: &[Cow<'_, str>]) -> Arc<Resolution> {
+    let recent = e.inner.resolved.read().unwrap();
+    recent.iter().find(|r| r.is_for(names)).cloned().expect("the list was resolved")
+}
+
+#[actix::test]
+async fn only_the_node_that_changed_is_answered_again_and_unchanged_ones_keep_their_generation() {
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384), node("c").gpus(1, 16384)]).await;
+    let like = |n: &str| pod().gpu(1).mem_mib(10000).name(n);
+    assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b", "c"]).await), "a");
+    let list = list_of(&e, &names(&["a", "b", "c"]));
+    let key = like("p2").request_with(&vendors()).fit_key;
+    let table = list.take_table(key);
+    let generation = |k: u32| list.cell(k).unwrap().generation();
+    // `a` took the reservation after it was answered: its answer is for an older snapshot.
+    assert!(!table.current(0, generation(0)));
+    assert!(table.current(1, generation(1)) && table.current(2, generation(2)));
+    list.put_table(table);
+    assert_eq!(chosen(&filter(&e, &b, &like("p2"), &["a", "b", "c"]).await), "b", "a is full now");
+    let table = list.take_table(key);
+    assert!((0..3).all(|k| table.current(k, generation(k)) == (k != 1)), "b took p2 after it was answered");
+}
+
+#[actix::test]
+async fn a_filter_that_finds_its_table_in_use_answers_every_node_itself() {
+    // Another filter of the same shape holds the table: this one starts a fresh one.
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
+    let like = |n: &str| pod().gpu(1).mem_mib(10000).name(n);
+    assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b"]).await), "a");
+    let list = list_of(&e, &names(&["a", "b"]));
+    let held = list.take_table(like("p2").request_with(&vendors()).fit_key);
+    assert_eq!(chosen(&filter(&e, &b, &like("p2"), &["a", "b"]).await), "b");
+    assert!(matches!(filter(&e, &b, &like("p3"), &["a", "b"]).await, FilterOutcome::NoFit { .. }));
+    // The stale table handed back later is replaced by the next filter's, never read as current.
+    list.put_table(held);
+    let FilterOutcome::NoFit { failed } = filter(&e, &b, &like("p4"), &["a", "b"]).await else {
+        panic!("both nodes are full");
+    };
+    assert!(failed["a"].starts_with("1/1 CardInsufficientMemory"), "{failed:?}");
+}
+
+#[actix::test]
+async fn when_the_best_ranked_nodes_are_all_locked_a_free_node_further_down_is_chosen() {
+    // Equal scores rank by name; the first RANKED_FIRST are held by other pods' binds.
+    let n = RANKED_FIRST + 6;
+    let nodes: Vec<NodeBuilder> = (0..n).map(|i| node(&format!("n{i:03}")).gpus(1, 16384)).collect();
+    let (e, b) = engine(&nodes).await;
+    for i in 0..RANKED_FIRST {
+        let addr = e.inner.book.get(format!("n{i:03}").as_str()).map(|n| n.addr.clone()).unwrap();
+        assert!(addr.send(Lock { uid: PodUid::new(&format!("uid-other-{i}")), queue: false }).await.unwrap());
+    }
+    let all: Vec<String> = (0..n).map(|i| format!("n{i:03}")).collect();
+    let p = pod().gpu(1).mem_mib(2048).name("p1");
+    b.insert_pod(p.view());
+    let out = e.filter(&p.view(), &owned(&all)).await;
+    assert_eq!(chosen(&out), format!("n{RANKED_FIRST:03}"), "the first free node, not a locked one");
+}
+
+#[test]
+fn a_table_taken_twice_is_fresh_the_second_time_and_kept_once() {
+    let list = Resolution::new(0, &names(&["a", "b"]), |_| None);
+    let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
+    let mut first = list.take_table(key);
+    let snap = crate::sched::NodeSnapshot {
+        generation: 7,
+        ..NodeActor::initial_snapshot(&NodeName::new("a"), &vendors()).as_ref().clone()
+    };
+    first.set(0, &snap, Ok(1.0));
+    let second = list.take_table(key);
+    assert!(!second.current(0, 7), "a table in use is not shared");
+    list.put_table(second);
+    list.put_table(first);
+    let kept = list.take_table(key);
+    assert!(kept.current(0, 7), "the table put back last is kept");
+    assert!(!list.take_table(key).current(0, 7), "and only once");
+    assert_eq!(Table::fresh(key, 2).answer(1), Ok(0.0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The best candidates selected from a list rank as sorting every fitting node would, and
+    /// ranking everything afterwards gives that whole order.
+    #[test]
+    fn the_best_selected_from_a_list_rank_as_a_full_sort(
+        scores in prop::collection::vec(prop_oneof![Just(0.0f32), Just(1.0), Just(2.5), 0.0f32..10.0], 1..200),
+        spread in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let policy = if spread { NodePolicy::Spread } else { NodePolicy::Binpack };
+        // Names in an order unrelated to the list's, so ties are broken by name, not by place.
+        let names: Vec<String> =
+            (0..scores.len()).map(|i| format!("n{:016x}", (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
+        let list = Arc::new(Resolution::new(0, &owned(&names), |_| None));
+        let fits: Vec<(f32, u32)> = scores.iter().enumerate().map(|(k, s)| (*s, k as u32)).collect();
+        let mut want: Vec<(NodeName, f32, ())> = fits.iter().map(|(s, k)| (list.name(*k).clone(), *s, ())).collect();
+        score::rank_nodes(&mut want, policy);
+        let mut eval = Evaluation::of_list(list, fits, Failures::default(), policy);
+        prop_assert_eq!(eval.n_fit, want.len());
+        let first = RANKED_FIRST.min(want.len());
+        prop_assert_eq!(&eval.ranked[..], &want[..first]);
+        eval.rank_all(policy);
+        prop_assert_eq!(&eval.ranked[..], &want[..]);
+    }
+}
