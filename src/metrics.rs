@@ -75,7 +75,7 @@ pub fn describe() {
     describe_counter!(LOCK_HANDOVERS, "Expired node locks taken over from holders that no longer needed them");
     describe_counter!(
         NODES_EVALUATED,
-        "Candidate nodes Filter evaluated, by how: fitted, or answered from the node snapshot's memo"
+        "Candidate nodes Filter evaluated, by how: fitted, or answered from what was kept (the list's answer table or the node snapshot's memo)"
     );
     describe_counter!(WATCH_RESTARTS, "Watch streams restarted after an error, by resource");
     describe_gauge!(LEADER, "1 while this replica is the leader");
@@ -174,22 +174,31 @@ impl RejectionCounts {
     }
 
     pub fn add(&mut self, r: &crate::sched::Rejection) {
+        self.count(r, |c, n| *c += n);
+    }
+
+    /// Takes back what `add` counted for `r`.
+    pub fn remove(&mut self, r: &crate::sched::Rejection) {
+        self.count(r, |c, n| *c = c.saturating_sub(n));
+    }
+
+    fn count(&mut self, r: &crate::sched::Rejection, f: impl Fn(&mut u64, u64)) {
         use crate::sched::Rejection as R;
         match r {
             R::Devices(t) => {
                 for (reason, n) in t.items() {
-                    self.devices[reason as usize] += u64::from(n);
+                    f(&mut self.devices[reason as usize], u64::from(n));
                 }
             }
-            R::NodeInsufficientDevice { .. } => self.insufficient_device += 1,
-            R::NodeUnregistered | R::NodeUnusable => self.unregistered += 1,
-            R::Timeout | R::NodeLocked => self.other += 1,
+            R::NodeInsufficientDevice { .. } => f(&mut self.insufficient_device, 1),
+            R::NodeUnregistered | R::NodeUnusable => f(&mut self.unregistered, 1),
+            R::Timeout | R::NodeLocked => f(&mut self.other, 1),
         }
     }
 }
 
-/// How one filter call evaluated its candidates: `fitted` fitted, `memo` answered from the
-/// snapshots' memos.
+/// How one filter call evaluated its candidates: `fitted` fitted, `memo` answered from what was
+/// kept (the candidate list's answer table, or the snapshots' memos).
 pub fn nodes_evaluated(fitted: u64, memo: u64) {
     if fitted > 0 {
         counter!(NODES_EVALUATED, "by" => "fit").increment(fitted);

@@ -11,6 +11,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
+use crate::metrics::RejectionCounts;
 use crate::model::NodeName;
 use crate::model::request::FitKey;
 use crate::sched::{NodeSnapshot, Rejection};
@@ -97,20 +98,35 @@ pub(super) struct Table {
     key: FitKey,
     generations: Vec<u64>,
     answers: Vec<Result<f32, Rejection>>,
+    /// The rejections among the answers, kept as answers change (a filter reports them all).
+    counts: RejectionCounts,
 }
 
 impl Table {
     /// A table that knows no answer yet.
     pub(super) fn fresh(key: FitKey, len: usize) -> Table {
-        Table { key, generations: vec![NEVER; len], answers: vec![Ok(0.0); len] }
+        Table { key, generations: vec![NEVER; len], answers: vec![Ok(0.0); len], counts: RejectionCounts::default() }
     }
     /// Whether candidate `i`'s answer is for the snapshot of `generation`.
     pub(super) fn current(&self, i: u32, generation: u64) -> bool {
         self.generations[i as usize] == generation
     }
     pub(super) fn set(&mut self, i: u32, snap: &NodeSnapshot, answer: Result<f32, Rejection>) {
-        self.generations[i as usize] = snap.generation;
-        self.answers[i as usize] = answer;
+        let i = i as usize;
+        if self.generations[i] != NEVER
+            && let Err(old) = &self.answers[i]
+        {
+            self.counts.remove(old);
+        }
+        if let Err(new) = &answer {
+            self.counts.add(new);
+        }
+        self.generations[i] = snap.generation;
+        self.answers[i] = answer;
+    }
+    /// The rejections among the answers set.
+    pub(super) fn counts(&self) -> &RejectionCounts {
+        &self.counts
     }
     pub(super) fn answer(&self, i: u32) -> Result<f32, Rejection> {
         self.answers[i as usize]

@@ -245,15 +245,17 @@ impl<B: Backend> Engine<B> {
         let (fitted, remembered) = self.fit_all(req, snaps, keep, &moved, &mut table).await?;
         let mut fits = Vec::with_capacity(list.len());
         let mut failed = Vec::new();
-        let mut counts = crate::metrics::RejectionCounts::default();
+        let mut counts = *table.counts();
         for k in 0..list.len() as u32 {
-            let answer = if list.cell(k).is_some() { table.answer(k) } else { Err(Rejection::NodeUnregistered) };
+            let answer = if list.cell(k).is_some() {
+                table.answer(k)
+            } else {
+                counts.add(&Rejection::NodeUnregistered);
+                Err(Rejection::NodeUnregistered)
+            };
             match answer {
                 Ok(score) => fits.push((score, k)),
-                Err(r) => {
-                    counts.add(&r);
-                    failed.push((k, r));
-                }
+                Err(r) => failed.push((k, r)),
             }
         }
         if keep {

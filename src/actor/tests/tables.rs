@@ -91,8 +91,49 @@ fn a_table_taken_twice_is_fresh_the_second_time_and_kept_once() {
     assert_eq!(Table::fresh(key, 2).answer(1), Ok(0.0));
 }
 
+/// A few answers of each kind: fits, device tallies of different reasons, node-level rejections.
+fn any_answer() -> impl Strategy<Value = Result<f32, Rejection>> {
+    use crate::sched::reason::{Need, Reason, Tally};
+    prop_oneof![
+        (0.0f32..10.0).prop_map(Ok),
+        (1usize..8, 0usize..4).prop_map(|(total, r)| {
+            let mut t = Tally::new(total);
+            let reason = [
+                Reason::CardInsufficientMemory,
+                Reason::CardInsufficientCore,
+                Reason::NumaNotFit,
+                Reason::CardTypeMismatch,
+            ][r];
+            t.reject(reason, 0, Need::None);
+            t.add(Reason::CardInsufficientMemory, total - 1);
+            Err(Rejection::Devices(t))
+        }),
+        Just(Err(Rejection::NodeInsufficientDevice { requested: 2, available: 1 })),
+        Just(Err(Rejection::NodeUnusable)),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The rejection counts a table keeps as answers change are those of the answers it holds.
+    #[test]
+    fn a_tables_rejection_counts_follow_its_answers(sets in prop::collection::vec((0u32..6, any_answer()), 0..40)) {
+        let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
+        let mut table = Table::fresh(key, 6);
+        let base = NodeActor::initial_snapshot(&NodeName::new("a"), &vendors());
+        let mut held: Vec<Option<Result<f32, Rejection>>> = vec![None; 6];
+        for (g, (k, answer)) in sets.into_iter().enumerate() {
+            let snap = crate::sched::NodeSnapshot { generation: g as u64, ..base.as_ref().clone() };
+            table.set(k, &snap, answer);
+            held[k as usize] = Some(answer);
+        }
+        let mut want = crate::metrics::RejectionCounts::default();
+        for r in held.iter().flatten().filter_map(|a| a.err()) {
+            want.add(&r);
+        }
+        prop_assert_eq!(*table.counts(), want);
+    }
 
     /// The best candidates selected from a list rank as sorting every fitting node would, and
     /// ranking everything afterwards gives that whole order.
