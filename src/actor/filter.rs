@@ -233,15 +233,16 @@ impl<B: Backend> Engine<B> {
         let mut table = if keep { list.take_table(req.fit_key) } else { Table::fresh(req.fit_key, list.len()) };
         let mut moved = Vec::new();
         let mut snaps = Vec::new();
+        let mut kept = 0;
         for k in 0..list.len() as u32 {
-            if let Some(c) = list.cell(k)
-                && !table.current(k, c.generation())
-            {
+            let Some(c) = list.cell(k) else { continue };
+            if table.current(k, c.generation()) {
+                kept += 1;
+            } else {
                 moved.push(k);
                 snaps.push(c.load());
             }
         }
-        let kept = list.len() - moved.len();
         let (fitted, remembered) = self.fit_all(req, snaps, keep, &moved, &mut table).await?;
         let mut fits = Vec::with_capacity(list.len());
         let mut failed = Vec::new();
@@ -262,7 +263,7 @@ impl<B: Backend> Engine<B> {
             list.put_table(table);
         }
         crate::metrics::rejections(&counts);
-        crate::metrics::nodes_evaluated(fitted, remembered + kept as u64);
+        crate::metrics::nodes_evaluated(fitted, remembered + kept);
         let failed = Failures { nodes: Vec::new(), listed: Some(Listed { list: list.clone(), failed }) };
         Some(Evaluation::of_list(list, fits, failed, req.node_policy))
     }
