@@ -32,6 +32,7 @@ use crate::sched::{NodeSnapshot, Rejection, Scratch, fit, score};
 use crate::vendor::{LockKind, NoQuota, QuotaCheck, Vendors, WriteCx};
 
 mod bind;
+mod board;
 mod candidates;
 pub mod coordinator;
 pub mod error;
@@ -185,6 +186,8 @@ struct Inner<B: Backend> {
     removed: DashMap<NodeName, ()>,
     /// Bumped after a node joins or leaves the address book: resolutions made before are stale.
     book_generation: AtomicU64,
+    /// Every node's snapshot generation, densely (Filter's answer tables read it).
+    board: Arc<board::Board>,
     /// Candidate lists Filter resolved lately (kube-scheduler sends the same list pod after pod).
     resolved: RwLock<VecDeque<Arc<candidates::Resolution>>>,
     arbiters: Vec<Arbiter>,
@@ -237,6 +240,7 @@ impl<B: Backend> Engine<B> {
                 unsettled: DashMap::new(),
                 removed: DashMap::new(),
                 book_generation: AtomicU64::new(0),
+                board: Arc::new(board::Board::default()),
                 resolved: RwLock::new(VecDeque::new()),
                 arbiters,
                 coordinator,
@@ -276,7 +280,7 @@ impl<B: Backend> Engine<B> {
                 let mut h = std::collections::hash_map::DefaultHasher::new();
                 name.hash(&mut h);
                 let arb = &i.arbiters[(h.finish() as usize) % i.arbiters.len()];
-                let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &i.vendors));
+                let snap = SnapCell::on_board(NodeActor::initial_snapshot(&name, &i.vendors), &i.board);
                 let binds = Arc::new(node::BindState::default());
                 let (n, v, c, p, q, s) = (
                     name.clone(),

@@ -3,8 +3,8 @@
 //! kube-scheduler sends the same `NodeNames` pod after pod while the nodes passing its own filters
 //! stay the same. Such a list is resolved once to each node's snapshot handle. Beside it, per pod
 //! shape ([`FitKey`]), a table keeps every candidate's answer with the generation of the snapshot
-//! it came from: a filter reads each handle's current generation (one load, no lock, no reference
-//! count) and fits only the candidates whose generation moved. Answers are a function of the
+//! it came from: a filter reads each candidate's current generation from the engine's dense board
+//! (one load, no lock, no reference count) and fits only the candidates whose generation moved. Answers are a function of the
 //! snapshot and the shape alone (a pod under a namespace quota is never answered from a table), so
 //! an answer whose generation is still current is exactly what fitting again would give.
 
@@ -16,6 +16,7 @@ use crate::model::NodeName;
 use crate::model::request::FitKey;
 use crate::sched::{NodeSnapshot, Rejection};
 
+use super::board::Board;
 use super::node::SnapCell;
 
 /// Tables kept per list: the pod shapes in flight at once each find theirs (the load test's
@@ -25,11 +26,17 @@ const TABLES_KEPT: usize = 16;
 /// A generation no snapshot has: the candidate was never answered in this table.
 const NEVER: u64 = u64::MAX;
 
+/// A candidate without a slot on the board.
+const NO_SLOT: u32 = u32::MAX;
+
 /// A candidate list with each name's snapshot handle, as of one address book generation.
 pub(super) struct Resolution {
     pub(super) generation: u64,
     names: Vec<NodeName>,
     cells: Vec<Option<Arc<SnapCell>>>,
+    /// Each candidate's slot on `board` (`NO_SLOT`: read the handle's own generation).
+    slots: Vec<u32>,
+    board: Arc<Board>,
     /// Each candidate's place in name order: ties in score go to the smaller name, as in
     /// `score::rank_nodes`, without comparing strings on every filter.
     by_name: Vec<u32>,
@@ -38,17 +45,26 @@ pub(super) struct Resolution {
 }
 
 impl Resolution {
-    pub(super) fn new(generation: u64, names: &[Cow<'_, str>], cell: impl Fn(&str) -> Option<Arc<SnapCell>>) -> Self {
+    pub(super) fn new(
+        generation: u64,
+        names: &[Cow<'_, str>],
+        board: Arc<Board>,
+        cell: impl Fn(&str) -> Option<Arc<SnapCell>>,
+    ) -> Self {
         let mut order: Vec<u32> = (0..names.len() as u32).collect();
         order.sort_by(|a, b| names[*a as usize].cmp(&names[*b as usize]));
         let mut by_name = vec![0; names.len()];
         for (rank, i) in order.into_iter().enumerate() {
             by_name[i as usize] = rank as u32;
         }
+        let cells: Vec<Option<Arc<SnapCell>>> = names.iter().map(|n| cell(n)).collect();
+        let slots = cells.iter().map(|c| c.as_ref().and_then(|c| c.slot_on(&board)).unwrap_or(NO_SLOT)).collect();
         Resolution {
             generation,
             names: names.iter().map(|n| NodeName::new(n)).collect(),
-            cells: names.iter().map(|n| cell(n)).collect(),
+            cells,
+            slots,
+            board,
             by_name,
             tables: Mutex::new(Vec::new()),
         }
@@ -66,6 +82,13 @@ impl Resolution {
     }
     pub(super) fn cell(&self, i: u32) -> Option<&Arc<SnapCell>> {
         self.cells[i as usize].as_ref()
+    }
+    /// The generation of candidate `i`'s current snapshot (`None`: not a node the engine knows).
+    pub(super) fn generation(&self, i: u32) -> Option<u64> {
+        match self.slots[i as usize] {
+            NO_SLOT => self.cell(i).map(|c| c.generation()),
+            s => Some(self.board.get(s)),
+        }
     }
     pub(super) fn name_rank(&self, i: u32) -> u32 {
         self.by_name[i as usize]

@@ -235,10 +235,10 @@ impl<B: Backend> Engine<B> {
         let mut snaps = Vec::new();
         let mut kept = 0;
         for k in 0..list.len() as u32 {
-            let Some(c) = list.cell(k) else { continue };
-            if table.current(k, c.generation()) {
+            let Some(g) = list.generation(k) else { continue };
+            if table.current(k, g) {
                 kept += 1;
-            } else {
+            } else if let Some(c) = list.cell(k) {
                 moved.push(k);
                 snaps.push(c.load());
             }
@@ -323,7 +323,8 @@ impl<B: Backend> Engine<B> {
                 return r.clone();
             }
         }
-        let r = Arc::new(Resolution::new(generation, names, |n| i.book.get(n).map(|e| e.snap.clone())));
+        let r =
+            Arc::new(Resolution::new(generation, names, i.board.clone(), |n| i.book.get(n).map(|e| e.snap.clone())));
         let mut recent = i.resolved.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         recent.retain(|old| old.generation == generation);
         if recent.len() == RESOLUTIONS_KEPT {

@@ -8,8 +8,8 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::{Actor, AsyncContext, Context, Handler, MessageResult, ResponseFuture};
@@ -28,6 +28,7 @@ const TOMBSTONE_AGE: Duration = Duration::from_secs(600);
 /// would otherwise keep one per expired reservation for `TOMBSTONE_AGE`.
 const TOMBSTONES_KEPT: usize = 256;
 
+pub use super::board::SnapCell;
 use super::messages::*;
 
 /// The shared address book entry of a node: its actor, its latest snapshot, and the state of its
@@ -36,47 +37,6 @@ pub struct NodeEntry {
     pub addr: actix::Addr<NodeActor>,
     pub snap: Arc<SnapCell>,
     pub binds: Arc<BindState>,
-}
-
-/// A node's latest snapshot, replaced by its actor only. Filter keeps these handles for the
-/// candidate lists it resolved before, so reading a candidate's snapshot needs no lookup by name,
-/// and publishing one takes no lock on the address book.
-#[derive(Debug)]
-pub struct SnapCell {
-    snap: RwLock<Arc<NodeSnapshot>>,
-    /// The generation of the snapshot held: Filter's answer tables compare it with the one an
-    /// answer was computed at without touching the snapshot (a load, no lock, no reference count).
-    generation: AtomicU64,
-}
-
-impl SnapCell {
-    pub fn new(snap: Arc<NodeSnapshot>) -> Arc<SnapCell> {
-        let generation = AtomicU64::new(snap.generation);
-        Arc::new(SnapCell { snap: RwLock::new(snap), generation })
-    }
-    pub fn load(&self) -> Arc<NodeSnapshot> {
-        // A writer cannot panic while holding the lock (it only swaps an Arc), so a poisoned lock
-        // still holds a whole snapshot.
-        match self.snap.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
-    }
-    /// The generation of the snapshot `load` returns now. Generations only grow, so an answer
-    /// computed at this generation is an answer on this very snapshot.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-    fn store(&self, snap: Arc<NodeSnapshot>) {
-        let generation = snap.generation;
-        let mut g = match self.snap.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        *g = snap;
-        // Under the lock, so a reader that sees the new generation loads this snapshot or a newer.
-        self.generation.store(generation, Ordering::Release);
-    }
 }
 
 /// What Filter may read of a node's binds without a message.

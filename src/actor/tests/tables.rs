@@ -26,7 +26,9 @@ async fn only_the_node_that_changed_is_answered_again_and_unchanged_ones_keep_th
     let list = list_of(&e, &names(&["a", "b", "c"]));
     let key = like("p2").request_with(&vendors()).fit_key;
     let table = list.take_table(key);
-    let generation = |k: u32| list.cell(k).unwrap().generation();
+    let generation = |k: u32| list.generation(k).unwrap();
+    // The board and the handles agree.
+    assert!((0..3).all(|k| list.cell(k).unwrap().generation() == generation(k)));
     // `a` took the reservation after it was answered: its answer is for an older snapshot.
     assert!(!table.current(0, generation(0)));
     assert!(table.current(1, generation(1)) && table.current(2, generation(2)));
@@ -73,7 +75,7 @@ async fn when_the_best_ranked_nodes_are_all_locked_a_free_node_further_down_is_c
 
 #[test]
 fn a_table_taken_twice_is_fresh_the_second_time_and_kept_once() {
-    let list = Resolution::new(0, &names(&["a", "b"]), |_| None);
+    let list = Resolution::new(0, &names(&["a", "b"]), Default::default(), |_| None);
     let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
     let mut first = list.take_table(key);
     let snap = crate::sched::NodeSnapshot {
@@ -147,7 +149,7 @@ proptest! {
         // Names in an order unrelated to the list's, so ties are broken by name, not by place.
         let names: Vec<String> =
             (0..scores.len()).map(|i| format!("n{:016x}", (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
-        let list = Arc::new(Resolution::new(0, &owned(&names), |_| None));
+        let list = Arc::new(Resolution::new(0, &owned(&names), Default::default(), |_| None));
         let fits: Vec<(f32, u32)> = scores.iter().enumerate().map(|(k, s)| (*s, k as u32)).collect();
         let mut want: Vec<(NodeName, f32, ())> = fits.iter().map(|(s, k)| (list.name(*k).clone(), *s, ())).collect();
         score::rank_nodes(&mut want, policy);

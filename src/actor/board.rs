@@ -1,0 +1,137 @@
+//! Node snapshot handles (`SnapCell`), and every node's current snapshot generation in one dense
+//! array (`Board`), by the slot its handle got when the node joined. Filter reads the generations
+//! of a thousand candidates in order from a few contiguous pages instead of following a pointer to
+//! each handle on the heap.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use crate::sched::NodeSnapshot;
+
+/// A node's latest snapshot, replaced by its actor only. Filter keeps these handles for the
+/// candidate lists it resolved before, so reading a candidate's snapshot needs no lookup by name,
+/// and publishing one takes no lock on the address book.
+pub struct SnapCell {
+    snap: RwLock<Arc<NodeSnapshot>>,
+    /// The generation of the snapshot held: Filter's answer tables compare it with the one an
+    /// answer was computed at without touching the snapshot (a load, no lock, no reference count).
+    generation: AtomicU64,
+    /// The same generation in the engine's dense board, when the handle got a slot there.
+    board: Option<(Arc<Board>, u32)>,
+}
+
+impl SnapCell {
+    pub fn new(snap: Arc<NodeSnapshot>) -> Arc<SnapCell> {
+        let generation = AtomicU64::new(snap.generation);
+        Arc::new(SnapCell { snap: RwLock::new(snap), generation, board: None })
+    }
+    /// A handle whose generation is also kept in `board` (unless the board is full).
+    pub fn on_board(snap: Arc<NodeSnapshot>, board: &Arc<Board>) -> Arc<SnapCell> {
+        let slot = board.slot(snap.generation).map(|s| (board.clone(), s));
+        let generation = AtomicU64::new(snap.generation);
+        Arc::new(SnapCell { snap: RwLock::new(snap), generation, board: slot })
+    }
+    pub fn load(&self) -> Arc<NodeSnapshot> {
+        // A writer cannot panic while holding the lock (it only swaps an Arc), so a poisoned lock
+        // still holds a whole snapshot.
+        match self.snap.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+    /// The generation of the snapshot `load` returns now. Generations only grow, so an answer
+    /// computed at this generation is an answer on this very snapshot.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+    /// The handle's slot in `board`, if it has one there.
+    pub fn slot_on(&self, board: &Arc<Board>) -> Option<u32> {
+        self.board.as_ref().filter(|(b, _)| Arc::ptr_eq(b, board)).map(|(_, s)| *s)
+    }
+    pub(super) fn store(&self, snap: Arc<NodeSnapshot>) {
+        let generation = snap.generation;
+        let mut g = match self.snap.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *g = snap;
+        // Under the lock, so a reader that sees the new generation loads this snapshot or a newer.
+        self.generation.store(generation, Ordering::Release);
+        if let Some((b, s)) = &self.board {
+            b.set(*s, generation);
+        }
+    }
+}
+
+impl std::fmt::Debug for SnapCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SnapCell(generation {})", self.generation())
+    }
+}
+
+/// Slots per chunk; chunks are allocated as nodes join.
+const CHUNK: usize = 1024;
+/// Chunks at most: 4 Mi slots. Slots are never reused (a reused slot could show another node's
+/// generation to a list resolved before), so a cluster that has seen more nodes than this has its
+/// later handles read their generation from the handle itself.
+const CHUNKS: usize = 4096;
+
+pub struct Board {
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    next: AtomicUsize,
+}
+
+impl Default for Board {
+    fn default() -> Self {
+        Board { chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(), next: AtomicUsize::new(0) }
+    }
+}
+
+impl Board {
+    /// A new slot holding `generation`, or `None` when every slot has been handed out.
+    pub fn slot(&self, generation: u64) -> Option<u32> {
+        let s = self.next.fetch_add(1, Ordering::Relaxed);
+        if s >= CHUNK * CHUNKS {
+            return None;
+        }
+        let slot = u32::try_from(s).ok()?;
+        self.cell(slot).store(generation, Ordering::Release);
+        Some(slot)
+    }
+
+    pub fn get(&self, slot: u32) -> u64 {
+        self.cell(slot).load(Ordering::Acquire)
+    }
+
+    pub fn set(&self, slot: u32, generation: u64) {
+        self.cell(slot).store(generation, Ordering::Release);
+    }
+
+    fn cell(&self, slot: u32) -> &AtomicU64 {
+        let (c, i) = (slot as usize / CHUNK, slot as usize % CHUNK);
+        &self.chunks[c].get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect())[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_handed_out_once_across_chunks_and_hold_what_was_set() {
+        let b = Board::default();
+        let slots: Vec<u32> = (0..CHUNK as u64 + 3).map(|g| b.slot(g).unwrap()).collect();
+        assert_eq!(slots, (0..CHUNK as u32 + 3).collect::<Vec<_>>());
+        assert_eq!(b.get(CHUNK as u32 + 1), CHUNK as u64 + 1);
+        b.set(5, 99);
+        assert_eq!((b.get(4), b.get(5), b.get(6)), (4, 99, 6));
+    }
+
+    #[test]
+    fn a_full_board_hands_out_no_slot() {
+        let b = Board::default();
+        b.next.store(CHUNK * CHUNKS, Ordering::Relaxed);
+        assert_eq!(b.slot(1), None);
+        assert_eq!(b.slot(1), None, "still none, and no wrap-around");
+    }
+}
