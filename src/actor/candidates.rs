@@ -4,9 +4,10 @@
 //! stay the same. Such a list is resolved once to each node's snapshot handle. Beside it, per pod
 //! shape ([`FitKey`]), a table keeps every candidate's answer with the generation of the snapshot
 //! it came from: a filter reads each candidate's current generation from the engine's dense board
-//! (one load, no lock, no reference count) and fits only the candidates whose generation moved. Answers are a function of the
-//! snapshot and the shape alone (a pod under a namespace quota is never answered from a table), so
-//! an answer whose generation is still current is exactly what fitting again would give.
+//! (one load, no lock, no reference count) and fits only the candidates whose generation moved.
+//! Answers are a function of the snapshot and the shape alone (a pod under a namespace quota is
+//! never answered from a table), so an answer whose generation is still current is exactly what
+//! fitting again would give.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};

@@ -8,8 +8,8 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::{Actor, AsyncContext, Context, Handler, MessageResult, ResponseFuture};
