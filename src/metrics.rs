@@ -163,16 +163,6 @@ pub struct RejectionCounts {
 }
 
 impl RejectionCounts {
-    /// Adds another slice's counts.
-    pub fn merge(&mut self, o: &RejectionCounts) {
-        for (a, b) in self.devices.iter_mut().zip(o.devices.iter()) {
-            *a += b;
-        }
-        self.insufficient_device += o.insufficient_device;
-        self.unregistered += o.unregistered;
-        self.other += o.other;
-    }
-
     pub fn add(&mut self, r: &crate::sched::Rejection) {
         self.count(r, |c, n| *c += n);
     }

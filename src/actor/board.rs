@@ -13,23 +13,19 @@ use crate::sched::NodeSnapshot;
 /// and publishing one takes no lock on the address book.
 pub struct SnapCell {
     snap: RwLock<Arc<NodeSnapshot>>,
-    /// The generation of the snapshot held: Filter's answer tables compare it with the one an
-    /// answer was computed at without touching the snapshot (a load, no lock, no reference count).
-    generation: AtomicU64,
-    /// The same generation in the engine's dense board, when the handle got a slot there.
+    /// The handle's slot on the engine's board, which holds the generation of the snapshot held.
     board: Option<(Arc<Board>, u32)>,
 }
 
 impl SnapCell {
+    /// A handle with no slot on a board (its generation is read from the snapshot).
     pub fn new(snap: Arc<NodeSnapshot>) -> Arc<SnapCell> {
-        let generation = AtomicU64::new(snap.generation);
-        Arc::new(SnapCell { snap: RwLock::new(snap), generation, board: None })
+        Arc::new(SnapCell { snap: RwLock::new(snap), board: None })
     }
-    /// A handle whose generation is also kept in `board` (unless the board is full).
+    /// A handle whose generation is kept in `board` (unless the board is full).
     pub fn on_board(snap: Arc<NodeSnapshot>, board: &Arc<Board>) -> Arc<SnapCell> {
         let slot = board.slot(snap.generation).map(|s| (board.clone(), s));
-        let generation = AtomicU64::new(snap.generation);
-        Arc::new(SnapCell { snap: RwLock::new(snap), generation, board: slot })
+        Arc::new(SnapCell { snap: RwLock::new(snap), board: slot })
     }
     pub fn load(&self) -> Arc<NodeSnapshot> {
         // A writer cannot panic while holding the lock (it only swaps an Arc), so a poisoned lock
@@ -39,10 +35,14 @@ impl SnapCell {
             Err(p) => p.into_inner().clone(),
         }
     }
-    /// The generation of the snapshot `load` returns now. Generations only grow, so an answer
-    /// computed at this generation is an answer on this very snapshot.
+    /// The generation of the snapshot `load` returns now, from the board (a load, no lock, no
+    /// reference count) when the handle has a slot. Generations only grow, so an answer computed
+    /// at this generation is an answer on this very snapshot.
     pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+        match &self.board {
+            Some((b, s)) => b.get(*s),
+            None => self.load().generation,
+        }
     }
     /// The handle's slot in `board`, if it has one there.
     pub fn slot_on(&self, board: &Arc<Board>) -> Option<u32> {
@@ -56,7 +56,6 @@ impl SnapCell {
         };
         *g = snap;
         // Under the lock, so a reader that sees the new generation loads this snapshot or a newer.
-        self.generation.store(generation, Ordering::Release);
         if let Some((b, s)) = &self.board {
             b.set(*s, generation);
         }

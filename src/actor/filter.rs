@@ -452,7 +452,7 @@ impl Evaluation {
     /// the rest), in `score::rank_nodes`'s order.
     pub(super) fn of_list(
         list: Arc<Resolution>,
-        mut fits: Vec<(f32, u32)>,
+        mut fits: Vec<Placed>,
         failed: Failures,
         policy: NodePolicy,
     ) -> Evaluation {
@@ -489,8 +489,8 @@ struct Part {
     remembered: u64,
 }
 
-/// Answers the pod on each snapshot with this thread's buffers (from the snapshot's memo, when
-/// `memo` and no namespace quota applies).
+/// Answers the pod on each snapshot with this thread's buffers (from the snapshot's memo when
+/// `memo`, which the caller sets only for a pod no namespace quota applies to).
 fn fit_slice(
     vendors: &Vendors,
     quota: Option<&QuotaBook>,
@@ -503,7 +503,6 @@ fn fit_slice(
         Some(v) => v,
         None => &NoQuota,
     };
-    let memo = memo && view.is_none();
     let mut part = Part { answers: Vec::with_capacity(snaps.len()), fitted: 0, remembered: 0 };
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();

@@ -27,8 +27,8 @@ async fn only_the_node_that_changed_is_answered_again_and_unchanged_ones_keep_th
     let key = like("p2").request_with(&vendors()).fit_key;
     let table = list.take_table(key);
     let generation = |k: u32| list.generation(k).unwrap();
-    // The board and the handles agree.
-    assert!((0..3).all(|k| list.cell(k).unwrap().generation() == generation(k)));
+    // The board holds the generation of each handle's snapshot.
+    assert!((0..3).all(|k| list.cell(k).unwrap().load().generation == generation(k)));
     // `a` took the reservation after it was answered: its answer is for an older snapshot.
     assert!(!table.current(0, generation(0)));
     assert!(table.current(1, generation(1)) && table.current(2, generation(2)));
