@@ -388,6 +388,9 @@ pub trait Vendor: Send + Sync + 'static {
 /// position in this list.
 pub struct Vendors {
     list: Vec<Box<dyn Vendor>>,
+    /// Every vendor's pod annotation keys in registry order, as `Vendor::pod_keys` gives them:
+    /// Filter's patch clears the ones a pod carries on every decision.
+    pod_keys: Vec<String>,
 }
 
 /// A node's devices from every vendor, as one list (vendors in registry order).
@@ -409,7 +412,13 @@ pub struct Enable {
 impl Vendors {
     pub fn new(list: Vec<Box<dyn Vendor>>) -> Vendors {
         assert!(list.len() < usize::from(u8::MAX), "too many vendors");
-        Vendors { list }
+        let pod_keys = list.iter().flat_map(|v| v.pod_keys()).collect();
+        Vendors { list, pod_keys }
+    }
+
+    /// Every vendor's pod annotation keys, in registry order (a key two vendors share, twice).
+    pub fn pod_keys(&self) -> &[String] {
+        &self.pod_keys
     }
 
     /// Builds every vendor the device config enables, in HAMi's order.
@@ -488,7 +497,10 @@ impl Vendors {
             pr.containers.push(reqs);
         }
         if pr.requests_devices() {
-            pr.vendor_params = self.list.iter().map(|v| v.pod_params(pod)).collect();
+            // Only a requested vendor's fit reads its parameters.
+            let requested = pr.vendors();
+            pr.vendor_params =
+                self.iter().map(|(id, v)| if requested.contains(&id) { v.pod_params(pod) } else { None }).collect();
         }
         Ok(pr)
     }

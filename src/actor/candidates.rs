@@ -34,6 +34,10 @@ const NO_SLOT: u32 = u32::MAX;
 pub(super) struct Resolution {
     pub(super) generation: u64,
     names: Vec<NodeName>,
+    /// The names again, end to end, and where each ends: a repeated list is recognised by one
+    /// pass over contiguous bytes rather than a pointer chase per name.
+    text: String,
+    ends: Vec<usize>,
     cells: Vec<Option<Arc<SnapCell>>>,
     /// Each candidate's slot on `board` (`NO_SLOT`: read the handle's own generation).
     slots: Vec<u32>,
@@ -60,9 +64,19 @@ impl Resolution {
         }
         let cells: Vec<Option<Arc<SnapCell>>> = names.iter().map(|n| cell(n)).collect();
         let slots = cells.iter().map(|c| c.as_ref().and_then(|c| c.slot_on(&board)).unwrap_or(NO_SLOT)).collect();
+        let mut text = String::with_capacity(names.iter().map(|n| n.len()).sum());
+        let ends = names
+            .iter()
+            .map(|n| {
+                text.push_str(n);
+                text.len()
+            })
+            .collect();
         Resolution {
             generation,
             names: names.iter().map(|n| NodeName::new(n)).collect(),
+            text,
+            ends,
             cells,
             slots,
             board,
@@ -72,7 +86,18 @@ impl Resolution {
     }
 
     pub(super) fn is_for(&self, names: &[Cow<'_, str>]) -> bool {
-        self.names.len() == names.len() && self.names.iter().zip(names).all(|(a, b)| a.as_str() == b.as_ref())
+        if names.len() != self.ends.len() {
+            return false;
+        }
+        let text = self.text.as_bytes();
+        let mut start = 0;
+        for (n, &end) in names.iter().zip(&self.ends) {
+            if text.get(start..end) != Some(n.as_bytes()) {
+                return false;
+            }
+            start = end;
+        }
+        true
     }
 
     pub(super) fn len(&self) -> usize {

@@ -79,7 +79,7 @@ impl<B: Backend> Engine<B> {
         let (mut ranked, free) = self.lock_aware(&eval.ranked, &pref, &req);
         if free < RESERVE_CANDIDATES && eval.rest.is_some() {
             // Locks taken on most of the best: free nodes further down go before them.
-            eval.rank_all(req.node_policy);
+            eval.rank_all();
             ranked = self.lock_aware(&eval.ranked, &pref, &req).0;
         }
         let (fits, mut failed) = (eval.ranked, eval.failed);
@@ -255,7 +255,7 @@ impl<B: Backend> Engine<B> {
                 Err(Rejection::NodeUnregistered)
             };
             match answer {
-                Ok(score) => fits.push((score, k)),
+                Ok(score) => fits.push((score::rank_key(req.node_policy, score, list.name_rank(k)), score, k)),
                 Err(r) => failed.push((k, r)),
             }
         }
@@ -265,7 +265,7 @@ impl<B: Backend> Engine<B> {
         crate::metrics::rejections(&counts);
         crate::metrics::nodes_evaluated(fitted, remembered + kept);
         let failed = Failures { nodes: Vec::new(), listed: Some(Listed { list: list.clone(), failed }) };
-        Some(Evaluation::of_list(list, fits, failed, req.node_policy))
+        Some(Evaluation::of_list(list, fits, failed))
     }
 
     /// Answers the pod on each snapshot (from its memo when `memo`) into `table` at `places`.
@@ -375,11 +375,9 @@ impl<B: Backend> Engine<B> {
             annotations: annotations.into_iter().map(|(k, v)| (k, Some(v))).collect(),
             ..PodPatch::default()
         };
-        for (_, v) in self.inner.vendors.iter() {
-            for k in v.pod_keys() {
-                if req.annotations.contains_key(&k) && !patch.annotations.iter().any(|(w, _)| *w == k) {
-                    patch.annotations.push((k, None));
-                }
+        for k in self.inner.vendors.pod_keys() {
+            if req.annotations.contains_key(k) && !patch.annotations.iter().any(|(w, _)| w == k) {
+                patch.annotations.push((k.clone(), None));
             }
         }
         if node.as_str().len() <= MAX_LABEL_VALUE {
@@ -428,8 +426,9 @@ const RESOLUTIONS_KEPT: usize = 4;
 /// needs more of them (see `Engine::filter`).
 pub(super) const RANKED_FIRST: usize = 4 * RESERVE_CANDIDATES;
 
-/// A fitting candidate's score and place in its resolved list.
-type Placed = (f32, u32);
+/// A fitting candidate: its key in rank order (`score::rank_key`), score, and place in its
+/// resolved list.
+pub(super) type Placed = (u64, f32, u32);
 
 /// What evaluating the candidates came to.
 pub(super) struct Evaluation {
@@ -450,32 +449,24 @@ impl Evaluation {
 
     /// Ranks the best `RANKED_FIRST` of a list's fitting candidates (selected, not sorted, from
     /// the rest), in `score::rank_nodes`'s order.
-    pub(super) fn of_list(
-        list: Arc<Resolution>,
-        mut fits: Vec<Placed>,
-        failed: Failures,
-        policy: NodePolicy,
-    ) -> Evaluation {
+    pub(super) fn of_list(list: Arc<Resolution>, mut fits: Vec<Placed>, failed: Failures) -> Evaluation {
         let n_fit = fits.len();
-        let order = |a: &Placed, b: &Placed| {
-            score::node_order(policy, a.0, b.0).then_with(|| list.name_rank(a.1).cmp(&list.name_rank(b.1)))
-        };
+        // Keys are unique (no two candidates share a place in name order): unstable is exact.
         let first = RANKED_FIRST.min(n_fit);
         if first < n_fit {
-            fits.select_nth_unstable_by(first, order);
+            fits.select_nth_unstable_by_key(first, |p| p.0);
         }
-        fits[..first].sort_by(order);
-        let ranked = fits[..first].iter().map(|(s, k)| (list.name(*k).clone(), *s, ())).collect();
+        fits[..first].sort_unstable_by_key(|p| p.0);
+        let ranked = fits[..first].iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
         let rest = (first < n_fit).then_some((list, fits));
         Evaluation { ranked, n_fit, rest, failed }
     }
 
     /// Ranks every fitting candidate, when only the best were.
-    pub(super) fn rank_all(&mut self, policy: NodePolicy) {
-        if let Some((list, fits)) = self.rest.take() {
-            let mut all: Vec<(NodeName, f32, ())> = fits.iter().map(|(s, k)| (list.name(*k).clone(), *s, ())).collect();
-            score::rank_nodes(&mut all, policy);
-            self.ranked = all;
+    pub(super) fn rank_all(&mut self) {
+        if let Some((list, mut fits)) = self.rest.take() {
+            fits.sort_unstable_by_key(|p| p.0);
+            self.ranked = fits.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
         }
     }
 }

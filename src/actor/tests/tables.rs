@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::candidates::{Resolution, Table};
-use super::filter::{Evaluation, RANKED_FIRST};
+use super::filter::{Evaluation, Placed, RANKED_FIRST};
 use super::*;
 use crate::model::request::NodePolicy;
 
@@ -141,7 +141,10 @@ proptest! {
     /// ranking everything afterwards gives that whole order.
     #[test]
     fn the_best_selected_from_a_list_rank_as_a_full_sort(
-        scores in prop::collection::vec(prop_oneof![Just(0.0f32), Just(1.0), Just(2.5), 0.0f32..10.0], 1..200),
+        scores in prop::collection::vec(
+            prop_oneof![Just(0.0f32), Just(-0.0), Just(1.0), Just(2.5), 0.0f32..10.0, -10.0f32..0.0, Just(f32::MAX)],
+            1..200,
+        ),
         spread in any::<bool>(),
         seed in any::<u64>(),
     ) {
@@ -150,14 +153,34 @@ proptest! {
         let names: Vec<String> =
             (0..scores.len()).map(|i| format!("n{:016x}", (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
         let list = Arc::new(Resolution::new(0, &owned(&names), Default::default(), |_| None));
-        let fits: Vec<(f32, u32)> = scores.iter().enumerate().map(|(k, s)| (*s, k as u32)).collect();
-        let mut want: Vec<(NodeName, f32, ())> = fits.iter().map(|(s, k)| (list.name(*k).clone(), *s, ())).collect();
+        let fits: Vec<Placed> =
+            scores.iter().enumerate().map(|(k, s)| (score::rank_key(policy, *s, list.name_rank(k as u32)), *s, k as u32)).collect();
+        let mut want: Vec<(NodeName, f32, ())> = fits.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
         score::rank_nodes(&mut want, policy);
-        let mut eval = Evaluation::of_list(list, fits, Failures::default(), policy);
+        let mut eval = Evaluation::of_list(list, fits, Failures::default());
         prop_assert_eq!(eval.n_fit, want.len());
         let first = RANKED_FIRST.min(want.len());
         prop_assert_eq!(&eval.ranked[..], &want[..first]);
-        eval.rank_all(policy);
+        eval.rank_all();
         prop_assert_eq!(&eval.ranked[..], &want[..]);
     }
+}
+
+#[test]
+fn a_list_is_recognised_only_by_the_same_names_in_the_same_order() {
+    let list = Resolution::new(1, &names(&["ab", "c", "node-10"]), Default::default(), |_| None);
+    assert!(list.is_for(&names(&["ab", "c", "node-10"])));
+    for other in [
+        &["a", "bc", "node-10"][..],
+        &["ab", "c", "node-1"],
+        &["ab", "c", "node-100"],
+        &["c", "ab", "node-10"],
+        &["ab", "c"],
+        &["ab", "c", "node-10", "d"],
+        &["", "abc", "node-10"],
+    ] {
+        assert!(!list.is_for(&names(other)), "{other:?}");
+    }
+    let empty = Resolution::new(1, &[], Default::default(), |_| None);
+    assert!(empty.is_for(&[]) && !empty.is_for(&names(&[""])));
 }

@@ -444,3 +444,27 @@ fn rank_nodes_breaks_ties_by_name_whatever_the_input_order() {
         assert_eq!(ranked(policy, &b), ["node-1", "node-10", "node-9"], "{policy:?}");
     }
 }
+
+#[test]
+fn rank_keys_order_like_the_policy_then_the_name() {
+    let scores = [f32::NEG_INFINITY, -3.5, -0.0, 0.0, 1e-30, 0.5, 1.0, 2.75, f32::MAX, f32::INFINITY];
+    for policy in [NodePolicy::Binpack, NodePolicy::Spread] {
+        for &a in &scores {
+            for &b in &scores {
+                for (ra, rb) in [(0, 1), (1, 0), (7, 7), (u32::MAX, 0)] {
+                    let want = node_order(policy, a, b).then(ra.cmp(&rb));
+                    let got = rank_key(policy, a, ra).cmp(&rank_key(policy, b, rb));
+                    assert_eq!(got, want, "{policy:?}: {a} (rank {ra}) against {b} (rank {rb})");
+                }
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn rank_keys_order_any_two_scores_like_the_policy(a in proptest::num::f32::ANY, b in proptest::num::f32::ANY, spread in proptest::bool::ANY) {
+        let policy = if spread { NodePolicy::Spread } else { NodePolicy::Binpack };
+        proptest::prop_assert_eq!(rank_key(policy, a, 1).cmp(&rank_key(policy, b, 2)), node_order(policy, a, b).then(std::cmp::Ordering::Less));
+    }
+}
