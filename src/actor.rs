@@ -129,7 +129,7 @@ impl Failures {
         self.nodes.iter().map(|(n, r, s)| (n.to_string(), text(r, s.as_deref()))).chain(listed).collect()
     }
     pub fn len(&self) -> usize {
-        self.nodes.len() + self.listed.as_ref().map_or(0, |l| l.failed.len())
+        self.nodes.len() + self.listed.as_ref().map_or(0, candidates::Listed::len)
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -191,7 +191,10 @@ struct Inner<B: Backend> {
     /// Candidate lists Filter resolved lately (kube-scheduler sends the same list pod after pod).
     resolved: RwLock<VecDeque<Arc<candidates::Resolution>>>,
     arbiters: Vec<Arbiter>,
+    /// The coordinator on the first arbiter, for callers on threads that run no arbiter.
     coordinator: Addr<Coordinator>,
+    /// This engine's number among the process's (`ENGINES`).
+    id: u64,
     quota: Option<SharedQuota>,
     recent: Mutex<VecDeque<RecentDecision>>,
 }
@@ -210,7 +213,16 @@ impl<B: Backend> Clone for Engine<B> {
 thread_local! {
     /// Filter evaluation buffers, one set per HTTP worker thread.
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    /// Coordinators started on this thread's arbiter, by engine (see `Engine::coordinator`).
+    static COORDINATORS: RefCell<VecDeque<(u64, Addr<Coordinator>)>> = const { RefCell::new(VecDeque::new()) };
 }
+
+/// Engines started in this process, numbered so a thread's coordinators can tell them apart.
+static ENGINES: AtomicU64 = AtomicU64::new(0);
+
+/// Coordinators one thread keeps, for the engines it filtered for last (a process runs one
+/// engine; tests run many).
+const LOCAL_COORDINATORS_KEPT: usize = 4;
 
 fn unix_now() -> (i64, i128) {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -228,10 +240,12 @@ impl<B: Backend> Engine<B> {
         let arbiters: Vec<Arbiter> = (0..cfg.arbiters.max(1)).map(|_| Arbiter::new()).collect();
         let coordinator = {
             let (book, deadline, ttl) = (book.clone(), cfg.filter_deadline, cfg.reservation_ttl);
+            let book = Arc::downgrade(&book);
             Coordinator::start_in_arbiter(&arbiters[0].handle(), move |_| Coordinator::new(book, deadline, ttl))
         };
         Engine {
             inner: Arc::new(Inner {
+                id: ENGINES.fetch_add(1, Ordering::Relaxed),
                 cfg,
                 vendors,
                 backend,
@@ -252,6 +266,30 @@ impl<B: Backend> Engine<B> {
 
     pub fn backend(&self) -> &B {
         &self.inner.backend
+    }
+
+    /// The coordinator a filter on this thread asks: one started on this thread's own arbiter,
+    /// so handing it the decision wakes no other core (only its Reserve goes to the node actor's
+    /// arbiter); the engine's shared one where this thread runs no arbiter.
+    fn coordinator(&self) -> Addr<Coordinator> {
+        let i = &*self.inner;
+        if Arbiter::try_current().is_none() {
+            return i.coordinator.clone();
+        }
+        COORDINATORS.with(|c| {
+            let mut c = c.borrow_mut();
+            if let Some((_, a)) = c.iter().find(|(id, a)| *id == i.id && a.connected()) {
+                return a.clone();
+            }
+            c.retain(|(id, a)| *id != i.id && a.connected());
+            if c.len() >= LOCAL_COORDINATORS_KEPT {
+                c.pop_front();
+            }
+            let (deadline, ttl) = (i.cfg.filter_deadline, i.cfg.reservation_ttl);
+            let a = Coordinator::new(Arc::downgrade(&i.book), deadline, ttl).start();
+            c.push_back((i.id, a.clone()));
+            a
+        })
     }
     pub fn vendors(&self) -> &Arc<Vendors> {
         &self.inner.vendors

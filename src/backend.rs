@@ -236,7 +236,6 @@ pub fn lock_taken(
     use crate::model::annotations as keys;
     use crate::model::codec;
     use crate::vendor::LockKind;
-    let now = chrono::Utc::now();
     match kind {
         LockKind::Shared => {
             let Some(v) = node.annotation(keys::NODE_LOCK) else { return false };
@@ -244,11 +243,11 @@ pub fn lock_taken(
             let Ok(l) = codec::decode_node_lock(v) else { return true };
             let needs = lock_holder_to_ask(&l, pod)
                 .map(|(ns, name)| holder(ns, name).is_some_and(|p| holder_needs_lock(&p, &node.metadata.name)));
-            judge_lock(&l, pod, l.is_expired(now, timeout), needs) == LockVerdict::Contention
+            judge_lock(&l, pod, l.is_expired(chrono::Utc::now(), timeout), needs) == LockVerdict::Contention
         }
-        LockKind::Cambricon => node
-            .annotation(keys::CAMBRICON_LOCK)
-            .is_some_and(|v| codec::decode_node_lock(v).is_ok_and(|l| !l.is_expired(now, CAMBRICON_LOCK_TIMEOUT))),
+        LockKind::Cambricon => node.annotation(keys::CAMBRICON_LOCK).is_some_and(|v| {
+            codec::decode_node_lock(v).is_ok_and(|l| !l.is_expired(chrono::Utc::now(), CAMBRICON_LOCK_TIMEOUT))
+        }),
         LockKind::None => false,
     }
 }

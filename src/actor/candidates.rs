@@ -146,15 +146,33 @@ impl Resolution {
 pub(super) struct Table {
     key: FitKey,
     generations: Vec<u64>,
-    answers: Vec<Result<f32, Rejection>>,
+    /// Shared with the failures of the filters answered from this table while they are held; a
+    /// change then copies them first, so what a filter answered stays as it was.
+    answers: Arc<Answers>,
     /// The rejections among the answers, kept as answers change (a filter reports them all).
     counts: RejectionCounts,
+}
+
+/// Per candidate, the score when it fits (`None`: it does not) and, only then read, why not.
+/// Scores sit apart from the much larger rejections, so collecting a filter's fitting candidates
+/// reads a few pages instead of every rejection.
+#[derive(Clone)]
+pub(super) struct Answers {
+    scores: Vec<Option<f32>>,
+    rejections: Vec<Rejection>,
+}
+
+impl Answers {
+    pub(super) fn scores(&self) -> &[Option<f32>] {
+        &self.scores
+    }
 }
 
 impl Table {
     /// A table that knows no answer yet.
     pub(super) fn fresh(key: FitKey, len: usize) -> Table {
-        Table { key, generations: vec![NEVER; len], answers: vec![Ok(0.0); len], counts: RejectionCounts::default() }
+        let answers = Answers { scores: vec![Some(0.0); len], rejections: vec![Rejection::NodeUnregistered; len] };
+        Table { key, generations: vec![NEVER; len], answers: Arc::new(answers), counts: RejectionCounts::default() }
     }
     /// Whether candidate `i`'s answer is for the snapshot of `generation`.
     pub(super) fn current(&self, i: u32, generation: u64) -> bool {
@@ -162,45 +180,70 @@ impl Table {
     }
     pub(super) fn set(&mut self, i: u32, snap: &NodeSnapshot, answer: Result<f32, Rejection>) {
         let i = i as usize;
-        if self.generations[i] != NEVER
-            && let Err(old) = &self.answers[i]
-        {
-            self.counts.remove(old);
+        let a = Arc::make_mut(&mut self.answers);
+        if self.generations[i] != NEVER && a.scores[i].is_none() {
+            self.counts.remove(&a.rejections[i]);
         }
-        if let Err(new) = &answer {
-            self.counts.add(new);
+        match answer {
+            Ok(score) => a.scores[i] = Some(score),
+            Err(r) => {
+                self.counts.add(&r);
+                a.scores[i] = None;
+                a.rejections[i] = r;
+            }
         }
         self.generations[i] = snap.generation;
-        self.answers[i] = answer;
     }
     /// The rejections among the answers set.
     pub(super) fn counts(&self) -> &RejectionCounts {
         &self.counts
     }
+    #[cfg(test)]
     pub(super) fn answer(&self, i: u32) -> Result<f32, Rejection> {
-        self.answers[i as usize]
+        let i = i as usize;
+        self.answers.scores[i].ok_or(self.answers.rejections[i])
+    }
+    /// Every answer as it stands now (shared, not copied).
+    pub(super) fn answers(&self) -> Arc<Answers> {
+        self.answers.clone()
     }
 }
 
-/// Candidates that did not fit, by their place in a resolved list: names and snapshots are looked
-/// up only when the reasons are rendered.
+/// Candidates of a resolved list that did not fit, as the list's table answered them for one
+/// filter: names, reasons and snapshots are looked up only when the reasons are rendered.
 #[derive(Clone)]
 pub struct Listed {
-    pub(super) list: Arc<Resolution>,
-    pub(super) failed: Vec<(u32, Rejection)>,
+    list: Arc<Resolution>,
+    answers: Arc<Answers>,
+    failed: usize,
 }
 
 impl Listed {
+    /// `failed`: how many candidates did not fit (the unregistered ones included).
+    pub(super) fn new(list: Arc<Resolution>, answers: Arc<Answers>, failed: usize) -> Listed {
+        Listed { list, answers, failed }
+    }
+    pub(super) fn len(&self) -> usize {
+        self.failed
+    }
     /// Each failed candidate's name, rejection and current snapshot. The rendered detail names a
     /// device by its place in the snapshot; a snapshot newer than the answer names the same
     /// device unless the node registered again in between.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&NodeName, Rejection, Option<Arc<NodeSnapshot>>)> + '_ {
-        self.failed.iter().map(|(i, r)| (self.list.name(*i), *r, self.list.cell(*i).map(|c| c.load())))
+        (0..self.list.len() as u32).filter_map(move |k| {
+            let cell = self.list.cell(k);
+            let rejection = match cell {
+                None => Rejection::NodeUnregistered,
+                Some(_) if self.answers.scores[k as usize].is_some() => return None,
+                Some(_) => self.answers.rejections[k as usize],
+            };
+            Some((self.list.name(k), rejection, cell.map(|c| c.load())))
+        })
     }
 }
 
 impl std::fmt::Debug for Listed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.failed.iter().map(|(i, r)| (self.list.name(*i), r))).finish()
+        f.debug_list().entries(self.iter().map(|(n, r, _)| (n, r))).finish()
     }
 }

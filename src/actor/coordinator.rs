@@ -3,7 +3,7 @@
 //! reservation: `Reserve` on the best, falling back to the next when the owning actor, which
 //! re-validates against its live usage, says no.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use actix::{Actor, Context, Handler, Message, ResponseFuture};
@@ -19,13 +19,15 @@ use super::node::Book;
 const FAN_OUT_IN_FLIGHT: usize = 256;
 
 pub struct Coordinator {
-    book: Arc<Book>,
+    /// Weak: a coordinator kept on a filtering thread must not keep a stopped engine's node
+    /// actors alive.
+    book: Weak<Book>,
     deadline: Duration,
     ttl: Duration,
 }
 
 impl Coordinator {
-    pub fn new(book: Arc<Book>, deadline: Duration, ttl: Duration) -> Coordinator {
+    pub fn new(book: Weak<Book>, deadline: Duration, ttl: Duration) -> Coordinator {
         Coordinator { book, deadline, ttl }
     }
 }
@@ -46,12 +48,12 @@ pub struct FanOut {
 impl Handler<FanOut> for Coordinator {
     type Result = ResponseFuture<Vec<(NodeName, Result<f32, Rejection>)>>;
     fn handle(&mut self, msg: FanOut, _: &mut Context<Self>) -> Self::Result {
-        let book = self.book.clone();
+        let book = self.book.upgrade();
         let deadline = self.deadline;
         Box::pin(async move {
             let pod = msg.pod;
             futures::stream::iter(msg.names.into_iter().map(|name| {
-                let addr = book.get(&name).map(|e| e.addr.clone());
+                let addr = book.as_ref().and_then(|b| b.get(&name).map(|e| e.addr.clone()));
                 let pod = pod.clone();
                 async move {
                     let r = match addr {
@@ -92,12 +94,12 @@ pub enum Decision {
 impl Handler<Decide> for Coordinator {
     type Result = ResponseFuture<Decision>;
     fn handle(&mut self, msg: Decide, _: &mut Context<Self>) -> Self::Result {
-        let book = self.book.clone();
+        let book = self.book.upgrade();
         let (deadline, ttl) = (self.deadline, self.ttl);
         Box::pin(async move {
             let mut refused = Vec::new();
             for node in msg.ranked {
-                let Some(addr) = book.get(&node).map(|e| e.addr.clone()) else {
+                let Some(addr) = book.as_ref().and_then(|b| b.get(&node).map(|e| e.addr.clone())) else {
                     refused.push((node, Rejection::NodeUnregistered));
                     continue;
                 };

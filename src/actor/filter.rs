@@ -88,7 +88,7 @@ impl<B: Backend> Engine<B> {
         let decision = if ranked.is_empty() {
             Decision::Refused(Vec::new())
         } else {
-            match i.coordinator.send(Decide { pod: req.clone(), ranked }).await {
+            match self.coordinator().send(Decide { pod: req.clone(), ranked }).await {
                 Ok(d) => d,
                 Err(e) => return FilterOutcome::Error(FilterError::Coordinator(e)),
             }
@@ -244,27 +244,28 @@ impl<B: Backend> Engine<B> {
             }
         }
         let (fitted, remembered) = self.fit_all(req, snaps, keep, &moved, &mut table).await?;
-        let mut fits = Vec::with_capacity(list.len());
-        let mut failed = Vec::new();
         let mut counts = *table.counts();
-        for k in 0..list.len() as u32 {
-            let answer = if list.cell(k).is_some() {
-                table.answer(k)
-            } else {
-                counts.add(&Rejection::NodeUnregistered);
-                Err(Rejection::NodeUnregistered)
-            };
-            match answer {
-                Ok(score) => fits.push((score::rank_key(req.node_policy, score, list.name_rank(k)), score, k)),
-                Err(r) => failed.push((k, r)),
-            }
-        }
+        let answers = table.answers();
         if keep {
             list.put_table(table);
         }
+        let mut fits = Vec::with_capacity(list.len());
+        let mut failed = 0;
+        for (k, score) in answers.scores().iter().enumerate() {
+            let k = k as u32;
+            if list.cell(k).is_none() {
+                counts.add(&Rejection::NodeUnregistered);
+                failed += 1;
+                continue;
+            }
+            match score {
+                Some(score) => fits.push((score::rank_key(req.node_policy, *score, list.name_rank(k)), *score, k)),
+                None => failed += 1,
+            }
+        }
         crate::metrics::rejections(&counts);
         crate::metrics::nodes_evaluated(fitted, remembered + kept);
-        let failed = Failures { nodes: Vec::new(), listed: Some(Listed { list: list.clone(), failed }) };
+        let failed = Failures { nodes: Vec::new(), listed: Some(Listed::new(list.clone(), answers, failed)) };
         Some(Evaluation::of_list(list, fits, failed))
     }
 
@@ -336,9 +337,8 @@ impl<B: Backend> Engine<B> {
 
     /// Sends `Filter` to every candidate node actor through the coordinator.
     pub(super) async fn evaluate_messages(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Evaluation {
-        let i = &*self.inner;
         let ids: Vec<NodeName> = names.iter().map(|n| NodeName::new(n)).collect();
-        let answers = i.coordinator.send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();
+        let answers = self.coordinator().send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();
         let mut fits = Vec::with_capacity(answers.len());
         let mut failed = Failures::default();
         let mut counts = crate::metrics::RejectionCounts::default();

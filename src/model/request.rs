@@ -158,7 +158,6 @@ pub struct PodRequest {
     pub node_policy: NodePolicy,
     pub weights: Weights,
     pub annotations: Annotations,
-    pub labels: super::vec_map::VecMap<String>,
     /// Indexed by `VendorId`: what each vendor pre-parsed from the pod (None when it has nothing).
     pub vendor_params: Vec<Option<VendorParams>>,
     pub pod_group: bool,
@@ -301,7 +300,6 @@ impl PodRequest {
             node_policy: NodePolicy::parse(node_text),
             weights,
             annotations: annos.clone(),
-            labels: pod.metadata.labels.clone(),
             vendor_params: Vec::new(),
             pod_group,
             fit_key: FitKey::of(pod, pod_group),

@@ -184,3 +184,37 @@ fn a_list_is_recognised_only_by_the_same_names_in_the_same_order() {
     let empty = Resolution::new(1, &[], Default::default(), |_| None);
     assert!(empty.is_for(&[]) && !empty.is_for(&names(&[""])));
 }
+
+#[actix::test]
+async fn a_filters_failures_stay_as_answered_while_later_filters_change_the_table() {
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384), node("c").gpus(1, 4096)]).await;
+    let like = |n: &str| pod().gpu(1).mem_mib(10000).name(n);
+    let first = filter(&e, &b, &like("p1"), &["a", "b", "c"]).await;
+    let FilterOutcome::Chosen { node, failed } = &first else { panic!("fits: {first:?}") };
+    assert_eq!(node.as_str(), "a");
+    let FilterOutcome::Chosen { failed: later, .. } = filter(&e, &b, &like("p2"), &["a", "b", "c"]).await else {
+        panic!("b fits");
+    };
+    // The second filter answered `a` again (full now) in the same table.
+    assert_eq!(later.render().keys().collect::<Vec<_>>(), ["a", "c"]);
+    assert_eq!(failed.len(), 1);
+    let first_failed = failed.render();
+    assert_eq!(first_failed.keys().collect::<Vec<_>>(), ["c"], "the first filter's answers are its own");
+    assert!(first_failed["c"].starts_with("1/1 CardInsufficientMemory"), "{first_failed:?}");
+}
+
+#[test]
+fn a_table_changed_while_its_answers_are_held_copies_them_first() {
+    let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
+    let mut table = Table::fresh(key, 2);
+    let base = NodeActor::initial_snapshot(&NodeName::new("a"), &vendors());
+    let at = |g: u64| crate::sched::NodeSnapshot { generation: g, ..base.as_ref().clone() };
+    table.set(0, &at(1), Err(Rejection::NodeUnusable));
+    table.set(1, &at(1), Ok(2.0));
+    let held = table.answers();
+    table.set(0, &at(2), Ok(3.0));
+    table.set(1, &at(2), Err(Rejection::NodeUnusable));
+    assert_eq!(held.scores(), [None, Some(2.0)]);
+    assert_eq!(table.answers().scores(), [Some(3.0), None]);
+    assert_eq!((table.answer(0), table.answer(1)), (Ok(3.0), Err(Rejection::NodeUnusable)));
+}
