@@ -106,9 +106,36 @@ impl Board {
         self.cell(slot).store(generation, Ordering::Release);
     }
 
+    /// A reader of many slots in a row (see [`Reader`]).
+    pub fn reader(&self) -> Reader<'_> {
+        Reader { board: self, chunk: usize::MAX, cells: &[] }
+    }
+
     fn cell(&self, slot: u32) -> &AtomicU64 {
         let (c, i) = (slot as usize / CHUNK, slot as usize % CHUNK);
         &self.chunks[c].get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect())[i]
+    }
+}
+
+/// Reads slots one after another, finding a chunk once per run of slots in it (a list's nodes
+/// mostly joined in a row, so their slots are neighbours).
+pub struct Reader<'a> {
+    board: &'a Board,
+    chunk: usize,
+    cells: &'a [AtomicU64],
+}
+
+impl Reader<'_> {
+    pub fn get(&mut self, slot: u32) -> u64 {
+        let (c, i) = (slot as usize / CHUNK, slot as usize % CHUNK);
+        if c != self.chunk {
+            self.chunk = c;
+            self.cells = self.board.chunks.get(c).and_then(OnceLock::get).map_or(&[], |b| &b[..]);
+        }
+        match self.cells.get(i) {
+            Some(a) => a.load(Ordering::Acquire),
+            None => self.board.get(slot),
+        }
     }
 }
 
@@ -124,6 +151,23 @@ mod tests {
         assert_eq!(b.get(CHUNK as u32 + 1), CHUNK as u64 + 1);
         b.set(5, 99);
         assert_eq!((b.get(4), b.get(5), b.get(6)), (4, 99, 6));
+    }
+
+    #[test]
+    fn a_reader_sees_what_single_reads_see_across_chunks_and_in_any_order() {
+        let b = Board::default();
+        let slots: Vec<u32> = (0..2 * CHUNK as u64 + 5).map(|g| b.slot(g * 3).unwrap()).collect();
+        b.set(CHUNK as u32, 7);
+        let mut r = b.reader();
+        let order = [0, 1, CHUNK as u32 + 2, 3, CHUNK as u32, 2 * CHUNK as u32 + 4, CHUNK as u32 - 1, 5];
+        for s in order {
+            assert_eq!(r.get(s), b.get(s), "slot {s}");
+        }
+        assert_eq!(r.get(CHUNK as u32), 7);
+        assert_eq!(
+            slots.iter().map(|s| r.get(*s)).collect::<Vec<_>>(),
+            slots.iter().map(|s| b.get(*s)).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -110,11 +110,21 @@ impl Resolution {
         self.cells[i as usize].as_ref()
     }
     /// The generation of candidate `i`'s current snapshot (`None`: not a node the engine knows).
+    #[cfg(test)]
     pub(super) fn generation(&self, i: u32) -> Option<u64> {
         match self.slots[i as usize] {
             NO_SLOT => self.cell(i).map(|c| c.generation()),
             s => Some(self.board.get(s)),
         }
+    }
+    /// Every candidate's current generation, in list order (`None`: not a node the engine knows);
+    /// one pass over the board.
+    pub(super) fn generations(&self) -> impl Iterator<Item = Option<u64>> + '_ {
+        let mut board = self.board.reader();
+        self.slots.iter().zip(&self.cells).map(move |(&s, c)| match s {
+            NO_SLOT => c.as_ref().map(|c| c.generation()),
+            s => Some(board.get(s)),
+        })
     }
     pub(super) fn name_rank(&self, i: u32) -> u32 {
         self.by_name[i as usize]

@@ -234,8 +234,8 @@ impl<B: Backend> Engine<B> {
         let mut moved = Vec::new();
         let mut snaps = Vec::new();
         let mut kept = 0;
-        for k in 0..list.len() as u32 {
-            let Some(g) = list.generation(k) else { continue };
+        for (k, g) in list.generations().enumerate() {
+            let (k, Some(g)) = (k as u32, g) else { continue };
             if table.current(k, g) {
                 kept += 1;
             } else if let Some(c) = list.cell(k) {
