@@ -1,7 +1,8 @@
-//! The engine: node actors (one per node, spread over a fixed set of arbiters), the coordinator,
-//! and `Engine`, the handle the HTTP layer and the backends use. Filter reads the snapshots node
-//! actors publish and asks the coordinator to reserve; Bind takes locks and commits through
-//! messages; observations from the cluster go to the owning node actor.
+//! The engine: node actors (one per node, spread over a fixed set of arbiters), coordinators (one
+//! per filtering thread), and `Engine`, the handle the HTTP layer and the backends use. Filter
+//! reads the snapshots node actors publish and asks its thread's coordinator to reserve; Bind
+//! takes locks and commits through messages; observations from the cluster go to the owning node
+//! actor.
 //!
 //! ```text
 //!  HTTP /filter ──▶ Engine::filter ── fit over snapshots ──▶ Coordinator ──Reserve──▶ NodeActor

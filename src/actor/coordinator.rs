@@ -1,7 +1,8 @@
 //! `Coordinator`: picks the node for a pod. It fans `Filter` out to node actors when asked to
 //! (bounded, each answer under a deadline), and turns a ranked list of fitting nodes into one
 //! reservation: `Reserve` on the best, falling back to the next when the owning actor, which
-//! re-validates against its live usage, says no.
+//! re-validates against its live usage, says no. It keeps no state of its own, so each thread
+//! that filters runs one (`Engine::coordinator`) and all decide alike.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

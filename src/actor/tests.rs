@@ -419,6 +419,24 @@ async fn messages_mode_decides_like_snapshot_mode() {
 }
 
 #[actix::test]
+async fn engines_sharing_a_thread_each_decide_through_their_own_coordinator() {
+    // Each filtering thread keeps a coordinator per engine; one engine's must never decide
+    // over another's address book (its nodes would be unknown there: no fit).
+    let (a, ab) = engine(&[node("a1").gpus(1, 16384)]).await;
+    let (b, bb) = engine(&[node("b1").gpus(1, 16384)]).await;
+    for round in 0..3 {
+        let p = |n: &str| pod().gpu(1).mem_mib(1024).name(&format!("{n}-{round}"));
+        assert_eq!(chosen(&filter(&a, &ab, &p("pa"), &["a1"]).await), "a1");
+        assert_eq!(chosen(&filter(&b, &bb, &p("pb"), &["b1"]).await), "b1");
+    }
+    // A stopped engine's coordinator on this thread does not keep its node actors alive.
+    let book = Arc::downgrade(&a.inner.book);
+    drop((a, ab));
+    assert!(book.upgrade().is_none(), "the address book went with its engine");
+    assert_eq!(chosen(&filter(&b, &bb, &pod().gpu(1).mem_mib(1024).name("after"), &["b1"]).await), "b1");
+}
+
+#[actix::test]
 async fn the_coordinator_falls_back_to_the_next_node_when_the_best_one_refuses() {
     // STYLE.md "Actors": the Filter answer is advisory; when the winner's Reserve re-validation
     // says no, the coordinator tries the next best node and reports the refusal.
