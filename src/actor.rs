@@ -41,6 +41,7 @@ mod filter;
 pub mod messages;
 pub mod node;
 mod observe;
+mod shapes;
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;
 
@@ -196,6 +197,8 @@ struct Inner<B: Backend> {
     coordinator: Addr<Coordinator>,
     /// This engine's number among the process's (`ENGINES`).
     id: u64,
+    /// The shapes filtered lately, which node actors answer ahead on each new snapshot.
+    shapes: Arc<shapes::Shapes>,
     quota: Option<SharedQuota>,
     recent: Mutex<VecDeque<RecentDecision>>,
 }
@@ -247,6 +250,7 @@ impl<B: Backend> Engine<B> {
         Engine {
             inner: Arc::new(Inner {
                 id: ENGINES.fetch_add(1, Ordering::Relaxed),
+                shapes: Arc::new(shapes::Shapes::default()),
                 cfg,
                 vendors,
                 backend,
@@ -321,15 +325,16 @@ impl<B: Backend> Engine<B> {
                 let arb = &i.arbiters[(h.finish() as usize) % i.arbiters.len()];
                 let snap = SnapCell::on_board(NodeActor::initial_snapshot(&name, &i.vendors), &i.board);
                 let binds = Arc::new(node::BindState::default());
-                let (n, v, c, p, q, s) = (
+                let (n, v, c, p, q, s, f) = (
                     name.clone(),
                     i.vendors.clone(),
                     snap.clone(),
                     i.placements.clone(),
                     i.quota.clone(),
                     binds.clone(),
+                    i.shapes.clone(),
                 );
-                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, c, p, q, s));
+                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, c, p, q, s, f));
                 NodeEntry { addr, snap, binds }
             })
             .addr

@@ -48,7 +48,7 @@ impl NodeSnapshot {
 
 /// Answers kept per snapshot: the pod shapes in flight at once each find theirs (the load test's
 /// default mix draws 14).
-const MEMO_SLOTS: usize = 16;
+pub const MEMO_SLOTS: usize = 16;
 
 /// Filter's answers on one snapshot, by the pod's [`FitKey`]: pods of one shape arriving one
 /// after another (a Deployment's replicas, a Job's workers) find every node that did not change

@@ -115,10 +115,18 @@ pub struct NodeActor {
     /// message cost one poll per reservation of the last TTL.
     expiries: BTreeMap<(tokio::time::Instant, u64), PodUid>,
     armed: Option<(tokio::time::Instant, actix::SpawnHandle)>,
+    /// The shapes filtered lately, answered ahead on each new snapshot (`Prefill`).
+    shapes: Arc<super::shapes::Shapes>,
+    /// This actor's own address, weak so it never keeps the actor alive, for `Prefill`.
+    me: Option<actix::WeakAddr<NodeActor>>,
+    prefill_queued: bool,
 }
 
 impl Actor for NodeActor {
     type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address().downgrade());
+    }
 }
 
 impl NodeActor {
@@ -129,6 +137,7 @@ impl NodeActor {
         placements: Arc<DashMap<PodUid, NodeName>>,
         quota: Option<SharedQuota>,
         binds: Arc<BindState>,
+        shapes: Arc<super::shapes::Shapes>,
     ) -> NodeActor {
         let extras = vec![None; vendors.len()];
         NodeActor {
@@ -154,6 +163,9 @@ impl NodeActor {
             words: Vec::new(),
             expiries: BTreeMap::new(),
             armed: None,
+            shapes,
+            me: None,
+            prefill_queued: false,
         }
     }
 
@@ -194,6 +206,12 @@ impl NodeActor {
         self.count_pending();
         self.seq += 1;
         self.snap.store(Arc::new(self.snapshot_of(devs)));
+        if !self.prefill_queued
+            && let Some(me) = self.me.as_ref().and_then(actix::WeakAddr::upgrade)
+        {
+            self.prefill_queued = true;
+            me.do_send(Prefill);
+        }
     }
 
     fn count_pending(&self) {
@@ -445,6 +463,20 @@ impl Handler<Reserve> for NodeActor {
         self.arm_ttl(uid, seq, msg.ttl, ctx);
         self.publish_devices(after);
         MessageResult(Ok(Reserved { devices, score }))
+    }
+}
+
+impl Handler<Prefill> for NodeActor {
+    type Result = ();
+    /// Answers of a shape depend on the snapshot and the shape alone, and no namespace quota
+    /// applies to the shapes noted, so these are the answers a filter would compute.
+    fn handle(&mut self, _: Prefill, _: &mut Context<Self>) {
+        self.prefill_queued = false;
+        let snap = self.current();
+        let (vendors, scratch) = (&self.vendors, &mut self.scratch);
+        for req in self.shapes.recent() {
+            let _ = snap.memo.answer(req.fit_key, || fit::fit_pod_score(&snap, &req, vendors, &NoQuota, scratch));
+        }
     }
 }
 

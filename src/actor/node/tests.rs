@@ -24,8 +24,16 @@ impl Harness {
         let name = NodeName::new(&n.name);
         let binds = Arc::new(BindState::default());
         let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
-        let addr = NodeActor::new(name.clone(), vendors.clone(), snap.clone(), placements.clone(), None, binds.clone())
-            .start();
+        let addr = NodeActor::new(
+            name.clone(),
+            vendors.clone(),
+            snap.clone(),
+            placements.clone(),
+            None,
+            binds.clone(),
+            Default::default(),
+        )
+        .start();
         book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, binds });
         let h = Harness { addr, book, placements, vendors, name };
         let r = h.register(n.view()).await;
@@ -593,7 +601,7 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
     let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
     let addr = {
         let (n, v, c, p, l) = (name.clone(), vendors.clone(), snap.clone(), placements.clone(), binds.clone());
-        NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, c, p, None, l))
+        NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, c, p, None, l, Default::default()))
     };
     book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, binds });
     addr.send(NodeRegistered { node: Arc::new(one_gpu().view()) }).await.unwrap();
