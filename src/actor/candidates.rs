@@ -112,10 +112,7 @@ impl Resolution {
     /// The generation of candidate `i`'s current snapshot (`None`: not a node the engine knows).
     #[cfg(test)]
     pub(super) fn generation(&self, i: u32) -> Option<u64> {
-        match self.slots[i as usize] {
-            NO_SLOT => self.cell(i).map(|c| c.generation()),
-            s => Some(self.board.get(s)),
-        }
+        self.generations().nth(i as usize).flatten()
     }
     /// Every candidate's current generation, in list order (`None`: not a node the engine knows);
     /// one pass over the board.
