@@ -378,6 +378,13 @@ impl<B: Backend> Engine<B> {
 
     // --- reporting ----------------------------------------------------------------------------
 
+    /// Waits until every node actor has applied what was sent to it before (observations
+    /// included).
+    pub async fn settle(&self) {
+        let addrs: Vec<Addr<NodeActor>> = self.inner.book.iter().map(|e| e.addr.clone()).collect();
+        futures::future::join_all(addrs.iter().map(|a| a.send(Settle))).await;
+    }
+
     /// Every node's allocations (for `/usage`, the simulator and the status page).
     pub async fn reports(&self) -> Vec<NodeReport> {
         let addrs: Vec<Addr<NodeActor>> = self.inner.book.iter().map(|e| e.addr.clone()).collect();

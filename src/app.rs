@@ -9,9 +9,10 @@ use crate::actor::{Engine, EngineConfig};
 use crate::backend::Backend;
 use crate::backend::kube::watch::{self, LeaderOptions, WatchOptions};
 use crate::backend::kube::{KubeBackend, KubeOptions};
-use crate::backend::memory::{ClusterObjects, MemoryBackend};
+use crate::backend::memory::{ClusterObjects, MemoryBackend, PackedCluster, QuotaObject};
 use crate::config::{ServeArgs, parse_listen};
 use crate::http::{self, AppState, Readiness};
+use crate::model::pod::NodeView;
 use crate::sched::quota_book::QuotaBook;
 use crate::vendor::{Enable, Vendors};
 
@@ -54,16 +55,50 @@ pub fn vendors_from(flags: &crate::config::SchedulerFlags) -> Result<Arc<Vendors
 /// actor has processed what it was sent, so the first filter sees the whole file.
 pub async fn load_cluster(engine: &Engine<MemoryBackend>, objects: ClusterObjects) {
     let backend = engine.backend().clone();
-    for n in objects.nodes {
-        backend.insert_node(n.clone());
-        engine.register_node(Arc::new(n)).await;
-    }
+    register_nodes(engine, objects.nodes).await;
     // One copy of each pod, shared by the backend and the observation.
-    for p in objects.pods {
+    for (i, p) in objects.pods.into_iter().enumerate() {
         let p = backend.insert_pod(p);
         engine.observe_pod(&p);
+        settle_now_and_then(engine, i).await;
     }
-    let _ = engine.reports().await;
+    engine.settle().await;
+}
+
+/// Loads a cluster whose pods were packed as they were read: each is unpacked only to be
+/// observed, one at a time.
+pub async fn load_packed_cluster(engine: &Engine<MemoryBackend>, objects: PackedCluster) {
+    let backend = engine.backend().clone();
+    register_nodes(engine, objects.nodes).await;
+    for (i, p) in objects.pods.into_iter().enumerate() {
+        if let Some(view) = p.unpack() {
+            engine.observe_pod(&view);
+        }
+        backend.insert_packed(p);
+        settle_now_and_then(engine, i).await;
+    }
+    engine.settle().await;
+}
+
+/// Observations sent to node actors between two waits for them while loading.
+const LOAD_BATCH: usize = 4096;
+
+/// Waits for the node actors after every `LOAD_BATCH` observations: sent all at once, a large
+/// cluster's observations would all sit in mailboxes together, and the memory they took would
+/// stay with the process after they were applied.
+async fn settle_now_and_then(engine: &Engine<MemoryBackend>, i: usize) {
+    if i % LOAD_BATCH == LOAD_BATCH - 1 {
+        engine.settle().await;
+    }
+}
+
+async fn register_nodes(engine: &Engine<MemoryBackend>, nodes: Vec<NodeView>) {
+    for n in nodes {
+        // One copy, shared by the backend and the node's registration.
+        let n = Arc::new(n);
+        engine.backend().insert_node_shared(n.clone());
+        engine.register_node(n).await;
+    }
 }
 
 /// Builds an engine over a cluster file, with the file's ResourceQuotas enforced.
@@ -71,15 +106,23 @@ pub async fn memory_engine(
     args_sched: &crate::config::SchedulerFlags,
     cluster: ClusterObjects,
 ) -> Result<Engine<MemoryBackend>, Error> {
+    let engine = start_memory_engine(args_sched, &cluster.quotas)?;
+    load_cluster(&engine, cluster).await;
+    Ok(engine)
+}
+
+/// An engine over an empty in-memory cluster that enforces `quotas`.
+fn start_memory_engine(
+    args_sched: &crate::config::SchedulerFlags,
+    quotas: &[QuotaObject],
+) -> Result<Engine<MemoryBackend>, Error> {
     let vendors = vendors_from(args_sched)?;
     let backend = MemoryBackend::new(args_sched.node_lock_timeout);
     let quota = Arc::new(QuotaBook::new(&vendors));
-    for q in &cluster.quotas {
+    for q in quotas {
         quota.set_quota(&q.namespace, &q.name, &q.hard);
     }
-    let engine = Engine::start(EngineConfig::from_flags(args_sched), vendors, backend, Some(quota));
-    load_cluster(&engine, cluster).await;
-    Ok(engine)
+    Ok(Engine::start(EngineConfig::from_flags(args_sched), vendors, backend, Some(quota)))
 }
 
 /// This host's name, the default leader identity (kube-scheduler's holder is `<hostname>_<uuid>`).
@@ -149,8 +192,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Error> {
     let Some(path) = &args.cluster_file else {
         return serve_kube(&args, metrics).await;
     };
-    let cluster = ClusterObjects::load(path)?;
-    let engine = memory_engine(&args.sched, cluster).await?;
+    let cluster = PackedCluster::load(path)?;
+    let engine = start_memory_engine(&args.sched, &cluster.quotas)?;
+    load_packed_cluster(&engine, cluster).await;
     tracing::info!(nodes = engine.node_names().len(), file = %path.display(), "serving an in-memory cluster");
     run_http(&args, engine, Readiness::ready(), metrics).await
 }
@@ -228,3 +272,6 @@ pub async fn run_http<B: Backend>(
     tracing::info!(inflight = state.inflight.count(), "stopped");
     r
 }
+
+#[cfg(test)]
+mod tests;

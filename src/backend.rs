@@ -298,6 +298,16 @@ impl Default for EventBudget {
     }
 }
 
+/// A cached pod unpacked for a reader. A buffer `PackedPod::pack` did not write is a bug; the pod
+/// reads as absent and the log says so.
+pub(crate) fn unpacked(p: &crate::model::packed::PackedPod) -> Option<Arc<PodView>> {
+    let v = p.unpack();
+    if v.is_none() {
+        tracing::error!(pod = %format_args!("{}/{}", p.namespace(), p.name()), bytes = p.len(), "a cached pod could not be unpacked");
+    }
+    v.map(Arc::new)
+}
+
 /// Whether the pod a node lock names still needs the lock on `node`: it is headed for the node
 /// and its device plugin has not answered yet. A lock whose holder does not need it any more (gone,
 /// finished, terminating, answered, moved elsewhere, or never got as far as writing its bind-phase)

@@ -6,6 +6,7 @@ pub mod annotations;
 pub mod codec;
 pub mod device;
 pub mod edit;
+pub mod packed;
 pub mod pod;
 pub mod quantity;
 pub mod reason;

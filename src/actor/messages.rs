@@ -139,6 +139,12 @@ pub struct PodDeleted {
     pub uid: PodUid,
 }
 
+/// Answers once the node has applied everything sent to it before: a barrier, for a loader
+/// that must know its observations are counted, without a report's copy of every allocation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Settle;
+
 /// The node's allocations, for `/usage` and the status page.
 #[derive(Message)]
 #[rtype(result = "NodeReport")]

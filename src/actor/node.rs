@@ -554,6 +554,11 @@ impl NodeActor {
     }
 }
 
+impl Handler<Settle> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, _: Settle, _: &mut Context<Self>) {}
+}
+
 impl Handler<Report> for NodeActor {
     type Result = MessageResult<Report>;
     fn handle(&mut self, _: Report, _: &mut Context<Self>) -> Self::Result {

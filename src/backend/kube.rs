@@ -16,6 +16,7 @@ use tokio::sync::{Mutex as AsyncMutex, mpsc};
 use crate::model::PodView;
 use crate::model::annotations as keys;
 use crate::model::codec;
+use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
@@ -85,7 +86,8 @@ struct Inner {
     /// Events have their own, smaller budget: a flood of them never delays a bind's writes.
     event_limiter: RateLimiter,
     opts: KubeOptions,
-    pods: DashMap<(String, String), Arc<PodView>>,
+    /// Each pod packed: one allocation a pod, unpacked for the reader that needs it.
+    pods: DashMap<(String, String), PackedPod>,
     nodes: DashMap<String, Arc<NodeView>>,
     events: mpsc::Sender<Event>,
 }
@@ -200,8 +202,12 @@ impl KubeBackend {
         r
     }
 
-    pub(crate) fn cache_pod(&self, pod: Arc<PodView>) {
-        self.inner.pods.insert((pod.metadata.namespace.clone(), pod.metadata.name.clone()), pod);
+    pub(crate) fn cache_pod(&self, pod: &PodView) {
+        self.inner.pods.insert((pod.metadata.namespace.clone(), pod.metadata.name.clone()), PackedPod::pack(pod));
+    }
+    /// The cached pod's resource version, read without unpacking it.
+    pub(crate) fn cached_resource_version(&self, namespace: &str, name: &str) -> Option<Option<String>> {
+        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).map(|p| p.resource_version().map(str::to_owned))
     }
     pub(crate) fn uncache_pod(&self, namespace: &str, name: &str) {
         self.inner.pods.remove(&(namespace.to_owned(), name.to_owned()));
@@ -221,12 +227,12 @@ impl KubeBackend {
             .pods
             .iter()
             .filter(|e| e.value().annotation(keys::ASSIGNED_NODE) == Some(node))
-            .map(|e| e.value().clone())
+            .filter_map(|e| super::unpacked(e.value()))
             .collect()
     }
 
     pub(crate) fn cached_pod_keys(&self) -> Vec<(String, String, String)> {
-        self.inner.pods.iter().map(|e| (e.key().0.clone(), e.key().1.clone(), e.value().metadata.uid.clone())).collect()
+        self.inner.pods.iter().map(|e| (e.key().0.clone(), e.key().1.clone(), e.value().uid().to_owned())).collect()
     }
 
     fn nodes_api(&self) -> Api<Node> {
@@ -463,7 +469,7 @@ fn jitter(d: Duration) -> Duration {
 
 impl Backend for KubeBackend {
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
-        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).map(|e| e.value().clone())
+        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).and_then(|e| super::unpacked(e.value()))
     }
 
     fn node(&self, name: &str) -> Option<Arc<NodeView>> {
@@ -484,9 +490,9 @@ impl Backend for KubeBackend {
     async fn pod_read(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
         match self.call("get", "pods", self.pods_api(namespace).get(name)).await {
             Ok(p) => {
-                let view: Arc<PodView> = Arc::new(to_view(&p));
-                self.cache_pod(view.clone());
-                Ok(Some(view))
+                let view: PodView = to_view(&p);
+                self.cache_pod(&view);
+                Ok(Some(Arc::new(view)))
             }
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(api_err(e)),
@@ -508,7 +514,7 @@ impl Backend for KubeBackend {
             match self.call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body))).await
             {
                 Ok(p) => {
-                    self.cache_pod(Arc::new(to_view(&p)));
+                    self.cache_pod(&to_view(&p));
                     return Ok(());
                 }
                 Err(e) if is_not_found(&e) => return Err(Error::PodNotFound(pod.to_string())),

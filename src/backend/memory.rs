@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::model::PodView;
 use crate::model::annotations as keys;
 use crate::model::codec;
+use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
@@ -198,56 +199,96 @@ pub struct ClusterObjects {
     pub quotas: Vec<QuotaObject>,
 }
 
+/// A cluster file's objects with each pod packed as soon as it is read, so a large cluster's
+/// pods never sit in memory unpacked all at once (`serve --cluster-file`).
+#[derive(Clone, Debug, Default)]
+pub struct PackedCluster {
+    pub nodes: Vec<NodeView>,
+    pub pods: Vec<PackedPod>,
+    pub quotas: Vec<QuotaObject>,
+}
+
 impl ClusterObjects {
     pub fn parse(text: &str) -> std::result::Result<ClusterObjects, LoadError> {
-        let mut c = ClusterObjects::default();
-        let mut index = 0usize;
-        for_each_object(text, &mut |v| {
-            c.add(index, v)?;
-            index += 1;
-            Ok(())
-        })?;
-        Ok(c)
-    }
-
-    fn add(&mut self, index: usize, v: Value) -> std::result::Result<(), LoadError> {
-        let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
-        let err = |source| LoadError::Object { index, kind: kind.clone(), source };
-        match kind.as_str() {
-            "Node" => self.nodes.push(serde_json::from_value(v).map_err(err)?),
-            "Pod" => self.pods.push(serde_json::from_value(v).map_err(err)?),
-            "ResourceQuota" => {
-                let meta = v.get("metadata");
-                let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_owned();
-                let hard = v
-                    .pointer("/spec/hard")
-                    .and_then(Value::as_object)
-                    .map(|h| {
-                        h.iter()
-                            .filter_map(|(k, q)| {
-                                let t = match q {
-                                    Value::String(s) => s.clone(),
-                                    Value::Number(n) => n.to_string(),
-                                    _ => return None,
-                                };
-                                let n = crate::model::quantity::Quantity::parse(&t).ok()?.as_i64_exact()?;
-                                Some((k.clone(), n))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                self.quotas.push(QuotaObject { namespace: s("namespace"), name: s("name"), hard });
-            }
-            _ => {}
-        }
-        Ok(())
+        let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
+        parse_into(text, &mut nodes, &mut quotas, &mut |p| pods.push(p))?;
+        Ok(ClusterObjects { nodes, pods, quotas })
     }
 
     pub fn load(path: &std::path::Path) -> std::result::Result<ClusterObjects, LoadError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| LoadError::Read { path: path.display().to_string(), source })?;
-        ClusterObjects::parse(&text)
+        ClusterObjects::parse(&read(path)?)
     }
+}
+
+impl PackedCluster {
+    pub fn parse(text: &str) -> std::result::Result<PackedCluster, LoadError> {
+        let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
+        parse_into(text, &mut nodes, &mut quotas, &mut |p| pods.push(PackedPod::pack(&p)))?;
+        pods.shrink_to_fit();
+        Ok(PackedCluster { nodes, pods, quotas })
+    }
+
+    pub fn load(path: &std::path::Path) -> std::result::Result<PackedCluster, LoadError> {
+        PackedCluster::parse(&read(path)?)
+    }
+}
+
+fn read(path: &std::path::Path) -> std::result::Result<String, LoadError> {
+    std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.display().to_string(), source })
+}
+
+/// Sorts a file's objects by kind: nodes and quotas into their lists, each pod to `pod`.
+fn parse_into(
+    text: &str,
+    nodes: &mut Vec<NodeView>,
+    quotas: &mut Vec<QuotaObject>,
+    pod: &mut dyn FnMut(PodView),
+) -> std::result::Result<(), LoadError> {
+    let mut index = 0usize;
+    for_each_object(text, &mut |v| {
+        add_object(index, v, nodes, quotas, pod)?;
+        index += 1;
+        Ok(())
+    })
+}
+
+fn add_object(
+    index: usize,
+    v: Value,
+    nodes: &mut Vec<NodeView>,
+    quotas: &mut Vec<QuotaObject>,
+    pod: &mut dyn FnMut(PodView),
+) -> std::result::Result<(), LoadError> {
+    let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
+    let err = |source| LoadError::Object { index, kind: kind.clone(), source };
+    match kind.as_str() {
+        "Node" => nodes.push(serde_json::from_value(v).map_err(err)?),
+        "Pod" => pod(serde_json::from_value(v).map_err(err)?),
+        "ResourceQuota" => {
+            let meta = v.get("metadata");
+            let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_owned();
+            let hard = v
+                .pointer("/spec/hard")
+                .and_then(Value::as_object)
+                .map(|h| {
+                    h.iter()
+                        .filter_map(|(k, q)| {
+                            let t = match q {
+                                Value::String(s) => s.clone(),
+                                Value::Number(n) => n.to_string(),
+                                _ => return None,
+                            };
+                            let n = crate::model::quantity::Quantity::parse(&t).ok()?.as_i64_exact()?;
+                            Some((k.clone(), n))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            quotas.push(QuotaObject { namespace: s("namespace"), name: s("name"), hard });
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// A merge patch applied to the pod, and to the record of what the scheduler wrote.
@@ -270,7 +311,8 @@ fn apply_patch(v: &mut PodView, written: &mut BTreeMap<String, String>, patch: &
 }
 
 struct PodEntry {
-    view: Arc<PodView>,
+    /// The pod packed (one allocation); readers get their own unpacked copy.
+    view: PackedPod,
     /// What the scheduler wrote on the pod, key by key, before the emulated plugin changed anything.
     written: BTreeMap<String, String>,
 }
@@ -330,18 +372,28 @@ impl MemoryBackend {
 
     /// Adds or replaces a pod; the scheduler's record of its writes is kept. Answers the stored pod.
     pub fn insert_pod(&self, pod: PodView) -> Arc<PodView> {
-        let key = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
-        let view = Arc::new(pod);
-        self.inner
-            .pods
-            .entry(key)
-            .and_modify(|e| e.view = view.clone())
-            .or_insert_with(|| PodEntry { view: view.clone(), written: BTreeMap::new() });
-        view
+        self.insert_packed(PackedPod::pack(&pod));
+        Arc::new(pod)
+    }
+
+    /// Adds or replaces a pod already packed (see [`PackedCluster`]).
+    pub fn insert_packed(&self, packed: PackedPod) {
+        let key = (packed.namespace().to_owned(), packed.name().to_owned());
+        match self.inner.pods.entry(key) {
+            dashmap::Entry::Occupied(mut e) => e.get_mut().view = packed,
+            dashmap::Entry::Vacant(e) => {
+                e.insert(PodEntry { view: packed, written: BTreeMap::new() });
+            }
+        }
+    }
+
+    /// Adds or replaces a node, shared with whoever else holds it.
+    pub fn insert_node_shared(&self, node: Arc<NodeView>) {
+        self.inner.nodes.insert(node.metadata.name.clone(), node);
     }
 
     pub fn remove_pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
-        self.inner.pods.remove(&(namespace.to_owned(), name.to_owned())).map(|(_, e)| e.view)
+        self.inner.pods.remove(&(namespace.to_owned(), name.to_owned())).and_then(|(_, e)| super::unpacked(&e.view))
     }
 
     pub fn nodes(&self) -> Vec<Arc<NodeView>> {
@@ -351,7 +403,7 @@ impl MemoryBackend {
     }
 
     pub fn pods(&self) -> Vec<Arc<PodView>> {
-        let mut v: Vec<Arc<PodView>> = self.inner.pods.iter().map(|e| e.view.clone()).collect();
+        let mut v: Vec<Arc<PodView>> = self.inner.pods.iter().filter_map(|e| super::unpacked(&e.view)).collect();
         v.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
         v
     }
@@ -403,17 +455,20 @@ impl MemoryBackend {
             .pods
             .get_mut(&(pod.namespace.clone(), pod.name.clone()))
             .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
-        if !pod.uid.is_empty() && e.view.metadata.uid != pod.uid {
+        if !pod.uid.is_empty() && e.view.uid() != pod.uid {
             return Err(Error::Refused(format!("pod {pod}: uid precondition failed")));
         }
-        if let Some(node) = e.view.spec.node_name.as_deref().filter(|n| !n.is_empty())
+        if let Some(node) = e.view.node_name()
             && only_unbound
         {
             return Err(Error::AlreadyBound { pod: pod.to_string(), node: node.to_owned() });
         }
-        // Readers hold their own `Arc`s; the entry's copy is changed in place when no one does.
         let PodEntry { view, written } = &mut *e;
-        f(Arc::make_mut(view), written);
+        let Some(mut v) = view.unpack() else {
+            return Err(Error::Refused(format!("pod {pod}: the cached copy is unreadable")));
+        };
+        f(&mut v, written);
+        *view = PackedPod::pack(&v);
         Ok(())
     }
 
@@ -469,7 +524,7 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
-        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).map(|e| e.view.clone())
+        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).and_then(|e| super::unpacked(&e.view))
     }
 
     fn node(&self, name: &str) -> Option<Arc<NodeView>> {
@@ -504,7 +559,9 @@ impl Backend for MemoryBackend {
                 let l = codec::decode_node_lock(v)
                     .map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
                 let needs = super::lock_holder_to_ask(&l, pod).map(|(ns, name)| {
-                    pods.get(&(ns.to_owned(), name.to_owned())).is_some_and(|e| super::holder_needs_lock(&e.view, node))
+                    pods.get(&(ns.to_owned(), name.to_owned()))
+                        .and_then(|e| super::unpacked(&e.view))
+                        .is_some_and(|p| super::holder_needs_lock(&p, node))
                 });
                 match super::judge_lock(&l, pod, l.is_expired(now, timeout), needs) {
                     LockVerdict::Mine => return Ok(()),
@@ -564,7 +621,7 @@ impl Backend for MemoryBackend {
         let mut added = false;
         self.inner.pods.entry(key.clone()).or_insert_with(|| {
             added = true;
-            PodEntry { view: Arc::new(pod.clone()), written: BTreeMap::new() }
+            PodEntry { view: PackedPod::pack(pod), written: BTreeMap::new() }
         });
         if !added {
             return;
@@ -574,7 +631,7 @@ impl Backend for MemoryBackend {
         while learned.len() > LEARNED_UNBOUND_KEPT {
             let Some(old) = learned.pop_front() else { break };
             // A pod that was bound is running on its node now: it stays, only the queue forgets it.
-            self.inner.pods.remove_if(&old, |_, e| e.view.spec.node_name.is_none());
+            self.inner.pods.remove_if(&old, |_, e| e.view.node_name().is_none());
         }
     }
 

@@ -7,7 +7,7 @@
 //! through one process-wide set.
 
 use std::borrow::Borrow;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock, RwLock};
 
@@ -19,25 +19,57 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// the set cannot grow without bound.
 const KEYS_KEPT: usize = 4096;
 
-static KEYS: LazyLock<RwLock<HashSet<Arc<str>>>> = LazyLock::new(|| RwLock::new(HashSet::new()));
+/// The interned keys, each with a code that stays the same for the life of the process (the set
+/// only grows), so compact copies of pods (`model::packed`) can name a key by its code.
+#[derive(Default)]
+struct Keys {
+    codes: HashMap<Arc<str>, u32>,
+    list: Vec<Arc<str>>,
+}
 
-/// The shared copy of `key`, made when it is new and there is room.
-fn intern(key: &str) -> Arc<str> {
+static KEYS: LazyLock<RwLock<Keys>> = LazyLock::new(|| RwLock::new(Keys::default()));
+
+/// The shared copy of `key` and its code, made when it is new and there is room; `None` for the
+/// code when there was none.
+fn intern_coded(key: &str) -> (Arc<str>, Option<u32>) {
     {
         let keys = KEYS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(k) = keys.get(key) {
-            return k.clone();
+        if let Some((k, c)) = keys.codes.get_key_value(key) {
+            return (k.clone(), Some(*c));
         }
     }
     let mut keys = KEYS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(k) = keys.get(key) {
-        return k.clone();
+    if let Some((k, c)) = keys.codes.get_key_value(key) {
+        return (k.clone(), Some(*c));
     }
     let k: Arc<str> = Arc::from(key);
-    if keys.len() < KEYS_KEPT {
-        keys.insert(k.clone());
+    if keys.list.len() >= KEYS_KEPT {
+        return (k, None);
     }
-    k
+    let code = keys.list.len() as u32;
+    keys.list.push(k.clone());
+    keys.codes.insert(k.clone(), code);
+    (k, Some(code))
+}
+
+/// The shared copy of `key`, made when it is new and there is room.
+fn intern(key: &str) -> Arc<str> {
+    intern_coded(key).0
+}
+
+/// The code of `key`, interning it when there is room.
+pub(crate) fn key_code(key: &str) -> Option<u32> {
+    intern_coded(key).1
+}
+
+/// The key with this code.
+pub(crate) fn key_of_code(code: u32) -> Option<Arc<str>> {
+    KEYS.read().unwrap_or_else(std::sync::PoisonError::into_inner).list.get(code as usize).cloned()
+}
+
+/// A key for a map being rebuilt: the shared copy when there is one.
+pub(crate) fn interned(key: &str) -> Arc<str> {
+    intern(key)
 }
 
 /// A map from string keys to `V`, sorted by key, without duplicate keys.
@@ -145,7 +177,7 @@ impl<V> VecMap<V> {
     }
 
     /// Sorts `entries` by key; of equal keys the last wins, as successive inserts would.
-    fn from_entries(mut entries: Vec<(Arc<str>, V)>) -> Self {
+    pub(crate) fn from_entries(mut entries: Vec<(Arc<str>, V)>) -> Self {
         // Stable: equal keys stay in insertion order. `dedup_by` drops the later of two equal
         // keys, so its value moves into the one kept first.
         entries.sort_by(|a, b| a.0.cmp(&b.0));

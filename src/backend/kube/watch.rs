@@ -218,13 +218,14 @@ async fn watch_pods(
                     // or a newer event) is left out: a re-list served from a snapshot taken before
                     // a filter or bind, or an event that was in flight during one, would otherwise
                     // move the pod back to an earlier decision and drop what it holds now.
-                    if backend.pod(&view.metadata.namespace, &view.metadata.name).is_some_and(|c| {
-                        older(view.metadata.resource_version.as_deref(), c.metadata.resource_version.as_deref())
-                    }) {
+                    if backend
+                        .cached_resource_version(&view.metadata.namespace, &view.metadata.name)
+                        .is_some_and(|c| older(view.metadata.resource_version.as_deref(), c.as_deref()))
+                    {
                         continue;
                     }
                     engine.observe_pod(&view);
-                    backend.cache_pod(Arc::new(view));
+                    backend.cache_pod(&view);
                 }
                 Event::Delete(p) => {
                     let view: PodView = to_view(&p);

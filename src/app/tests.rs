@@ -1,0 +1,63 @@
+use super::*;
+use crate::model::PodView;
+use crate::model::packed::PackedPod;
+
+fn example(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
+}
+
+fn flags() -> crate::config::SchedulerFlags {
+    use clap::Parser;
+    let cli = crate::config::Cli::try_parse_from(["hami-rs", "serve", "--cluster-file", "x.json"]).unwrap();
+    match cli.command {
+        crate::config::Command::Serve(a) => a.sched,
+        crate::config::Command::Simulate(_) => unreachable!(),
+    }
+}
+
+/// What the engine counts and the backend holds, in a form two loads can be compared by.
+async fn state(engine: &Engine<MemoryBackend>) -> (Vec<String>, Vec<Arc<PodView>>) {
+    let reports = engine.reports().await;
+    let usage = reports.iter().map(|r| format!("{} {:?} {:?}", r.name, r.allocs, r.snapshot.devices)).collect();
+    (usage, engine.backend().pods())
+}
+
+#[actix::test]
+async fn a_cluster_loaded_packed_is_the_cluster_loaded_whole() {
+    for file in ["cluster.json", "mixed-cluster.json"] {
+        let whole = memory_engine(&flags(), ClusterObjects::load(&example(file)).unwrap()).await.unwrap();
+        let packed_cluster = PackedCluster::load(&example(file)).unwrap();
+        let packed = start_memory_engine(&flags(), &packed_cluster.quotas).unwrap();
+        load_packed_cluster(&packed, packed_cluster).await;
+        let (usage, pods) = state(&whole).await;
+        assert!(usage.iter().any(|u| u.contains("Committed")), "{file}: the example holds devices");
+        assert_eq!(state(&packed).await, (usage, pods), "{file}");
+    }
+}
+
+#[actix::test]
+async fn every_pod_of_a_cluster_larger_than_a_load_batch_is_counted() {
+    // One node of the example, and copies of one of its running pods spread over more than two
+    // batches: every copy must be counted, those sent after the last wait included.
+    let mut cluster = ClusterObjects::load(&example("cluster.json")).unwrap();
+    let first = cluster.pods.iter().find(|p| p.spec.node_name.is_some()).unwrap().clone();
+    let node = first.spec.node_name.clone().unwrap();
+    cluster.nodes.retain(|n| n.metadata.name == node);
+    let copies = 2 * LOAD_BATCH + 3;
+    let pods: Vec<PackedPod> = (0..copies)
+        .map(|i| {
+            let mut p = first.clone();
+            p.metadata.name = format!("copy-{i}");
+            p.metadata.uid = format!("uid-{i}");
+            PackedPod::pack(&p)
+        })
+        .collect();
+    // Bound pods are counted whatever room is left, so every copy is held.
+    let engine = start_memory_engine(&flags(), &[]).unwrap();
+    let loaded = PackedCluster { nodes: cluster.nodes, pods, quotas: Vec::new() };
+    load_packed_cluster(&engine, loaded).await;
+    let reports = engine.reports().await;
+    let counted: usize = reports.iter().map(|r| r.allocs.len()).sum();
+    assert_eq!(counted, copies);
+    assert_eq!(engine.backend().pods().len(), copies);
+}
