@@ -68,15 +68,23 @@ enum State {
     Committed,
 }
 
+/// One pod's allocation on the node. Usage reads only `state` and `charges`; the rest is boxed,
+/// so the table keeps a few words a pod (a node of a large cluster holds dozens).
 #[derive(Clone, Debug)]
 struct Alloc {
+    state: State,
+    charges: Vec<Charge>,
+    info: Box<AllocInfo>,
+}
+
+/// What only reports, commits and a change of the node's devices read.
+#[derive(Clone, Debug)]
+struct AllocInfo {
     namespace: Arc<str>,
     name: Arc<str>,
-    state: State,
     devices: PodDevices,
     layout: Layout,
     tags: accounting::Tags,
-    charges: Vec<Charge>,
 }
 
 /// The namespace quota book, shared by every node actor.
@@ -344,7 +352,7 @@ impl NodeActor {
     fn drop_alloc(&mut self, uid: &PodUid) -> bool {
         let removed = self.allocs.remove(uid);
         if let (Some(a), Some(q)) = (&removed, &self.quota) {
-            q.remove(&a.namespace, &super::quota::usage_of(&a.charges));
+            q.remove(&a.info.namespace, &super::quota::usage_of(&a.charges));
         }
         let removed = removed.is_some();
         if removed {
@@ -397,9 +405,9 @@ impl Handler<Reserve> for NodeActor {
     type Result = MessageResult<Reserve>;
     fn handle(&mut self, msg: Reserve, ctx: &mut Context<Self>) -> Self::Result {
         let uid = msg.pod.uid.clone();
-        if let Some(Alloc { state: State::Committed, devices, .. }) = self.allocs.get(&uid) {
+        if let Some(Alloc { state: State::Committed, info, .. }) = self.allocs.get(&uid) {
             // Already bound here: reserving again changes nothing.
-            return MessageResult(Ok(Reserved { devices: devices.clone(), score: 0.0 }));
+            return MessageResult(Ok(Reserved { devices: info.devices.clone(), score: 0.0 }));
         }
         let layout = Self::layout_of(&msg.pod);
         // Re-run the fit against usage without this pod's own earlier reservation (the published
@@ -449,13 +457,15 @@ impl Handler<Reserve> for NodeActor {
         self.allocs.insert(
             uid.clone(),
             Alloc {
-                namespace: msg.pod.namespace.clone(),
-                name: msg.pod.name.clone(),
                 state: State::Reserved { seq },
-                devices: devices.clone(),
-                layout,
-                tags,
                 charges,
+                info: Box::new(AllocInfo {
+                    namespace: msg.pod.namespace.clone(),
+                    name: msg.pod.name.clone(),
+                    devices: devices.clone(),
+                    layout,
+                    tags,
+                }),
             },
         );
         self.released.remove(&uid);
@@ -486,7 +496,7 @@ impl Handler<Commit> for NodeActor {
         match self.allocs.get_mut(&msg.uid) {
             Some(a) => {
                 a.state = State::Committed;
-                let devices = a.devices.clone();
+                let devices = a.info.devices.clone();
                 self.count_pending();
                 Ok(devices)
             }
@@ -567,13 +577,13 @@ impl Handler<Report> for NodeActor {
             .iter()
             .map(|(uid, a)| AllocReport {
                 uid: uid.clone(),
-                namespace: a.namespace.clone(),
-                name: a.name.clone(),
+                namespace: a.info.namespace.clone(),
+                name: a.info.name.clone(),
                 state: match a.state {
                     State::Reserved { .. } => AllocState::Reserved,
                     State::Committed => AllocState::Committed,
                 },
-                devices: a.devices.clone(),
+                devices: a.info.devices.clone(),
             })
             .collect();
         allocs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));

@@ -310,6 +310,15 @@ fn apply_patch(v: &mut PodView, written: &mut BTreeMap<String, String>, patch: &
     }
 }
 
+/// The pods map's key for a pod.
+fn pod_key(namespace: &str, name: &str) -> Box<str> {
+    let mut k = String::with_capacity(namespace.len() + 1 + name.len());
+    k.push_str(namespace);
+    k.push('/');
+    k.push_str(name);
+    k.into_boxed_str()
+}
+
 struct PodEntry {
     /// The pod packed (one allocation); readers get their own unpacked copy.
     view: PackedPod,
@@ -319,10 +328,11 @@ struct PodEntry {
 
 struct Inner {
     nodes: DashMap<String, Arc<NodeView>>,
-    pods: DashMap<(String, String), PodEntry>,
+    /// Keyed `namespace/name` (neither may contain a `/`): one allocation a key, not two.
+    pods: DashMap<Box<str>, PodEntry>,
     events: Mutex<VecDeque<Event>>,
     /// Pods added by `learn_pod`, oldest first (see `LEARNED_UNBOUND_KEPT`).
-    learned: Mutex<VecDeque<(String, String)>>,
+    learned: Mutex<VecDeque<Box<str>>>,
     lock_timeout: Duration,
     /// Which pod took each node's Cambricon lock (the lock value itself names no owner).
     cambricon_holders: DashMap<String, (String, String)>,
@@ -378,7 +388,7 @@ impl MemoryBackend {
 
     /// Adds or replaces a pod already packed (see [`PackedCluster`]).
     pub fn insert_packed(&self, packed: PackedPod) {
-        let key = (packed.namespace().to_owned(), packed.name().to_owned());
+        let key = pod_key(packed.namespace(), packed.name());
         match self.inner.pods.entry(key) {
             dashmap::Entry::Occupied(mut e) => e.get_mut().view = packed,
             dashmap::Entry::Vacant(e) => {
@@ -393,7 +403,7 @@ impl MemoryBackend {
     }
 
     pub fn remove_pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
-        self.inner.pods.remove(&(namespace.to_owned(), name.to_owned())).and_then(|(_, e)| super::unpacked(&e.view))
+        self.inner.pods.remove(&pod_key(namespace, name)).and_then(|(_, e)| super::unpacked(&e.view))
     }
 
     pub fn nodes(&self) -> Vec<Arc<NodeView>> {
@@ -410,7 +420,7 @@ impl MemoryBackend {
 
     /// The annotations the scheduler wrote on a pod, as it wrote them.
     pub fn written(&self, namespace: &str, name: &str) -> BTreeMap<String, String> {
-        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).map(|e| e.written.clone()).unwrap_or_default()
+        self.inner.pods.get(&pod_key(namespace, name)).map(|e| e.written.clone()).unwrap_or_default()
     }
 
     pub fn events(&self) -> Vec<Event> {
@@ -453,7 +463,7 @@ impl MemoryBackend {
         let mut e = self
             .inner
             .pods
-            .get_mut(&(pod.namespace.clone(), pod.name.clone()))
+            .get_mut(&pod_key(&pod.namespace, &pod.name))
             .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
         if !pod.uid.is_empty() && e.view.uid() != pod.uid {
             return Err(Error::Refused(format!("pod {pod}: uid precondition failed")));
@@ -524,7 +534,7 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
-        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).and_then(|e| super::unpacked(&e.view))
+        self.inner.pods.get(&pod_key(namespace, name)).and_then(|e| super::unpacked(&e.view))
     }
 
     fn node(&self, name: &str) -> Option<Arc<NodeView>> {
@@ -559,7 +569,7 @@ impl Backend for MemoryBackend {
                 let l = codec::decode_node_lock(v)
                     .map_err(|e| Error::LockMalformed { node: node.to_owned(), why: e.to_string() })?;
                 let needs = super::lock_holder_to_ask(&l, pod).map(|(ns, name)| {
-                    pods.get(&(ns.to_owned(), name.to_owned()))
+                    pods.get(&pod_key(ns, name))
                         .and_then(|e| super::unpacked(&e.view))
                         .is_some_and(|p| super::holder_needs_lock(&p, node))
                 });
@@ -614,7 +624,7 @@ impl Backend for MemoryBackend {
     /// what the scheduler wrote on it. Only the newest `LEARNED_UNBOUND_KEPT` learned pods are
     /// kept while unbound.
     fn learn_pod(&self, pod: &PodView) {
-        let key = (pod.metadata.namespace.clone(), pod.metadata.name.clone());
+        let key = pod_key(&pod.metadata.namespace, &pod.metadata.name);
         if self.inner.pods.contains_key(&key) {
             return;
         }

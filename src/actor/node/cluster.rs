@@ -56,8 +56,11 @@ impl NodeActor {
                 ids.windows(2).all(|w| w[0] != w[1])
             };
             // Charges may depend on the devices (slices per entry), so recompute them.
-            let recomputed: Vec<(PodUid, Vec<Charge>)> =
-                self.allocs.iter().map(|(u, a)| (u.clone(), self.collapse(&a.devices, &a.layout, &a.tags))).collect();
+            let recomputed: Vec<(PodUid, Vec<Charge>)> = self
+                .allocs
+                .iter()
+                .map(|(u, a)| (u.clone(), self.collapse(&a.info.devices, &a.info.layout, &a.info.tags)))
+                .collect();
             for (u, c) in recomputed {
                 if let Some(a) = self.allocs.get_mut(&u) {
                     a.charges = c;
@@ -98,7 +101,7 @@ impl Handler<NodeRemoved> for NodeActor {
         for (uid, a) in &self.allocs {
             self.placements.remove_if(uid, |_, n| *n == self.name);
             if let Some(q) = &self.quota {
-                q.remove(&a.namespace, &crate::actor::quota::usage_of(&a.charges));
+                q.remove(&a.info.namespace, &crate::actor::quota::usage_of(&a.charges));
             }
         }
         self.allocs.clear();
@@ -145,13 +148,15 @@ impl Handler<PodObserved> for NodeActor {
         self.allocs.insert(
             msg.uid.clone(),
             Alloc {
-                namespace: msg.namespace,
-                name: msg.name,
                 state,
-                devices: msg.devices,
-                layout: msg.layout,
-                tags: msg.tags,
                 charges,
+                info: Box::new(AllocInfo {
+                    namespace: msg.namespace,
+                    name: msg.name,
+                    devices: msg.devices,
+                    layout: msg.layout,
+                    tags: msg.tags,
+                }),
             },
         );
         self.released.remove(&msg.uid);
