@@ -28,6 +28,15 @@ const TOMBSTONE_AGE: Duration = Duration::from_secs(600);
 /// would otherwise keep one per expired reservation for `TOMBSTONE_AGE`.
 const TOMBSTONES_KEPT: usize = 256;
 
+/// The key of a pod's tombstone: its uid hashed with a key drawn once per process. Two pods share
+/// one with odds of about one in 2^56 among a node's 256 at most; then an echo of the other pod,
+/// unbound, is not held provisionally (its bind reserves it again), so nothing is over-committed.
+fn tombstone(uid: &PodUid) -> u64 {
+    use std::hash::BuildHasher;
+    static KEY: std::sync::LazyLock<std::hash::RandomState> = std::sync::LazyLock::new(std::hash::RandomState::new);
+    KEY.hash_one(uid.as_str())
+}
+
 pub use super::board::SnapCell;
 use super::messages::*;
 
@@ -101,7 +110,9 @@ pub struct NodeActor {
     unusable: Option<Arc<str>>,
     allocs: HashMap<PodUid, Alloc>,
     /// Reservations released recently: an echo of the pod's old annotations must not revive them.
-    released: HashMap<PodUid, Instant>,
+    /// Keyed by [`tombstone`], not by the uid itself: a busy node keeps up to `TOMBSTONES_KEPT`,
+    /// and a uid's own allocation would be most of each one's cost.
+    released: HashMap<u64, Instant>,
     lock: Option<PodUid>,
     /// `lock.is_some()` and the reservations not yet bound, published for Filter.
     binds: Arc<BindState>,
@@ -357,7 +368,7 @@ impl NodeActor {
         let removed = removed.is_some();
         if removed {
             self.placements.remove_if(uid, |_, n| *n == self.name);
-            self.released.insert(uid.clone(), Instant::now());
+            self.released.insert(tombstone(uid), Instant::now());
             if self.released.len() > TOMBSTONES_KEPT {
                 self.trim_tombstones();
             }
@@ -468,7 +479,7 @@ impl Handler<Reserve> for NodeActor {
                 }),
             },
         );
-        self.released.remove(&uid);
+        self.released.remove(&tombstone(&uid));
         self.placements.insert(uid.clone(), self.name.clone());
         self.arm_ttl(uid, seq, msg.ttl, ctx);
         self.publish_devices(after);

@@ -121,7 +121,7 @@ impl Handler<PodObserved> for NodeActor {
             None => {
                 // An unbound pod we released (or that expired) must not come back from an echo of
                 // its annotations; one we never saw (a restart) is held provisionally.
-                if self.released.contains_key(&msg.uid) {
+                if self.released.contains_key(&tombstone(&msg.uid)) {
                     return;
                 }
                 // Held only if it fits beside what is held already: after a restart the
@@ -159,7 +159,7 @@ impl Handler<PodObserved> for NodeActor {
                 }),
             },
         );
-        self.released.remove(&msg.uid);
+        self.released.remove(&tombstone(&msg.uid));
         self.placements.insert(msg.uid, self.name.clone());
         self.publish();
     }
