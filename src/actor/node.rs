@@ -110,9 +110,7 @@ pub struct NodeActor {
     unusable: Option<Arc<str>>,
     allocs: HashMap<PodUid, Alloc>,
     /// Reservations released recently: an echo of the pod's old annotations must not revive them.
-    /// Keyed by [`tombstone`], not by the uid itself: a busy node keeps up to `TOMBSTONES_KEPT`,
-    /// and a uid's own allocation would be most of each one's cost.
-    released: HashMap<u64, Instant>,
+    released: Tombstones,
     lock: Option<PodUid>,
     /// `lock.is_some()` and the reservations not yet bound, published for Filter.
     binds: Arc<BindState>,
@@ -169,7 +167,7 @@ impl NodeActor {
             extras,
             unusable: None,
             allocs: HashMap::new(),
-            released: HashMap::new(),
+            released: Tombstones::default(),
             lock: None,
             binds,
             waiters: VecDeque::new(),
@@ -368,32 +366,44 @@ impl NodeActor {
         let removed = removed.is_some();
         if removed {
             self.placements.remove_if(uid, |_, n| *n == self.name);
-            self.released.insert(tombstone(uid), Instant::now());
-            if self.released.len() > TOMBSTONES_KEPT {
-                self.trim_tombstones();
-            }
+            self.released.bury(uid, Instant::now());
             if self.lock.as_ref() == Some(uid) {
                 self.pass_lock();
             }
         }
         removed
     }
+}
 
-    fn forget_old_tombstones(&mut self, keep: Duration) {
-        let now = Instant::now();
-        self.released.retain(|_, t| now.duration_since(*t) < keep);
+/// A node's tombstones, oldest first. Bounded without a node update to prune them: past
+/// `TOMBSTONES_KEPT` the oldest goes. Forgetting one is safe: an echo of that pod is then held
+/// only if its devices are free, and only until its TTL. Each is a hash of the uid and a time
+/// (see [`tombstone`]), not the uid's own allocation, and an emptied list gives its room back, so
+/// the nodes a busy cluster once used do not keep theirs.
+#[derive(Default)]
+struct Tombstones(std::collections::VecDeque<(u64, Instant)>);
+
+impl Tombstones {
+    fn bury(&mut self, uid: &PodUid, now: Instant) {
+        if self.0.len() >= TOMBSTONES_KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back((tombstone(uid), now));
     }
-
-    /// Keeps the tombstones bounded without a node update to prune them: the old ones go, and
-    /// past `TOMBSTONES_KEPT` the oldest half too. Forgetting one is safe: an echo of that pod is
-    /// then held only if its devices are free, and only until its TTL.
-    fn trim_tombstones(&mut self) {
-        self.forget_old_tombstones(TOMBSTONE_AGE);
-        if self.released.len() > TOMBSTONES_KEPT / 2 {
-            let mut ages: Vec<Instant> = self.released.values().copied().collect();
-            ages.sort_unstable();
-            let cut = ages[ages.len() - TOMBSTONES_KEPT / 2];
-            self.released.retain(|_, t| *t >= cut);
+    fn holds(&self, uid: &PodUid) -> bool {
+        let key = tombstone(uid);
+        self.0.iter().any(|(k, _)| *k == key)
+    }
+    fn forget(&mut self, uid: &PodUid) {
+        let key = tombstone(uid);
+        self.0.retain(|(k, _)| *k != key);
+    }
+    fn forget_older_than(&mut self, age: Duration, now: Instant) {
+        while self.0.front().is_some_and(|(_, t)| now.duration_since(*t) >= age) {
+            self.0.pop_front();
+        }
+        if self.0.is_empty() {
+            self.0 = std::collections::VecDeque::new();
         }
     }
 }
@@ -479,7 +489,7 @@ impl Handler<Reserve> for NodeActor {
                 }),
             },
         );
-        self.released.remove(&tombstone(&uid));
+        self.released.forget(&uid);
         self.placements.insert(uid.clone(), self.name.clone());
         self.arm_ttl(uid, seq, msg.ttl, ctx);
         self.publish_devices(after);

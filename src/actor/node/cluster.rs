@@ -70,7 +70,7 @@ impl NodeActor {
         // Node extras (cordon list, pair scores) are re-read on every change of the node, so
         // Filter always sees the current annotations.
         self.extras = nd.extras;
-        self.forget_old_tombstones(TOMBSTONE_AGE);
+        self.released.forget_older_than(TOMBSTONE_AGE, Instant::now());
         self.publish();
         Registration::Ok { devices: n, changed: !same || extras_changed }
     }
@@ -121,7 +121,7 @@ impl Handler<PodObserved> for NodeActor {
             None => {
                 // An unbound pod we released (or that expired) must not come back from an echo of
                 // its annotations; one we never saw (a restart) is held provisionally.
-                if self.released.contains_key(&tombstone(&msg.uid)) {
+                if self.released.holds(&msg.uid) {
                     return;
                 }
                 // Held only if it fits beside what is held already: after a restart the
@@ -159,7 +159,7 @@ impl Handler<PodObserved> for NodeActor {
                 }),
             },
         );
-        self.released.remove(&tombstone(&msg.uid));
+        self.released.forget(&msg.uid);
         self.placements.insert(msg.uid, self.name.clone());
         self.publish();
     }
