@@ -8,6 +8,7 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -68,32 +69,61 @@ impl BindState {
 
 pub type Book = DashMap<NodeName, NodeEntry>;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 enum State {
-    /// Expires unless committed; `seq` tells a stale timer from the current reservation.
+    /// Expires unless committed; `seq` tells a stale timer from the current reservation. Never
+    /// zero, so the state fits one word.
     Reserved {
-        seq: u64,
+        seq: NonZeroU64,
     },
     Committed,
 }
 
-/// One pod's allocation on the node. Usage reads only `state` and `charges`; the rest is boxed,
-/// so the table keeps a few words a pod (a node of a large cluster holds dozens).
+/// One pod's allocation on the node: two words in the node's table (a node of a large cluster
+/// holds dozens, and a hash table keeps room for more), the rest in one box.
 #[derive(Clone, Debug)]
 struct Alloc {
     state: State,
-    charges: Vec<Charge>,
     info: Box<AllocInfo>,
 }
 
-/// What only reports, commits and a change of the node's devices read.
+const _: () = assert!(std::mem::size_of::<Alloc>() == 16 && std::mem::size_of::<AllocInfo>() <= 104);
+
 #[derive(Clone, Debug)]
 struct AllocInfo {
+    /// What usage is rebuilt from.
+    charges: Box<[Charge]>,
     namespace: Arc<str>,
     name: Arc<str>,
     devices: PodDevices,
-    layout: Layout,
-    tags: accounting::Tags,
+    /// `None` for a pod without init containers ([`accounting::NO_INIT`]).
+    layout: Option<Box<Layout>>,
+    tags: Box<[accounting::Tag]>,
+}
+
+impl AllocInfo {
+    fn new(
+        charges: Vec<Charge>,
+        namespace: Arc<str>,
+        name: Arc<str>,
+        devices: PodDevices,
+        layout: Layout,
+        tags: accounting::Tags,
+    ) -> AllocInfo {
+        let layout = (layout != accounting::NO_INIT).then(|| Box::new(layout));
+        AllocInfo {
+            charges: charges.into_boxed_slice(),
+            namespace,
+            name,
+            devices,
+            layout,
+            tags: tags.into_boxed_slice(),
+        }
+    }
+
+    fn layout(&self) -> &Layout {
+        self.layout.as_deref().unwrap_or(&accounting::NO_INIT)
+    }
 }
 
 /// The namespace quota book, shared by every node actor.
@@ -196,7 +226,7 @@ impl NodeActor {
         let mut devs = self.base.clone();
         for (uid, a) in &self.allocs {
             if Some(uid) != skip {
-                accounting::apply(&mut devs, &a.charges);
+                accounting::apply(&mut devs, &a.info.charges);
             }
         }
         devs
@@ -240,7 +270,7 @@ impl NodeActor {
         self.snap.load()
     }
 
-    fn collapse(&self, devices: &PodDevices, layout: &Layout, tags: &accounting::Tags) -> Vec<Charge> {
+    fn collapse(&self, devices: &PodDevices, layout: &Layout, tags: &[accounting::Tag]) -> Vec<Charge> {
         self.collapse_held(devices, &[], layout, tags)
     }
 
@@ -250,7 +280,7 @@ impl NodeActor {
         devices: &PodDevices,
         held: &[(crate::model::VendorId, crate::model::DeviceUuid, crate::model::device::MigSlot)],
         layout: &Layout,
-        tags: &accounting::Tags,
+        tags: &[accounting::Tag],
     ) -> Vec<Charge> {
         let base = &self.base;
         let info = |u: &crate::model::DeviceUuid| base.iter().find(|d| d.info.id == *u).map(|d| d.info.clone());
@@ -311,6 +341,12 @@ impl NodeActor {
         Layout { n_init: pod.n_init, sidecars: pod.sidecars.clone(), init_released: false }
     }
 
+    /// A new sequence number, for a reservation or a snapshot.
+    fn next_seq(&mut self) -> NonZeroU64 {
+        self.seq += 1;
+        NonZeroU64::new(self.seq).unwrap_or(NonZeroU64::MAX)
+    }
+
     /// The reservation `seq` of `uid` lapses after `ttl` unless something replaced it by then.
     fn arm_ttl(&mut self, uid: PodUid, seq: u64, ttl: Duration, ctx: &mut Context<Self>) {
         self.expiries.insert((tokio::time::Instant::now() + ttl, seq), uid);
@@ -343,8 +379,7 @@ impl NodeActor {
                 break;
             }
             let ((_, seq), uid) = e.remove_entry();
-            let expired =
-                matches!(self.allocs.get(&uid), Some(Alloc { state: State::Reserved { seq: g }, .. }) if *g == seq);
+            let expired = matches!(self.allocs.get(&uid), Some(Alloc { state: State::Reserved { seq: g }, .. }) if g.get() == seq);
             if expired {
                 tracing::debug!(node = %self.name, pod = %uid, "reservation expired without a bind");
                 crate::metrics::reservation_expired();
@@ -361,7 +396,7 @@ impl NodeActor {
     fn drop_alloc(&mut self, uid: &PodUid) -> bool {
         let removed = self.allocs.remove(uid);
         if let (Some(a), Some(q)) = (&removed, &self.quota) {
-            q.remove(&a.info.namespace, &super::quota::usage_of(&a.charges));
+            q.remove(&a.info.namespace, &super::quota::usage_of(&a.info.charges));
         }
         let removed = removed.is_some();
         if removed {
@@ -442,7 +477,7 @@ impl Handler<Reserve> for NodeActor {
             Some(d) => (d, 0.0),
             None => {
                 // The pod's own earlier reservation must not count against its quota either.
-                let own = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.charges));
+                let own = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.info.charges));
                 let view = self.quota.as_ref().and_then(|q| q.view(&msg.pod.namespace)).map(|v| match &own {
                     Some(u) => v.without(&msg.pod.namespace, u),
                     None => v,
@@ -466,32 +501,31 @@ impl Handler<Reserve> for NodeActor {
         // Quota is checked and taken in one step per namespace, so reservations racing on other
         // nodes cannot exceed a limit together.
         if let Some(q) = &self.quota {
-            let old = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.charges));
+            let old = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.info.charges));
             if !q.try_replace(&msg.pod.namespace, old.as_ref(), &super::quota::usage_of(&charges)) {
                 let mut t = Tally::new(self.base.len());
                 t.add(Reason::ResourceQuotaNotFit, 1);
                 return MessageResult(Err(Rejection::Devices(t)));
             }
         }
-        self.seq += 1;
-        let seq = self.seq;
+        let seq = self.next_seq();
         self.allocs.insert(
             uid.clone(),
             Alloc {
                 state: State::Reserved { seq },
-                charges,
-                info: Box::new(AllocInfo {
-                    namespace: msg.pod.namespace.clone(),
-                    name: msg.pod.name.clone(),
-                    devices: devices.clone(),
+                info: Box::new(AllocInfo::new(
+                    charges,
+                    msg.pod.namespace.clone(),
+                    msg.pod.name.clone(),
+                    devices.clone(),
                     layout,
                     tags,
-                }),
+                )),
             },
         );
         self.released.forget(&uid);
         self.placements.insert(uid.clone(), self.name.clone());
-        self.arm_ttl(uid, seq, msg.ttl, ctx);
+        self.arm_ttl(uid, seq.get(), msg.ttl, ctx);
         self.publish_devices(after);
         MessageResult(Ok(Reserved { devices, score }))
     }

@@ -38,6 +38,9 @@ pub struct Layout {
     pub init_released: bool,
 }
 
+/// The layout of a pod without init containers, the usual one.
+pub static NO_INIT: Layout = Layout { n_init: 0, sidecars: Vec::new(), init_released: false };
+
 impl Layout {
     fn is_plain_init(&self, i: usize) -> bool {
         i < self.n_init && !self.sidecars.get(i).copied().unwrap_or(false)
@@ -159,7 +162,8 @@ pub fn add_held(charges: &mut Vec<Charge>, held: &[(VendorId, DeviceUuid, MigSlo
 }
 
 /// The task class and QoS of a pod per vendor (Metax sGPU co-locates by them).
-pub type Tags = Vec<(VendorId, TaskClass, Option<Arc<str>>)>;
+pub type Tags = Vec<Tag>;
+pub type Tag = (VendorId, TaskClass, Option<Arc<str>>);
 
 /// Asks every vendor the pod holds devices of (`holds`) what its part of the pod's allocation is
 /// tagged with. Tags only ever apply to charges of their own vendor, so the others are not kept
@@ -177,7 +181,7 @@ pub fn tags_of(
 }
 
 /// Sets each charge's class and QoS from the pod's tags.
-pub fn tag(charges: &mut [Charge], tags: &Tags) {
+pub fn tag(charges: &mut [Charge], tags: &[Tag]) {
     for c in charges.iter_mut() {
         if let Some((_, class, qos)) = tags.iter().find(|(v, _, _)| *v == c.vendor) {
             c.class = *class;

@@ -59,11 +59,11 @@ impl NodeActor {
             let recomputed: Vec<(PodUid, Vec<Charge>)> = self
                 .allocs
                 .iter()
-                .map(|(u, a)| (u.clone(), self.collapse(&a.info.devices, &a.info.layout, &a.info.tags)))
+                .map(|(u, a)| (u.clone(), self.collapse(&a.info.devices, a.info.layout(), &a.info.tags)))
                 .collect();
             for (u, c) in recomputed {
                 if let Some(a) = self.allocs.get_mut(&u) {
-                    a.charges = c;
+                    a.info.charges = c.into_boxed_slice();
                 }
             }
         }
@@ -101,7 +101,7 @@ impl Handler<NodeRemoved> for NodeActor {
         for (uid, a) in &self.allocs {
             self.placements.remove_if(uid, |_, n| *n == self.name);
             if let Some(q) = &self.quota {
-                q.remove(&a.info.namespace, &crate::actor::quota::usage_of(&a.charges));
+                q.remove(&a.info.namespace, &crate::actor::quota::usage_of(&a.info.charges));
             }
         }
         self.allocs.clear();
@@ -114,7 +114,7 @@ impl Handler<PodObserved> for NodeActor {
     fn handle(&mut self, mut msg: PodObserved, ctx: &mut Context<Self>) {
         self.share_names(&mut msg);
         let charges = self.collapse_held(&msg.devices, &msg.held, &msg.layout, &msg.tags);
-        let state = match self.allocs.get(&msg.uid).map(|a| a.state.clone()) {
+        let state = match self.allocs.get(&msg.uid).map(|a| a.state) {
             Some(State::Committed) => State::Committed,
             _ if msg.bound => State::Committed,
             Some(s @ State::Reserved { .. }) => s,
@@ -131,9 +131,8 @@ impl Handler<PodObserved> for NodeActor {
                     tracing::debug!(node = %self.name, pod = %msg.name, "unbound pod's annotated devices are taken; not held");
                     return;
                 }
-                self.seq += 1;
-                let seq = self.seq;
-                self.arm_ttl(msg.uid.clone(), seq, msg.ttl, ctx);
+                let seq = self.next_seq();
+                self.arm_ttl(msg.uid.clone(), seq.get(), msg.ttl, ctx);
                 State::Reserved { seq }
             }
         };
@@ -142,21 +141,14 @@ impl Handler<PodObserved> for NodeActor {
         }
         if let Some(q) = &self.quota {
             // A pod the cluster shows holds its devices whatever the limits say.
-            let old = self.allocs.get(&msg.uid).map(|a| crate::actor::quota::usage_of(&a.charges));
+            let old = self.allocs.get(&msg.uid).map(|a| crate::actor::quota::usage_of(&a.info.charges));
             q.replace(&msg.namespace, old.as_ref(), &crate::actor::quota::usage_of(&charges));
         }
         self.allocs.insert(
             msg.uid.clone(),
             Alloc {
                 state,
-                charges,
-                info: Box::new(AllocInfo {
-                    namespace: msg.namespace,
-                    name: msg.name,
-                    devices: msg.devices,
-                    layout: msg.layout,
-                    tags: msg.tags,
-                }),
+                info: Box::new(AllocInfo::new(charges, msg.namespace, msg.name, msg.devices, msg.layout, msg.tags)),
             },
         );
         self.released.forget(&msg.uid);

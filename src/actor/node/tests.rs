@@ -649,3 +649,32 @@ fn tombstones_keep_the_newest_and_give_their_room_back_once_forgotten() {
     t.forget_older_than(TOMBSTONE_AGE, later + Duration::from_secs(1000));
     assert_eq!((t.0.len(), t.0.capacity()), (0, 0), "an emptied list keeps no room");
 }
+
+#[actix::test]
+async fn an_init_containers_layout_survives_a_change_of_the_nodes_devices() {
+    // The allocation keeps its layout only when it has init containers; charges recomputed on a
+    // device change must still take the larger of init and regular, not their sum, and leave out
+    // the init containers once they have finished.
+    let h = Harness::start(one_gpu()).await;
+    let two_containers = |init_mem, mem| {
+        PodDevices(vec![(
+            NV,
+            vec![
+                vec![ContainerDevice::new("GPU-0", "NVIDIA", init_mem, 10)],
+                vec![ContainerDevice::new("GPU-0", "NVIDIA", mem, 20)],
+            ],
+        )])
+    };
+    let mut running = observed("uid-p1", two_containers(4096, 2048), true, TTL);
+    running.layout = Layout { n_init: 1, sidecars: vec![false], init_released: false };
+    let mut done = observed("uid-p2", two_containers(8192, 1024), true, TTL);
+    done.layout = Layout { n_init: 1, sidecars: vec![false], init_released: true };
+    h.addr.send(running).await.unwrap();
+    h.addr.send(done).await.unwrap();
+    let expected = (2, 4096 + 1024, 20 + 20);
+    assert_eq!(h.used(0), expected);
+
+    let two = one_gpu().gpu(gpu("GPU-1", 8192));
+    assert_eq!(h.register(two.view()).await, Registration::Ok { devices: 2, changed: true });
+    assert_eq!(h.used(0), expected, "charges recomputed with each pod's own layout");
+}
