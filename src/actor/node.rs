@@ -87,11 +87,12 @@ struct Alloc {
     info: Box<AllocInfo>,
 }
 
+// What a running pod costs each node actor rests on these sizes (docs/performance.md).
 const _: () = assert!(std::mem::size_of::<Alloc>() == 16 && std::mem::size_of::<AllocInfo>() <= 104);
 
+/// What usage is rebuilt from, and what reports, commits and a change of the node's devices read.
 #[derive(Clone, Debug)]
 struct AllocInfo {
-    /// What usage is rebuilt from.
     charges: Box<[Charge]>,
     namespace: Arc<str>,
     name: Arc<str>,
@@ -251,7 +252,7 @@ impl NodeActor {
     /// Publishes usage the caller already built (a reservation applied on top of the snapshot).
     fn publish_devices(&mut self, devs: Vec<DeviceUsage>) {
         self.count_pending();
-        self.seq += 1;
+        self.next_seq();
         self.snap.store(Arc::new(self.snapshot_of(devs)));
         if !self.prefill_queued
             && let Some(me) = self.me.as_ref().and_then(actix::WeakAddr::upgrade)
@@ -341,7 +342,7 @@ impl NodeActor {
         Layout { n_init: pod.n_init, sidecars: pod.sidecars.clone(), init_released: false }
     }
 
-    /// A new sequence number, for a reservation or a snapshot.
+    /// The next number of the one counter reservations and published snapshots share.
     fn next_seq(&mut self) -> NonZeroU64 {
         self.seq += 1;
         NonZeroU64::new(self.seq).unwrap_or(NonZeroU64::MAX)
@@ -416,7 +417,7 @@ impl NodeActor {
 /// (see [`tombstone`]), not the uid's own allocation, and an emptied list gives its room back, so
 /// the nodes a busy cluster once used do not keep theirs.
 #[derive(Default)]
-struct Tombstones(std::collections::VecDeque<(u64, Instant)>);
+struct Tombstones(VecDeque<(u64, Instant)>);
 
 impl Tombstones {
     fn bury(&mut self, uid: &PodUid, now: Instant) {
@@ -438,7 +439,7 @@ impl Tombstones {
             self.0.pop_front();
         }
         if self.0.is_empty() {
-            self.0 = std::collections::VecDeque::new();
+            self.0 = VecDeque::new();
         }
     }
 }
