@@ -3,6 +3,7 @@
 //! Nothing here performs I/O, reads a clock or imports actix, kube, tokio or http.
 
 pub mod annotations;
+pub(crate) mod bytes;
 pub mod codec;
 pub mod device;
 pub mod edit;

@@ -40,6 +40,7 @@ fn tombstone(uid: &PodUid) -> u64 {
 
 pub use super::board::SnapCell;
 use super::messages::*;
+use record::{Parts, Record};
 
 /// The shared address book entry of a node: its actor, its latest snapshot, and the state of its
 /// binds (written by the actor only; Filter reads it to prefer nodes no bind is busy with).
@@ -79,53 +80,17 @@ enum State {
     Committed,
 }
 
-/// One pod's allocation on the node: two words in the node's table (a node of a large cluster
-/// holds dozens, and a hash table keeps room for more), the rest in one box.
+/// One pod's allocation on the node. A node of a large cluster holds dozens, so everything but
+/// what rebuilding usage reads (the charges) is one compact buffer ([`Record`]).
 #[derive(Clone, Debug)]
 struct Alloc {
     state: State,
-    info: Box<AllocInfo>,
-}
-
-// What a running pod costs each node actor rests on these sizes (docs/performance.md).
-const _: () = assert!(std::mem::size_of::<Alloc>() == 16 && std::mem::size_of::<AllocInfo>() <= 104);
-
-/// What usage is rebuilt from, and what reports, commits and a change of the node's devices read.
-#[derive(Clone, Debug)]
-struct AllocInfo {
     charges: Box<[Charge]>,
-    namespace: Arc<str>,
-    name: Arc<str>,
-    devices: PodDevices,
-    /// `None` for a pod without init containers ([`accounting::NO_INIT`]).
-    layout: Option<Box<Layout>>,
-    tags: Box<[accounting::Tag]>,
+    record: Record,
 }
 
-impl AllocInfo {
-    fn new(
-        charges: Vec<Charge>,
-        namespace: Arc<str>,
-        name: Arc<str>,
-        devices: PodDevices,
-        layout: Layout,
-        tags: accounting::Tags,
-    ) -> AllocInfo {
-        let layout = (layout != accounting::NO_INIT).then(|| Box::new(layout));
-        AllocInfo {
-            charges: charges.into_boxed_slice(),
-            namespace,
-            name,
-            devices,
-            layout,
-            tags: tags.into_boxed_slice(),
-        }
-    }
-
-    fn layout(&self) -> &Layout {
-        self.layout.as_deref().unwrap_or(&accounting::NO_INIT)
-    }
-}
+// What a running pod costs each node actor rests on this size (docs/performance.md).
+const _: () = assert!(std::mem::size_of::<Alloc>() == 40);
 
 /// The namespace quota book, shared by every node actor.
 pub type SharedQuota = Arc<super::quota::QuotaBook>;
@@ -155,7 +120,8 @@ pub struct NodeActor {
     unhealthy: Vec<crate::model::VendorId>,
     /// No two registered devices share an id, so a charge's device position can be resolved once.
     unique_ids: bool,
-    /// Type words and namespaces of the pods seen here, shared by their allocations.
+    /// Type words, namespaces and QoS names of the pods seen here, which their records name by
+    /// place (only ever added to).
     words: Vec<Arc<str>>,
     /// When each reservation lapses, by (deadline on tokio's clock, which the timers run on and
     /// tests pause; sequence number), with one timer armed for the earliest: actix polls every
@@ -222,12 +188,45 @@ impl NodeActor {
         Arc::new(NodeSnapshot::new(name.clone(), Vec::new(), vec![None; vendors.len()]))
     }
 
+    /// Writes a pod's record against this node's devices and words.
+    fn record(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        devices: &PodDevices,
+        layout: &Layout,
+        tags: &[accounting::Tag],
+    ) -> Record {
+        Record::write(namespace, name, devices, layout, tags, &self.base, &mut self.words)
+    }
+
+    /// Reads an allocation's record. One that does not read is a bug in this actor: it is logged,
+    /// and the caller refuses what needed it rather than guess.
+    fn parts(&self, uid: &PodUid, a: &Alloc) -> Option<Parts> {
+        let parts = a.record.read(&self.base, &self.words);
+        if parts.is_none() {
+            tracing::error!(node = %self.name, pod = %uid, bytes = a.record.len(), "allocation record does not read");
+        }
+        parts
+    }
+
+    /// Takes an allocation's usage out of its namespace's quota.
+    fn unquote(&self, q: &SharedQuota, uid: &PodUid, a: &Alloc) {
+        match a.record.namespace(&self.words) {
+            Some(ns) => q.remove(&ns, &super::quota::usage_of(&a.charges)),
+            // Left counted: the namespace then has less room, never more.
+            None => {
+                tracing::error!(node = %self.name, pod = %uid, "allocation record does not read; its quota stays taken")
+            }
+        }
+    }
+
     /// Usage = registered devices + every allocation, built from scratch so it can never drift.
     fn usage(&self, skip: Option<&PodUid>) -> Vec<DeviceUsage> {
         let mut devs = self.base.clone();
         for (uid, a) in &self.allocs {
             if Some(uid) != skip {
-                accounting::apply(&mut devs, &a.info.charges);
+                accounting::apply(&mut devs, &a.charges);
             }
         }
         devs
@@ -288,10 +287,15 @@ impl NodeActor {
         let mut charges = accounting::collapse(devices, layout, &self.vendors, &info);
         accounting::add_held(&mut charges, held);
         accounting::tag(&mut charges, tags);
-        // Resolved once here, so rebuilding usage costs one lookup per charge, not a scan.
-        if self.unique_ids {
-            for c in charges.iter_mut() {
-                c.pos = base.iter().position(|d| d.vendor == c.vendor && d.info.id == c.uuid).map(|p| p as u16);
+        for c in charges.iter_mut() {
+            let pos = base.iter().position(|d| d.vendor == c.vendor && d.info.id == c.uuid);
+            if let Some(p) = pos {
+                // The node's own copy of the id, not one per pod decoded from its annotations.
+                c.uuid = base[p].info.id.clone();
+            }
+            // Resolved once here, so rebuilding usage costs one lookup per charge, not a scan.
+            if self.unique_ids {
+                c.pos = pos.map(|p| p as u16);
             }
         }
         // Kept with the allocation for as long as the pod holds its devices.
@@ -397,7 +401,7 @@ impl NodeActor {
     fn drop_alloc(&mut self, uid: &PodUid) -> bool {
         let removed = self.allocs.remove(uid);
         if let (Some(a), Some(q)) = (&removed, &self.quota) {
-            q.remove(&a.info.namespace, &super::quota::usage_of(&a.info.charges));
+            self.unquote(q, uid, a);
         }
         let removed = removed.is_some();
         if removed {
@@ -462,9 +466,12 @@ impl Handler<Reserve> for NodeActor {
     type Result = MessageResult<Reserve>;
     fn handle(&mut self, msg: Reserve, ctx: &mut Context<Self>) -> Self::Result {
         let uid = msg.pod.uid.clone();
-        if let Some(Alloc { state: State::Committed, info, .. }) = self.allocs.get(&uid) {
+        if let Some(a @ Alloc { state: State::Committed, .. }) = self.allocs.get(&uid) {
             // Already bound here: reserving again changes nothing.
-            return MessageResult(Ok(Reserved { devices: info.devices.clone(), score: 0.0 }));
+            return MessageResult(match self.parts(&uid, a) {
+                Some(p) => Ok(Reserved { devices: p.devices, score: 0.0 }),
+                None => Err(Rejection::NodeUnusable),
+            });
         }
         let layout = Self::layout_of(&msg.pod);
         // Re-run the fit against usage without this pod's own earlier reservation (the published
@@ -478,7 +485,7 @@ impl Handler<Reserve> for NodeActor {
             Some(d) => (d, 0.0),
             None => {
                 // The pod's own earlier reservation must not count against its quota either.
-                let own = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.info.charges));
+                let own = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.charges));
                 let view = self.quota.as_ref().and_then(|q| q.view(&msg.pod.namespace)).map(|v| match &own {
                     Some(u) => v.without(&msg.pod.namespace, u),
                     None => v,
@@ -502,7 +509,7 @@ impl Handler<Reserve> for NodeActor {
         // Quota is checked and taken in one step per namespace, so reservations racing on other
         // nodes cannot exceed a limit together.
         if let Some(q) = &self.quota {
-            let old = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.info.charges));
+            let old = self.allocs.get(&uid).map(|a| super::quota::usage_of(&a.charges));
             if !q.try_replace(&msg.pod.namespace, old.as_ref(), &super::quota::usage_of(&charges)) {
                 let mut t = Tally::new(self.base.len());
                 t.add(Reason::ResourceQuotaNotFit, 1);
@@ -510,20 +517,9 @@ impl Handler<Reserve> for NodeActor {
             }
         }
         let seq = self.next_seq();
-        self.allocs.insert(
-            uid.clone(),
-            Alloc {
-                state: State::Reserved { seq },
-                info: Box::new(AllocInfo::new(
-                    charges,
-                    msg.pod.namespace.clone(),
-                    msg.pod.name.clone(),
-                    devices.clone(),
-                    layout,
-                    tags,
-                )),
-            },
-        );
+        let record = self.record(&msg.pod.namespace, &msg.pod.name, &devices, &layout, &tags);
+        self.allocs
+            .insert(uid.clone(), Alloc { state: State::Reserved { seq }, charges: charges.into_boxed_slice(), record });
         self.released.forget(&uid);
         self.placements.insert(uid.clone(), self.name.clone());
         self.arm_ttl(uid, seq.get(), msg.ttl, ctx);
@@ -549,15 +545,14 @@ impl Handler<Prefill> for NodeActor {
 impl Handler<Commit> for NodeActor {
     type Result = Result<PodDevices, NotReserved>;
     fn handle(&mut self, msg: Commit, _: &mut Context<Self>) -> Self::Result {
-        match self.allocs.get_mut(&msg.uid) {
-            Some(a) => {
-                a.state = State::Committed;
-                let devices = a.info.devices.clone();
-                self.count_pending();
-                Ok(devices)
-            }
-            None => Err(NotReserved),
+        let Some(a) = self.allocs.get(&msg.uid) else { return Err(NotReserved) };
+        // Read before committing: a bind must not go ahead without the devices it writes.
+        let devices = self.parts(&msg.uid, a).ok_or(NotReserved)?.devices;
+        if let Some(a) = self.allocs.get_mut(&msg.uid) {
+            a.state = State::Committed;
         }
+        self.count_pending();
+        Ok(devices)
     }
 }
 
@@ -631,15 +626,23 @@ impl Handler<Report> for NodeActor {
         let mut allocs: Vec<AllocReport> = self
             .allocs
             .iter()
-            .map(|(uid, a)| AllocReport {
-                uid: uid.clone(),
-                namespace: a.info.namespace.clone(),
-                name: a.info.name.clone(),
-                state: match a.state {
-                    State::Reserved { .. } => AllocState::Reserved,
-                    State::Committed => AllocState::Committed,
-                },
-                devices: a.info.devices.clone(),
+            .map(|(uid, a)| {
+                // A record that does not read is reported under the uid, holding nothing listed.
+                let p = self.parts(uid, a);
+                let (namespace, name, devices) = match p {
+                    Some(p) => (p.namespace, p.name, p.devices),
+                    None => (Arc::from(""), Arc::from(uid.as_str()), PodDevices::default()),
+                };
+                AllocReport {
+                    uid: uid.clone(),
+                    namespace,
+                    name,
+                    state: match a.state {
+                        State::Reserved { .. } => AllocState::Reserved,
+                        State::Committed => AllocState::Committed,
+                    },
+                    devices,
+                }
             })
             .collect();
         allocs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -653,6 +656,7 @@ impl Handler<Report> for NodeActor {
 }
 
 mod cluster;
+mod record;
 
 #[cfg(test)]
 mod tests;

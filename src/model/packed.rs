@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::bytes::{Reader, Writer};
 use super::pod::{
     ContainerStateView, ContainerStatusView, ContainerView, EnvVarView, ObjectMetaView, PodSpecView, PodStatusView,
     PodView, QuantityText, ResourcesView, SchedulingGroupView, SecurityContextView, TerminatedView,
@@ -195,33 +196,7 @@ struct Head<'a> {
     node_name: Option<&'a str>,
 }
 
-struct Writer(Vec<u8>);
-
 impl Writer {
-    fn byte(&mut self, b: u8) {
-        self.0.push(b);
-    }
-    fn varint(&mut self, mut n: u64) {
-        while n >= 0x80 {
-            self.0.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        self.0.push(n as u8);
-    }
-    fn str(&mut self, s: &str) {
-        self.varint(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-    /// 0 for none, else the length plus one.
-    fn opt_str(&mut self, s: Option<&str>) {
-        match s {
-            None => self.byte(0),
-            Some(s) => {
-                self.varint(s.len() as u64 + 1);
-                self.0.extend_from_slice(s.as_bytes());
-            }
-        }
-    }
     /// A key's code plus one, or 0 and the key itself when it has no code.
     fn key(&mut self, k: &str) {
         match vec_map::key_code(k) {
@@ -237,12 +212,6 @@ impl Writer {
         for (k, v) in m {
             self.key(k);
             value(self, v);
-        }
-    }
-    fn list<T>(&mut self, items: &[T], mut item: impl FnMut(&mut Self, &T)) {
-        self.varint(items.len() as u64);
-        for t in items {
-            item(self, t);
         }
     }
     fn container(&mut self, c: &ContainerView) {
@@ -272,46 +241,7 @@ enum KeyRef<'a> {
     Text(&'a str),
 }
 
-/// Reads what `Writer` wrote; `None` at the first byte that does not fit.
-struct Reader<'a>(&'a [u8]);
-
 impl<'a> Reader<'a> {
-    fn byte(&mut self) -> Option<u8> {
-        let (b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(*b)
-    }
-    fn varint(&mut self) -> Option<u64> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            n |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Some(n);
-            }
-        }
-        None
-    }
-    fn bytes(&mut self, len: u64) -> Option<&'a str> {
-        let len = usize::try_from(len).ok()?;
-        if len > self.0.len() {
-            return None;
-        }
-        let (s, rest) = self.0.split_at(len);
-        self.0 = rest;
-        std::str::from_utf8(s).ok()
-    }
-    fn str(&mut self) -> Option<&'a str> {
-        let len = self.varint()?;
-        self.bytes(len)
-    }
-    /// `Some(None)` for an absent field; `None` when the buffer is broken.
-    fn opt_str(&mut self) -> Option<Option<&'a str>> {
-        match self.varint()? {
-            0 => Some(None),
-            n => self.bytes(n - 1).map(Some),
-        }
-    }
     fn key_ref(&mut self) -> Option<KeyRef<'a>> {
         match self.varint()? {
             0 => self.str().map(KeyRef::Text),
@@ -324,11 +254,6 @@ impl<'a> Reader<'a> {
             KeyRef::Text(t) => Some(vec_map::interned(t)),
         }
     }
-    fn count(&mut self) -> Option<usize> {
-        let n = usize::try_from(self.varint()?).ok()?;
-        // Every entry takes at least a byte: a count past the bytes left is a broken buffer.
-        (n <= self.0.len()).then_some(n)
-    }
     fn map<V>(&mut self, mut value: impl FnMut(&mut Self) -> Option<V>) -> Option<VecMap<V>> {
         let n = self.count()?;
         let mut entries = Vec::with_capacity(n);
@@ -337,14 +262,6 @@ impl<'a> Reader<'a> {
             entries.push((k, value(self)?));
         }
         Some(VecMap::from_entries(entries))
-    }
-    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
-        let n = self.count()?;
-        let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            out.push(item(self)?);
-        }
-        Some(out)
     }
     fn container(&mut self) -> Option<ContainerView> {
         let name = self.str()?.to_owned();

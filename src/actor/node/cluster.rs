@@ -4,27 +4,6 @@
 use super::*;
 
 impl NodeActor {
-    /// Points the observed pod's device ids, type words and namespace at copies this node keeps
-    /// already (its devices' ids, the words and namespaces of earlier pods), so a node's
-    /// running pods do not each hold their own copies of the same few strings; and drops the
-    /// spare room decoding left in the pod's lists, kept for as long as the pod runs.
-    fn share_names(&mut self, msg: &mut PodObserved) {
-        msg.devices.0.shrink_to_fit();
-        for (_, containers) in msg.devices.0.iter_mut() {
-            containers.shrink_to_fit();
-            for c in containers.iter_mut() {
-                c.shrink_to_fit();
-                for d in c.iter_mut() {
-                    if let Some(b) = self.base.iter().find(|b| b.info.id == d.uuid) {
-                        d.uuid = b.info.id.clone();
-                    }
-                    d.ty = share(&mut self.words, &d.ty);
-                }
-            }
-        }
-        msg.namespace = share(&mut self.words, &msg.namespace);
-    }
-
     /// Reads the node's devices (without the vendors found dead) and publishes them.
     fn register(&mut self, node: Arc<crate::model::pod::NodeView>) -> Registration {
         let mut nd = self.vendors.discover(&node);
@@ -48,6 +27,10 @@ impl NodeActor {
         self.unusable = None;
         let n = nd.devices.len();
         if !same {
+            // Records name devices by position: read them against the old list, write them again
+            // against the new one. One that does not read keeps its charges and record (logged).
+            let parts: Vec<(PodUid, Parts)> =
+                self.allocs.iter().filter_map(|(u, a)| Some((u.clone(), self.parts(u, a)?))).collect();
             self.base = nd.devices;
             self.unique_ids = {
                 let mut ids: Vec<(&crate::model::DeviceUuid, crate::model::VendorId)> =
@@ -56,14 +39,12 @@ impl NodeActor {
                 ids.windows(2).all(|w| w[0] != w[1])
             };
             // Charges may depend on the devices (slices per entry), so recompute them.
-            let recomputed: Vec<(PodUid, Vec<Charge>)> = self
-                .allocs
-                .iter()
-                .map(|(u, a)| (u.clone(), self.collapse(&a.info.devices, a.info.layout(), &a.info.tags)))
-                .collect();
-            for (u, c) in recomputed {
+            for (u, p) in parts {
+                let charges = self.collapse(&p.devices, &p.layout, &p.tags).into_boxed_slice();
+                let record = self.record(&p.namespace, &p.name, &p.devices, &p.layout, &p.tags);
                 if let Some(a) = self.allocs.get_mut(&u) {
-                    a.info.charges = c.into_boxed_slice();
+                    a.charges = charges;
+                    a.record = record;
                 }
             }
         }
@@ -101,7 +82,7 @@ impl Handler<NodeRemoved> for NodeActor {
         for (uid, a) in &self.allocs {
             self.placements.remove_if(uid, |_, n| *n == self.name);
             if let Some(q) = &self.quota {
-                q.remove(&a.info.namespace, &crate::actor::quota::usage_of(&a.info.charges));
+                self.unquote(q, uid, a);
             }
         }
         self.allocs.clear();
@@ -111,8 +92,7 @@ impl Handler<NodeRemoved> for NodeActor {
 
 impl Handler<PodObserved> for NodeActor {
     type Result = ();
-    fn handle(&mut self, mut msg: PodObserved, ctx: &mut Context<Self>) {
-        self.share_names(&mut msg);
+    fn handle(&mut self, msg: PodObserved, ctx: &mut Context<Self>) {
         let charges = self.collapse_held(&msg.devices, &msg.held, &msg.layout, &msg.tags);
         let state = match self.allocs.get(&msg.uid).map(|a| a.state) {
             Some(State::Committed) => State::Committed,
@@ -141,16 +121,11 @@ impl Handler<PodObserved> for NodeActor {
         }
         if let Some(q) = &self.quota {
             // A pod the cluster shows holds its devices whatever the limits say.
-            let old = self.allocs.get(&msg.uid).map(|a| crate::actor::quota::usage_of(&a.info.charges));
+            let old = self.allocs.get(&msg.uid).map(|a| crate::actor::quota::usage_of(&a.charges));
             q.replace(&msg.namespace, old.as_ref(), &crate::actor::quota::usage_of(&charges));
         }
-        self.allocs.insert(
-            msg.uid.clone(),
-            Alloc {
-                state,
-                info: Box::new(AllocInfo::new(charges, msg.namespace, msg.name, msg.devices, msg.layout, msg.tags)),
-            },
-        );
+        let record = self.record(&msg.namespace, &msg.name, &msg.devices, &msg.layout, &msg.tags);
+        self.allocs.insert(msg.uid.clone(), Alloc { state, charges: charges.into_boxed_slice(), record });
         self.released.forget(&msg.uid);
         self.placements.insert(msg.uid, self.name.clone());
         self.publish();
@@ -166,18 +141,4 @@ impl Handler<PodDeleted> for NodeActor {
         }
         removed
     }
-}
-
-/// Words one node keeps for sharing at most (a node sees few distinct ones).
-const WORDS_KEPT: usize = 64;
-
-/// `word` as one of the shared `words`, added when new and there is room.
-fn share(words: &mut Vec<Arc<str>>, word: &Arc<str>) -> Arc<str> {
-    if let Some(w) = words.iter().find(|w| ***w == **word) {
-        return w.clone();
-    }
-    if words.len() < WORDS_KEPT {
-        words.push(word.clone());
-    }
-    word.clone()
 }
