@@ -58,11 +58,12 @@ pub const MEMO_SLOTS: usize = 16;
 #[derive(Default)]
 pub struct FitMemo(std::sync::Mutex<Answers>);
 
-/// Keys apart from answers: a miss scans 16-byte keys, not whole answers.
+/// Keys apart from answers: a miss scans 16-byte keys, not whole answers. A rejection is boxed:
+/// every node of a large cluster keeps a memo, and most answers are fits (two words, not ten).
 #[derive(Default)]
 struct Answers {
     keys: Vec<FitKey>,
-    answers: Vec<Result<f32, Rejection>>,
+    answers: Vec<Result<f32, Box<Rejection>>>,
 }
 
 impl FitMemo {
@@ -72,7 +73,7 @@ impl FitMemo {
         if let Ok(m) = self.0.try_lock()
             && let Some(i) = m.keys.iter().position(|k| *k == key)
         {
-            return m.answers[i];
+            return m.answers[i].as_ref().copied().map_err(|r| **r);
         }
         let r = fit();
         if let Ok(mut m) = self.0.try_lock()
@@ -83,7 +84,7 @@ impl FitMemo {
                 let _ = m.answers.remove(0);
             }
             m.keys.push(key);
-            m.answers.push(r);
+            m.answers.push(r.map_err(Box::new));
         }
         r
     }
