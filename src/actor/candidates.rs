@@ -162,20 +162,11 @@ pub(super) struct Table {
 
 /// Per candidate, the score when it fits (`None`: it does not) and, only then read, why not.
 /// Scores sit apart from the much larger rejections, so collecting a filter's fitting candidates
-/// reads a few pages instead of every rejection. A rejection is held by reference, set only for a
-/// candidate that does not fit: a table of 5,000 candidates then takes a word per candidate for
-/// them, not eight, and a copy of a shared table copies references.
+/// reads a few pages instead of every rejection.
 #[derive(Clone)]
 pub(super) struct Answers {
     scores: Vec<Option<f32>>,
-    rejections: Vec<Option<Arc<Rejection>>>,
-}
-
-impl Answers {
-    /// Why candidate `i` does not fit (`NodeUnregistered` for one that was never answered).
-    fn rejection(&self, i: usize) -> Rejection {
-        self.rejections[i].as_deref().copied().unwrap_or(Rejection::NodeUnregistered)
-    }
+    rejections: Vec<Rejection>,
 }
 
 impl Answers {
@@ -187,7 +178,7 @@ impl Answers {
 impl Table {
     /// A table that knows no answer yet.
     pub(super) fn fresh(key: FitKey, len: usize) -> Table {
-        let answers = Answers { scores: vec![Some(0.0); len], rejections: vec![None; len] };
+        let answers = Answers { scores: vec![Some(0.0); len], rejections: vec![Rejection::NodeUnregistered; len] };
         Table { key, generations: vec![NEVER; len], answers: Arc::new(answers), counts: RejectionCounts::default() }
     }
     /// Whether candidate `i`'s answer is for the snapshot of `generation`.
@@ -198,17 +189,14 @@ impl Table {
         let i = i as usize;
         let a = Arc::make_mut(&mut self.answers);
         if self.generations[i] != NEVER && a.scores[i].is_none() {
-            self.counts.remove(&a.rejection(i));
+            self.counts.remove(&a.rejections[i]);
         }
         match answer {
-            Ok(score) => {
-                a.scores[i] = Some(score);
-                a.rejections[i] = None;
-            }
+            Ok(score) => a.scores[i] = Some(score),
             Err(r) => {
                 self.counts.add(&r);
                 a.scores[i] = None;
-                a.rejections[i] = Some(Arc::new(r));
+                a.rejections[i] = r;
             }
         }
         self.generations[i] = snap.generation;
@@ -220,7 +208,7 @@ impl Table {
     #[cfg(test)]
     pub(super) fn answer(&self, i: u32) -> Result<f32, Rejection> {
         let i = i as usize;
-        self.answers.scores[i].ok_or_else(|| self.answers.rejection(i))
+        self.answers.scores[i].ok_or(self.answers.rejections[i])
     }
     /// Every answer as it stands now (shared, not copied).
     pub(super) fn answers(&self) -> Arc<Answers> {
@@ -254,7 +242,7 @@ impl Listed {
             let rejection = match cell {
                 None => Rejection::NodeUnregistered,
                 Some(_) if self.answers.scores[k as usize].is_some() => return None,
-                Some(_) => self.answers.rejection(k as usize),
+                Some(_) => self.answers.rejections[k as usize],
             };
             Some((self.list.name(k), rejection, cell.map(|c| c.load())))
         })
