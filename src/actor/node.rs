@@ -23,24 +23,12 @@ use crate::sched::reason::{Need, Reason, Tally};
 use crate::sched::{NodeSnapshot, Rejection, Scratch, fit};
 use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 
-/// How long a released reservation's tombstone stops an echo of its pod's annotations.
-const TOMBSTONE_AGE: Duration = Duration::from_secs(600);
-/// Tombstones one node keeps at most: a busy node with no annotation updates to prune them on
-/// would otherwise keep one per expired reservation for `TOMBSTONE_AGE`.
-const TOMBSTONES_KEPT: usize = 256;
-
-/// The key of a pod's tombstone: its uid hashed with a key drawn once per process. Two pods share
-/// one with odds of about one in 2^56 among a node's 256 at most; then an echo of the other pod,
-/// unbound, is not held provisionally (its bind reserves it again), so nothing is over-committed.
-fn tombstone(uid: &PodUid) -> u64 {
-    use std::hash::BuildHasher;
-    static KEY: std::sync::LazyLock<std::hash::RandomState> = std::sync::LazyLock::new(std::hash::RandomState::new);
-    KEY.hash_one(uid.as_str())
-}
-
 pub use super::board::SnapCell;
 use super::messages::*;
 use record::{Parts, Record};
+#[cfg(test)]
+use tombstones::TOMBSTONES_KEPT;
+use tombstones::{TOMBSTONE_AGE, Tombstones};
 
 /// The shared address book entry of a node: its actor, its latest snapshot, and the state of its
 /// binds (written by the actor only; Filter reads it to prefer nodes no bind is busy with).
@@ -415,39 +403,6 @@ impl NodeActor {
     }
 }
 
-/// A node's tombstones, oldest first. Bounded without a node update to prune them: past
-/// `TOMBSTONES_KEPT` the oldest goes. Forgetting one is safe: an echo of that pod is then held
-/// only if its devices are free, and only until its TTL. Each is a hash of the uid and a time
-/// (see [`tombstone`]), not the uid's own allocation, and an emptied list gives its room back, so
-/// the nodes a busy cluster once used do not keep theirs.
-#[derive(Default)]
-struct Tombstones(VecDeque<(u64, Instant)>);
-
-impl Tombstones {
-    fn bury(&mut self, uid: &PodUid, now: Instant) {
-        if self.0.len() >= TOMBSTONES_KEPT {
-            self.0.pop_front();
-        }
-        self.0.push_back((tombstone(uid), now));
-    }
-    fn holds(&self, uid: &PodUid) -> bool {
-        let key = tombstone(uid);
-        self.0.iter().any(|(k, _)| *k == key)
-    }
-    fn forget(&mut self, uid: &PodUid) {
-        let key = tombstone(uid);
-        self.0.retain(|(k, _)| *k != key);
-    }
-    fn forget_older_than(&mut self, age: Duration, now: Instant) {
-        while self.0.front().is_some_and(|(_, t)| now.duration_since(*t) >= age) {
-            self.0.pop_front();
-        }
-        if self.0.is_empty() {
-            self.0 = VecDeque::new();
-        }
-    }
-}
-
 impl Handler<Filter> for NodeActor {
     type Result = MessageResult<Filter>;
     fn handle(&mut self, msg: Filter, _: &mut Context<Self>) -> Self::Result {
@@ -657,6 +612,7 @@ impl Handler<Report> for NodeActor {
 
 mod cluster;
 mod record;
+mod tombstones;
 
 #[cfg(test)]
 mod tests;

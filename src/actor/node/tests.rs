@@ -628,28 +628,6 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
     arbiter.stop();
 }
 
-#[test]
-fn tombstones_keep_the_newest_and_give_their_room_back_once_forgotten() {
-    let t0 = Instant::now();
-    let uid = |i: usize| PodUid::new(&format!("uid-{i}"));
-    let mut t = Tombstones::default();
-    for i in 0..TOMBSTONES_KEPT + 3 {
-        t.bury(&uid(i), t0 + Duration::from_secs(i as u64));
-    }
-    assert_eq!(t.0.len(), TOMBSTONES_KEPT);
-    assert!(t.0.capacity() <= TOMBSTONES_KEPT, "never grows past its bound");
-    assert!(!t.holds(&uid(0)) && !t.holds(&uid(2)), "the oldest went first");
-    assert!(t.holds(&uid(3)) && t.holds(&uid(TOMBSTONES_KEPT + 2)));
-    t.forget(&uid(10));
-    assert!(!t.holds(&uid(10)) && t.holds(&uid(11)));
-    // Old ones go by age; the rest stay.
-    let later = t0 + Duration::from_secs(100) + TOMBSTONE_AGE;
-    t.forget_older_than(TOMBSTONE_AGE, later);
-    assert!(!t.holds(&uid(100)) && t.holds(&uid(101)), "one as old as the age goes");
-    t.forget_older_than(TOMBSTONE_AGE, later + Duration::from_secs(1000));
-    assert_eq!((t.0.len(), t.0.capacity()), (0, 0), "an emptied list keeps no room");
-}
-
 #[actix::test]
 async fn an_init_containers_layout_survives_a_change_of_the_nodes_devices() {
     // The allocation keeps its layout only when it has init containers; charges recomputed on a
