@@ -26,8 +26,6 @@ use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 pub use super::board::SnapCell;
 use super::messages::*;
 use record::{Parts, Record};
-#[cfg(test)]
-use tombstones::TOMBSTONES_KEPT;
 use tombstones::{TOMBSTONE_AGE, Tombstones};
 
 /// The shared address book entry of a node: its actor, its latest snapshot, and the state of its
@@ -500,7 +498,7 @@ impl Handler<Prefill> for NodeActor {
 impl Handler<Commit> for NodeActor {
     type Result = Result<PodDevices, NotReserved>;
     fn handle(&mut self, msg: Commit, _: &mut Context<Self>) -> Self::Result {
-        let Some(a) = self.allocs.get(&msg.uid) else { return Err(NotReserved) };
+        let a = self.allocs.get(&msg.uid).ok_or(NotReserved)?;
         // Read before committing: a bind must not go ahead without the devices it writes.
         let devices = self.parts(&msg.uid, a).ok_or(NotReserved)?.devices;
         if let Some(a) = self.allocs.get_mut(&msg.uid) {

@@ -1,6 +1,7 @@
-//! The in-memory backend: a cluster loaded from a file (see `load`), kept in concurrent maps. It stands in for the API server in
-//! the simulator, `serve --cluster-file` and unit tests, and plays the device plugin's part after
-//! a bind (bind-phase `success`, node lock released) because no plugin runs behind it.
+//! The in-memory backend: a cluster loaded from a file (see `load`), kept in concurrent maps. It
+//! stands in for the API server in the simulator, `serve --cluster-file` and unit tests, and plays
+//! the device plugin's part after a bind (bind-phase `success`, node lock released) because no
+//! plugin runs behind it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};

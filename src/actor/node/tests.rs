@@ -1,3 +1,4 @@
+use super::tombstones::TOMBSTONES_KEPT;
 use super::*;
 use crate::model::annotations as keys;
 use crate::model::{ContainerDevice, VendorId};

@@ -199,42 +199,69 @@ pub struct PackedCluster {
 
 impl ClusterObjects {
     pub fn parse(text: &str) -> std::result::Result<ClusterObjects, LoadError> {
-        let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
-        parse_into(text, &mut nodes, &mut quotas, &mut |p| pods.push(p))?;
-        Ok(ClusterObjects { nodes, pods, quotas })
+        ClusterObjects::read(Source::Text(text))
     }
 
     pub fn load(path: &std::path::Path) -> std::result::Result<ClusterObjects, LoadError> {
+        ClusterObjects::read(Source::File(path))
+    }
+
+    fn read(source: Source<'_>) -> std::result::Result<ClusterObjects, LoadError> {
         let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
-        read_into(path, &mut nodes, &mut quotas, &mut |p| pods.push(p))?;
+        sort_objects(source, &mut nodes, &mut quotas, &mut |p| pods.push(p))?;
         Ok(ClusterObjects { nodes, pods, quotas })
     }
 }
 
 impl PackedCluster {
     pub fn parse(text: &str) -> std::result::Result<PackedCluster, LoadError> {
-        let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
-        parse_into(text, &mut nodes, &mut quotas, &mut |p| pods.push(PackedPod::pack(&p)))?;
-        pods.shrink_to_fit();
-        Ok(PackedCluster { nodes, pods, quotas })
+        PackedCluster::read(Source::Text(text))
     }
 
     pub fn load(path: &std::path::Path) -> std::result::Result<PackedCluster, LoadError> {
+        PackedCluster::read(Source::File(path))
+    }
+
+    fn read(source: Source<'_>) -> std::result::Result<PackedCluster, LoadError> {
         let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
-        read_into(path, &mut nodes, &mut quotas, &mut |p| pods.push(PackedPod::pack(&p)))?;
+        sort_objects(source, &mut nodes, &mut quotas, &mut |p| pods.push(PackedPod::pack(&p)))?;
         pods.shrink_to_fit();
         Ok(PackedCluster { nodes, pods, quotas })
     }
 }
 
-/// `parse_into` over a file. JSON is parsed as the file is read, so a large cluster's file (about
-/// 90 MiB for 100,000 pods) never sits in memory whole beside what is built from it; YAML is read
-/// whole first.
-fn read_into(
-    path: &std::path::Path,
+/// Where a cluster's objects are read from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Text(&'a str),
+    File(&'a std::path::Path),
+}
+
+/// Sorts the objects of `source` by kind: nodes and quotas into their lists, each pod to `pod`.
+fn sort_objects(
+    source: Source<'_>,
     nodes: &mut Vec<NodeView>,
     quotas: &mut Vec<QuotaObject>,
     pod: &mut dyn FnMut(PodView),
+) -> std::result::Result<(), LoadError> {
+    let mut index = 0usize;
+    let f = &mut |v| {
+        add_object(index, v, nodes, quotas, pod)?;
+        index += 1;
+        Ok(())
+    };
+    match source {
+        Source::Text(text) => for_each_object(text, f),
+        Source::File(path) => file_objects(path, f),
+    }
+}
+
+/// `for_each_object` over a file. JSON is parsed as the file is read, so a large cluster's file
+/// (about 90 MiB for 100,000 pods) never sits in memory whole beside what is built from it; YAML
+/// is read whole first.
+fn file_objects(
+    path: &std::path::Path,
+    f: &mut dyn FnMut(Value) -> std::result::Result<(), LoadError>,
 ) -> std::result::Result<(), LoadError> {
     use std::io::{BufRead, Read};
     let err = |source| LoadError::Read { path: path.display().to_string(), source };
@@ -253,32 +280,12 @@ fn read_into(
             }
         }
     };
-    if !json {
-        let mut text = String::from_utf8(blank).unwrap_or_default();
-        r.read_to_string(&mut text).map_err(err)?;
-        return parse_into(&text, nodes, quotas, pod);
+    if json {
+        return json_objects(serde_json::Deserializer::from_reader(r), f);
     }
-    let mut index = 0usize;
-    json_objects(serde_json::Deserializer::from_reader(r), &mut |v| {
-        add_object(index, v, nodes, quotas, pod)?;
-        index += 1;
-        Ok(())
-    })
-}
-
-/// Sorts a file's objects by kind: nodes and quotas into their lists, each pod to `pod`.
-fn parse_into(
-    text: &str,
-    nodes: &mut Vec<NodeView>,
-    quotas: &mut Vec<QuotaObject>,
-    pod: &mut dyn FnMut(PodView),
-) -> std::result::Result<(), LoadError> {
-    let mut index = 0usize;
-    for_each_object(text, &mut |v| {
-        add_object(index, v, nodes, quotas, pod)?;
-        index += 1;
-        Ok(())
-    })
+    let mut text = String::from_utf8(blank).unwrap_or_default();
+    r.read_to_string(&mut text).map_err(err)?;
+    for_each_object(&text, f)
 }
 
 fn add_object(
