@@ -272,5 +272,27 @@ fn bench_reserve_commit(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_codecs, bench_fit_one_node, bench_filter, bench_reserve_commit);
+/// One empty message to a node actor on another arbiter and its answer: the cost of a thread
+/// wake-up there and back on this machine, which the reservation and each step of a bind pay.
+/// Figures from different days compare only after this one.
+fn bench_round_trip(c: &mut Criterion) {
+    let sys = actix_rt::System::new();
+    let (engine, _) = sys.block_on(engine(1, 0));
+    let mut g = c.benchmark_group("actor_round_trip");
+    g.sample_size(if full() { 30 } else { 10 });
+    g.bench_function("settle_1_node", |b| {
+        b.iter_custom(|iters| {
+            sys.block_on(async {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    engine.settle().await;
+                }
+                t.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_codecs, bench_fit_one_node, bench_filter, bench_reserve_commit, bench_round_trip);
 criterion_main!(benches);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use actix::{Actor, AsyncContext, Context, Handler, MessageResult, ResponseFuture};
+use actix::{Actor, AsyncContext, Context, Handler, MessageResult};
 use dashmap::DashMap;
 use tokio::sync::oneshot;
 
@@ -524,50 +524,6 @@ impl Handler<Release> for NodeActor {
     }
 }
 
-impl Handler<Lock> for NodeActor {
-    type Result = ResponseFuture<bool>;
-    fn handle(&mut self, msg: Lock, _: &mut Context<Self>) -> Self::Result {
-        match &self.lock {
-            Some(holder) if *holder != msg.uid && !msg.queue => Box::pin(async { false }),
-            Some(holder) if *holder != msg.uid => {
-                let (tx, rx) = oneshot::channel();
-                self.waiters.push_back((msg.uid, tx));
-                Box::pin(async move { rx.await.is_ok() })
-            }
-            _ => {
-                self.lock = Some(msg.uid);
-                self.binds.locked.store(true, Ordering::Relaxed);
-                Box::pin(async { true })
-            }
-        }
-    }
-}
-
-impl Handler<Unlock> for NodeActor {
-    type Result = ();
-    fn handle(&mut self, msg: Unlock, _: &mut Context<Self>) {
-        if self.lock.as_ref() == Some(&msg.uid) {
-            self.pass_lock();
-        } else {
-            self.waiters.retain(|(uid, _)| *uid != msg.uid);
-        }
-    }
-}
-
-impl NodeActor {
-    /// Hands the bind lock to the first waiter still waiting, or frees it.
-    fn pass_lock(&mut self) {
-        self.lock = None;
-        while let Some((uid, tx)) = self.waiters.pop_front() {
-            if tx.send(()).is_ok() {
-                self.lock = Some(uid);
-                return;
-            }
-        }
-        self.binds.locked.store(false, Ordering::Relaxed);
-    }
-}
-
 impl Handler<Settle> for NodeActor {
     type Result = ();
     fn handle(&mut self, _: Settle, _: &mut Context<Self>) {}
@@ -609,6 +565,7 @@ impl Handler<Report> for NodeActor {
 }
 
 mod cluster;
+mod lock;
 mod record;
 mod tombstones;
 
