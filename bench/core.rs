@@ -273,7 +273,8 @@ fn bench_reserve_commit(c: &mut Criterion) {
 }
 
 /// One empty message to a node actor on another arbiter and its answer: the cost of a thread
-/// wake-up there and back on this machine, which the reservation and each step of a bind pay.
+/// wake-up there and back on the machine that runs it, which the reservation and each step of a
+/// bind pay.
 /// Figures from different days compare only after this one.
 fn bench_round_trip(c: &mut Criterion) {
     let sys = actix_rt::System::new();
