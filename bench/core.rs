@@ -274,8 +274,7 @@ fn bench_reserve_commit(c: &mut Criterion) {
 
 /// One empty message to a node actor on another arbiter and its answer: the cost of a thread
 /// wake-up there and back on the machine that runs it, which the reservation and each step of a
-/// bind pay.
-/// Figures from different days compare only after this one.
+/// bind pay. Figures from different days compare only after this one.
 fn bench_round_trip(c: &mut Criterion) {
     let sys = actix_rt::System::new();
     let (engine, _) = sys.block_on(engine(1, 0));
