@@ -5,7 +5,7 @@ use super::*;
 
 impl NodeActor {
     /// Reads the node's devices (without the vendors found dead) and publishes them.
-    fn register(&mut self, node: Arc<crate::model::pod::NodeView>) -> Registration {
+    pub(super) fn register(&mut self, node: Arc<crate::model::pod::NodeView>) -> Registration {
         let mut nd = self.vendors.discover(&node);
         nd.devices.retain(|d| !self.unhealthy.contains(&d.vendor));
         self.last_view = Some(node);
@@ -28,9 +28,17 @@ impl NodeActor {
         let n = nd.devices.len();
         if !same {
             // Records name devices by position: read them against the old list, write them again
-            // against the new one. One that does not read keeps its charges and record (logged).
-            let parts: Vec<(PodUid, Parts)> =
-                self.allocs.iter().filter_map(|(u, a)| Some((u.clone(), self.parts(u, a)?))).collect();
+            // against the new one. One that does not read (logged) keeps its state and charges,
+            // and its record is emptied: left as it was it could read against the new list,
+            // naming devices the pod never had.
+            let mut parts: Vec<(PodUid, Parts)> = Vec::with_capacity(self.allocs.len());
+            let mut unreadable = Vec::new();
+            for (u, a) in &self.allocs {
+                match self.parts(u, a) {
+                    Some(p) => parts.push((u.clone(), p)),
+                    None => unreadable.push(u.clone()),
+                }
+            }
             self.base = nd.devices;
             self.unique_ids = {
                 let mut ids: Vec<(&crate::model::DeviceUuid, crate::model::VendorId)> =
@@ -38,7 +46,18 @@ impl NodeActor {
                 ids.sort();
                 ids.windows(2).all(|w| w[0] != w[1])
             };
-            // Charges may depend on the devices (slices per entry), so recompute them.
+            // Charges may depend on the devices (slices per entry), so recompute them. Those of a
+            // record that does not read cannot be: they are kept, placed on the new list.
+            for u in unreadable {
+                let Some(mut charges) = self.allocs.get_mut(&u).map(|a| std::mem::take(&mut a.charges)) else {
+                    continue;
+                };
+                self.place(&mut charges);
+                if let Some(a) = self.allocs.get_mut(&u) {
+                    a.charges = charges;
+                    a.record = Record::unreadable();
+                }
+            }
             for (u, p) in parts {
                 let charges = self.collapse(&p.devices, &p.layout, &p.tags).into_boxed_slice();
                 let record = self.record(&p.namespace, &p.name, &p.devices, &p.layout, &p.tags);

@@ -74,6 +74,11 @@ impl Record {
         Record(w.0.into_boxed_slice())
     }
 
+    /// A record that never reads: what an allocation keeps once its own record stopped reading.
+    pub fn unreadable() -> Record {
+        Record(Box::default())
+    }
+
     /// Reads the record back against the `base` and `words` it was written with (or written
     /// again with); `None` when it does not read, which only a bug can cause.
     pub fn read(&self, base: &[DeviceUsage], words: &[Arc<str>]) -> Option<Parts> {

@@ -519,4 +519,35 @@ async fn an_init_containers_layout_survives_a_change_of_the_nodes_devices() {
     assert_eq!(h.used(0), expected, "charges recomputed with each pod's own layout");
 }
 
+#[actix::test]
+async fn a_record_that_does_not_read_never_reads_after_the_devices_change() {
+    // A record names devices by their place in the node's list. One that no longer reads (only a
+    // bug can cause it) must not come to read against a longer list, naming a device the pod
+    // never had: the bind would then write that device on the pod.
+    let vendors = Arc::new(vendors());
+    let name = NodeName::new("a");
+    let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
+    let (placements, binds) = (Arc::new(DashMap::new()), Arc::new(BindState::default()));
+    let mut actor = NodeActor::new(name, vendors, snap, placements, None, binds, Default::default());
+    let two = one_gpu().gpu(gpu("GPU-1", 8192));
+    let four = two.clone().gpu(gpu("GPU-2", 8192)).gpu(gpu("GPU-3", 8192));
+    assert_eq!(actor.register(Arc::new(four.view())), Registration::Ok { devices: 4, changed: true });
+    let layout = Layout { n_init: 0, sidecars: vec![false], init_released: false };
+    let devices = on_gpu("GPU-3", 1024, 10);
+    // Written against four devices, it names the fourth, beyond a list of two.
+    let record = actor.record("default", "p1", &devices, &layout, &[]);
+    assert_eq!(actor.register(Arc::new(two.view())), Registration::Ok { devices: 2, changed: true });
+    let uid = PodUid::new("uid-p1");
+    let charges = actor.collapse(&devices, &layout, &[]).into_boxed_slice();
+    actor.allocs.insert(uid.clone(), Alloc { state: State::Committed, charges, record });
+    assert!(actor.parts(&uid, &actor.allocs[&uid]).is_none(), "does not read against two devices");
+
+    assert_eq!(actor.register(Arc::new(four.view())), Registration::Ok { devices: 4, changed: true });
+    let a = &actor.allocs[&uid];
+    assert!(actor.parts(&uid, a).is_none(), "still does not read against four devices");
+    assert!(matches!(a.state, State::Committed), "its devices stay counted");
+    assert_eq!(&*a.charges, &*actor.collapse(&devices, &layout, &[]), "its charges, placed on the new list");
+    assert_eq!(actor.usage(None)[3].used_mem.get(), 1024);
+}
+
 mod observe;

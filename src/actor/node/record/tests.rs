@@ -119,6 +119,9 @@ fn a_broken_record_does_not_read() {
     assert_eq!(Record(longer.into()).read(&base, &words), None);
     // A word code past the node's words.
     assert_eq!(r.read(&base, &words[..1]), None);
+    // What an allocation keeps once its record stopped reading reads against no list.
+    assert_eq!(Record::unreadable().read(&base, &words), None);
+    assert_eq!(Record::unreadable().read(&[], &[]), None);
 }
 
 fn arb_text() -> impl Strategy<Value = String> {
