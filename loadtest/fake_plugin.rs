@@ -131,23 +131,48 @@ pub fn served(annotations: &BTreeMap<String, String>) -> BTreeMap<String, String
         .collect()
 }
 
+/// How long a lock release keeps trying while the API server does not answer: a lock left behind
+/// holds its node until a later bind takes it over or it expires.
+const RELEASE_PATIENCE: Duration = Duration::from_secs(120);
+/// The pause between two tries of a release the API server did not answer.
+const RELEASE_RETRY: Duration = Duration::from_millis(500);
+
+/// Releases the node lock if `ns/name` holds it, retrying a conflict at once and an API server
+/// that does not answer or is unavailable (down, restarting) for `RELEASE_PATIENCE`.
 async fn release_lock(nodes: &Api<Node>, node: &str, ns: &str, name: &str) {
-    for _ in 0..5 {
-        let Ok(n) = nodes.get(node).await else { return };
-        let Some(v) = n.metadata.annotations.as_ref().and_then(|a| a.get(keys::NODE_LOCK)) else { return };
-        if v.contains(',') && !v.ends_with(&format!(",{ns},{name}")) {
-            return;
-        }
-        let body = json!({"metadata": {"annotations": {keys::NODE_LOCK: null}, "resourceVersion": n.metadata.resource_version}});
-        match nodes.patch(node, &PatchParams::default(), &Patch::Merge(&body)).await {
-            Ok(_) => return,
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => {
+    let deadline = tokio::time::Instant::now() + RELEASE_PATIENCE;
+    loop {
+        let (e, pause) = match try_release(nodes, node, ns, name).await {
+            Ok(()) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => (kube::Error::Api(e), Duration::ZERO),
+            // An answer that will not change by asking again (the node is gone, not allowed).
+            Err(kube::Error::Api(e)) if e.code < 500 && e.code != 429 => {
                 tracing::warn!(%node, error = %e, "lock not released");
                 return;
             }
+            Err(e) => (e, RELEASE_RETRY),
+        };
+        if tokio::time::Instant::now() + pause > deadline {
+            tracing::warn!(%node, error = %e, "lock not released");
+            return;
+        }
+        if !pause.is_zero() {
+            tracing::debug!(%node, error = %e, "lock release failed; trying again");
+            tokio::time::sleep(pause).await;
         }
     }
+}
+
+/// One try: `Ok` when the lock is gone or is not this pod's.
+async fn try_release(nodes: &Api<Node>, node: &str, ns: &str, name: &str) -> Result<(), kube::Error> {
+    let n = nodes.get(node).await?;
+    let Some(v) = n.metadata.annotations.as_ref().and_then(|a| a.get(keys::NODE_LOCK)) else { return Ok(()) };
+    if v.contains(',') && !v.ends_with(&format!(",{ns},{name}")) {
+        return Ok(());
+    }
+    let body =
+        json!({"metadata": {"annotations": {keys::NODE_LOCK: null}, "resourceVersion": n.metadata.resource_version}});
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&body)).await.map(|_| ())
 }
 
 /// Serves allocations until the process is stopped.
