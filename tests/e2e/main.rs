@@ -395,7 +395,9 @@ async fn kill_9_of_hami_rs_mid_burst_rebuilds_usage_and_keeps_scheduling() {
     hami.assert_running();
     plugin.assert_running();
     wait_bound_allocated(&cp.client, Duration::from_secs(60)).await;
-    let s = check_invariants(&cp.client).await;
+    // The killed bind's node lock stays when its pod is bound elsewhere after the restart and no
+    // later bind comes to that node, as in scenarios f and g.
+    let s = check_invariants_with(&cp.client, Allow { stale_elsewhere: true, ..Allow::default() }).await;
     wait_usage_matches(&hami, &s, Duration::from_secs(90)).await;
     let reasons = event_reasons(&cp.client).await;
     println!(
