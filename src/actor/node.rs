@@ -23,6 +23,20 @@ use crate::sched::reason::{Need, Reason, Tally};
 use crate::sched::{NodeSnapshot, Rejection, Scratch, fit};
 use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 
+/// Points each charge at its device in `base`, the node's list: the node's own copy of the id,
+/// not one per pod decoded from its annotations, and, when ids are unique, its position, so
+/// rebuilding usage costs one lookup per charge, not a scan (a position is only a hint; usage
+/// falls back to the id).
+fn place(base: &[DeviceUsage], unique_ids: bool, charges: &mut [Charge]) {
+    for c in charges {
+        let pos = base.iter().position(|d| d.vendor == c.vendor && d.info.id == c.uuid);
+        if let Some(p) = pos {
+            c.uuid = base[p].info.id.clone();
+        }
+        c.pos = pos.filter(|_| unique_ids).map(|p| p as u16);
+    }
+}
+
 pub use super::board::SnapCell;
 use super::messages::*;
 use record::{Parts, Record};
@@ -273,23 +287,10 @@ impl NodeActor {
         let mut charges = accounting::collapse(devices, layout, &self.vendors, &info);
         accounting::add_held(&mut charges, held);
         accounting::tag(&mut charges, tags);
-        self.place(&mut charges);
+        place(&self.base, self.unique_ids, &mut charges);
         // Kept with the allocation for as long as the pod holds its devices.
         charges.shrink_to_fit();
         charges
-    }
-
-    /// Points each charge at its device in the node's list: the node's own copy of the id, not
-    /// one per pod decoded from its annotations, and its position, so rebuilding usage costs one
-    /// lookup per charge, not a scan (a position is only a hint; usage falls back to the id).
-    fn place(&self, charges: &mut [Charge]) {
-        for c in charges {
-            let pos = self.base.iter().position(|d| d.vendor == c.vendor && d.info.id == c.uuid);
-            if let Some(p) = pos {
-                c.uuid = self.base[p].info.id.clone();
-            }
-            c.pos = pos.filter(|_| self.unique_ids).map(|p| p as u16);
-        }
     }
 
     /// Applies `charges` on top of the current usage and checks every touched device stays

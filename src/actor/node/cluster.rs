@@ -49,12 +49,8 @@ impl NodeActor {
             // Charges may depend on the devices (slices per entry), so recompute them. Those of a
             // record that does not read cannot be: they are kept, placed on the new list.
             for u in unreadable {
-                let Some(mut charges) = self.allocs.get_mut(&u).map(|a| std::mem::take(&mut a.charges)) else {
-                    continue;
-                };
-                self.place(&mut charges);
                 if let Some(a) = self.allocs.get_mut(&u) {
-                    a.charges = charges;
+                    place(&self.base, self.unique_ids, &mut a.charges);
                     a.record = Record::unreadable();
                 }
             }
