@@ -121,11 +121,18 @@ impl Failures {
     pub fn push(&mut self, node: NodeName, rejection: Rejection, snap: Option<Arc<NodeSnapshot>>) {
         self.nodes.push((node, rejection, snap));
     }
-    /// HAMi's reason, then the detail, per node.
+    /// HAMi's reason, then the detail, per node: for people (logs, the simulator).
     pub fn render(&self) -> BTreeMap<String, String> {
+        self.texts(true)
+    }
+    /// HAMi's reason alone, per node: what `FailedNodes` carries, as HAMi writes it.
+    pub fn hami(&self) -> BTreeMap<String, String> {
+        self.texts(false)
+    }
+    fn texts(&self, detail: bool) -> BTreeMap<String, String> {
         let text = |r: &Rejection, snap: Option<&NodeSnapshot>| match snap {
-            Some(s) => r.render(&s.devices, s.unusable.as_deref()),
-            None => r.hami_text(),
+            Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
+            _ => r.hami_text(),
         };
         let listed = self.listed.iter().flat_map(|l| l.iter()).map(|(n, r, s)| (n.to_string(), text(&r, s.as_deref())));
         self.nodes.iter().map(|(n, r, s)| (n.to_string(), text(r, s.as_deref()))).chain(listed).collect()
@@ -151,8 +158,8 @@ pub enum FilterOutcome {
     PassThrough,
     /// Reserved on `node`; the nodes that did not fit are kept, unrendered.
     Chosen { node: NodeName, failed: Failures },
-    /// No node fits.
-    NoFit { failed: BTreeMap<String, String> },
+    /// No node fits; the reasons, unrendered.
+    NoFit { failed: Failures },
     /// The evaluation itself failed (bad request, patch failure).
     Error(FilterError),
 }

@@ -177,10 +177,14 @@ type ClusterGauges = Arc<dyn Fn() -> futures::future::BoxFuture<'static, String>
 struct MetricsState {
     handle: crate::metrics::Handle,
     cluster: ClusterGauges,
+    readiness: Readiness,
 }
 
 async fn render_metrics(st: web::Data<MetricsState>) -> actix_web::HttpResponse {
     let mut body = st.handle.render();
+    let (leader, synced) = (&st.readiness.leader, &st.readiness.synced);
+    let ordering = std::sync::atomic::Ordering::SeqCst;
+    body.push_str(&crate::metrics::render_state(leader.load(ordering), synced.load(ordering)));
     body.push_str(&(st.cluster)().await);
     actix_web::HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(body)
 }
@@ -249,7 +253,7 @@ pub async fn run_http<B: Backend>(
                     crate::metrics::render_cluster(&reports, engine.vendors(), engine.quota().map(|q| &**q), legacy)
                 })
             });
-            let h = web::Data::new(MetricsState { handle, cluster });
+            let h = web::Data::new(MetricsState { handle, cluster, readiness: state.readiness.clone() });
             let srv = HttpServer::new(move || {
                 App::new().app_data(h.clone()).route("/metrics", web::get().to(render_metrics))
             })

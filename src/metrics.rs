@@ -279,6 +279,23 @@ impl Family {
 
 const MIB: f64 = 1_048_576.0;
 
+/// HAMi's scheduler-state gauges, on every replica and every scrape: whether this replica leads,
+/// and whether it leads with its caches synced (a follower reports 0, as HAMi's does).
+pub fn render_state(is_leader: bool, synced: bool) -> String {
+    let mut out = String::new();
+    let mut leader =
+        Family::new("hami_scheduler_is_leader", "1 if this scheduler instance is the current leader, 0 otherwise.");
+    leader.sample(&[("zone", "vGPU")], if is_leader { 1.0 } else { 0.0 });
+    leader.finish(&mut out);
+    let mut cache = Family::new(
+        "hami_scheduler_cache_synced",
+        "1 if the scheduler's internal node/device cache is fully synced, 0 otherwise.",
+    );
+    cache.sample(&[("zone", "vGPU")], if is_leader && synced { 1.0 } else { 0.0 });
+    cache.finish(&mut out);
+    out
+}
+
 /// HAMi's device, pod and quota gauges from the node actors' reports. With `legacy`, HAMi's old
 /// metric names are rendered too.
 pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&QuotaBook>, legacy: bool) -> String {

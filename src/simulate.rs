@@ -95,7 +95,7 @@ pub async fn simulate_pods_with(
         backend.insert_pod(pod.clone());
         let (node, error, failed) = match engine.filter(&pod, &names).await {
             FilterOutcome::PassThrough => (None, Some("pod requests no devices".to_owned()), BTreeMap::new()),
-            FilterOutcome::NoFit { failed } => (None, Some("no node fits".to_owned()), failed),
+            FilterOutcome::NoFit { failed } => (None, Some("no node fits".to_owned()), failed.render()),
             FilterOutcome::Error(e) => (None, Some(e.to_string()), BTreeMap::new()),
             FilterOutcome::Chosen { node, failed } => match engine.bind(&pref, node.as_str()).await {
                 Ok(()) => {

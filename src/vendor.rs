@@ -478,7 +478,7 @@ impl Vendors {
     /// Derives the pod's request (scheduling.md §4): per container, init containers first, the
     /// request of every vendor whose count is positive.
     pub fn pod_request(&self, pod: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, request::Error> {
-        let mut pr = PodRequest::skeleton(pod, defaults)?;
+        let mut pr = PodRequest::skeleton(pod, defaults);
         for c in pod.all_containers() {
             let mut reqs = ContainerRequests::new();
             for (id, v) in self.iter() {
@@ -497,6 +497,11 @@ impl Vendors {
             pr.containers.push(reqs);
         }
         if pr.requests_devices() {
+            // As in HAMi, the weights are read only for a pod that asks for a device: a pod that
+            // asks for none passes through Filter whatever its annotation says.
+            if let Some(v) = pod.annotation(crate::model::annotations::DEVICE_SCORING_WEIGHTS) {
+                pr.weights = codec::parse_weights(v)?;
+            }
             // Only a requested vendor's fit reads its parameters.
             let requested = pr.vendors();
             pr.vendor_params =

@@ -265,6 +265,9 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
     assert!(find(&s, "hami_vgpu_memory_allocated_bytes", &[("pod", "done-0")]).is_empty());
     assert!(find(&s, "GPUDeviceMemoryLimit", &[]).is_empty(), "legacy names only behind --legacy-metrics");
     assert_eq!(one(&s, "hami_scheduler_leader", &[]), 1.0, "serve --cluster-file is always the leader");
+    // HAMi's own state gauges, with the zone label its registry adds to every scheduler gauge.
+    assert_eq!(one(&s, "hami_scheduler_is_leader", &[("zone", "vGPU")]), 1.0, "HAMi's leader gauge");
+    assert_eq!(one(&s, "hami_scheduler_cache_synced", &[("zone", "vGPU")]), 1.0, "the file is loaded before serving");
 
     let total_mem = |s: &[Sample]| sum(s, "hami_gpu_memory_allocated_bytes", &[]);
     let total_pods = |s: &[Sample]| sum(s, "hami_gpu_shared_count", &[]);

@@ -101,8 +101,10 @@ impl<B: Backend> Engine<B> {
                     let snap = self.snapshot(n.as_str());
                     failed.push(n, r, snap);
                 }
-                let failed = failed.render();
-                self.no_fit_events(&pref, &failed, n_candidates);
+                if tracing::enabled!(tracing::Level::DEBUG) {
+                    tracing::debug!(pod = %pref, failed = ?failed.render(), "no node fits");
+                }
+                self.no_fit_events(&pref, &failed.hami(), n_candidates);
                 self.remember(&pref, None, "no-fit", format!("{} nodes do not meet", failed.len()));
                 crate::metrics::filter_done(crate::metrics::Outcome::NoFit, started);
                 return FilterOutcome::NoFit { failed };
@@ -395,8 +397,7 @@ impl<B: Backend> Engine<B> {
         // One Event per reason word of the `<n>/<m> <Reason>` items, as HAMi records them.
         let mut by_reason: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         for (node, text) in failed {
-            let hami = text.split(" (").next().unwrap_or(text);
-            for item in hami.split(", ") {
+            for item in text.split(", ") {
                 if let Some((count, word)) = item.split_once(' ')
                     && count.contains('/')
                 {

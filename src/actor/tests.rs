@@ -243,6 +243,10 @@ async fn no_fitting_node_answers_failed_nodes_and_records_hamis_events() {
     let FilterOutcome::NoFit { failed } = filter(&e, &b, &p, &["a", "b", "c", "zz"]).await else {
         panic!("expected NoFit")
     };
+    let hami = failed.hami();
+    assert_eq!(hami["a"], "1/1 CardInsufficientMemory", "FailedNodes carries HAMi's text alone");
+    assert_eq!(hami["c"], "1/1 CardInsufficientCore");
+    let failed = failed.render();
     let failed_names: Vec<&str> = failed.keys().map(String::as_str).collect();
     assert_eq!(failed_names, ["a", "b", "c", "zz"]);
     assert!(failed["a"].starts_with("1/1 CardInsufficientMemory"), "{}", failed["a"]);
@@ -372,7 +376,7 @@ async fn long_candidate_lists_fitted_in_slices_decide_as_one_thread_does() {
             written.remove(keys::ASSIGNED_TIME);
             let out = match out {
                 FilterOutcome::Chosen { node, failed } => (Some(node), failed.render()),
-                FilterOutcome::NoFit { failed } => (None, failed),
+                FilterOutcome::NoFit { failed } => (None, failed.render()),
                 other => panic!("{other:?}"),
             };
             seen.push((out, written));

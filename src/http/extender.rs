@@ -38,7 +38,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     };
     let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
     if let Some(nodes) = &args.nodes {
-        return Ok(json(&simulate_nodes(&st, &pod, nodes.items.as_slice())));
+        return Ok(json(&simulate_nodes(&st, &pod, nodes.items.as_slice(), args.node_names.as_deref())));
     }
     let Some(names) = args.node_names else {
         // HAMi panics here (scheduling.md §14 row 17); answer instead.
@@ -79,7 +79,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
             let res = ExtenderFilterResult {
                 nodes: None,
                 node_names: None,
-                failed_nodes: Some(failed),
+                failed_nodes: Some(failed.hami()),
                 failed_and_unresolvable_nodes: None,
                 error: String::new(),
             };
@@ -91,18 +91,30 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     Ok(json(&res))
 }
 
-/// Simulation mode (scheduling.md §5.16): each Node is read directly, usage starts at zero, and
-/// the single best Node object is answered. Nothing is reserved or written.
-fn simulate_nodes<B: Backend>(
+/// Simulation mode (`Nodes` given, as the cluster autoscaler sends them): each Node is read
+/// directly, usage starts at zero, and the single best Node object is answered. Nothing is
+/// reserved or written. A pod that asks for no device gets back every Node (and any names) it
+/// was sent, so the autoscaler's ordinary pods are not refused everywhere.
+fn simulate_nodes<'a, B: Backend>(
     st: &AppState<B>,
     pod: &crate::model::PodView,
     items: &[&RawValue],
-) -> ExtenderFilterResult<'static> {
+    names: Option<&[super::wire::NameRef<'a>]>,
+) -> ExtenderFilterResult<'a> {
     let vendors = st.engine.vendors();
     let req = match vendors.pod_request(pod, &st.engine.config().defaults) {
         Ok(r) => r,
         Err(e) => return ExtenderFilterResult::error(e.to_string()),
     };
+    if !req.requests_devices() {
+        return ExtenderFilterResult {
+            nodes: node_list(items),
+            node_names: names.map(|n| n.iter().map(|n| n.0.clone()).collect()),
+            failed_nodes: None,
+            failed_and_unresolvable_nodes: None,
+            error: String::new(),
+        };
+    }
     let mut failed = BTreeMap::new();
     let mut fits: Vec<(crate::model::NodeName, f32, &RawValue)> = Vec::new();
     let mut s = Scratch::default();
@@ -120,14 +132,12 @@ fn simulate_nodes<B: Backend>(
         match fit::fit_pod(&snap, &req, vendors, &NoQuota, &mut s) {
             Ok(score) => fits.push((name, score, raw)),
             Err(r) => {
-                failed.insert(view.name().to_owned(), r.render(&snap.devices, snap.unusable.as_deref()));
+                failed.insert(view.name().to_owned(), r.hami_text());
             }
         }
     }
     score::rank_nodes(&mut fits, req.node_policy);
-    let nodes = fits
-        .first()
-        .and_then(|(_, _, raw)| RawValue::from_string(format!(r#"{{"metadata":{{}},"items":[{}]}}"#, raw.get())).ok());
+    let nodes = fits.first().and_then(|(_, _, raw)| node_list(&[raw]));
     ExtenderFilterResult {
         nodes,
         node_names: None,
@@ -135,6 +145,19 @@ fn simulate_nodes<B: Backend>(
         failed_and_unresolvable_nodes: None,
         error: String::new(),
     }
+}
+
+/// A NodeList holding `items` as they were sent.
+fn node_list(items: &[&RawValue]) -> Option<Box<RawValue>> {
+    let mut text = String::from(r#"{"metadata":{},"items":["#);
+    for (i, raw) in items.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(raw.get());
+    }
+    text.push_str("]}");
+    RawValue::from_string(text).ok()
 }
 
 /// Reads and checks an `ExtenderBindingArgs` body (also what the load test's null extender

@@ -229,7 +229,7 @@ async fn a_pod_that_fits_nowhere_gets_failed_nodes_with_hamis_reason_and_a_detai
         json!({
             "Nodes": null,
             "NodeNames": null,
-            "FailedNodes": { "a": "1/1 CardInsufficientMemory (GPU-a-0: requested 8000 MiB, free 4096 MiB)" },
+            "FailedNodes": { "a": "1/1 CardInsufficientMemory" },
             "FailedAndUnresolvableNodes": null,
             "Error": "",
         })
@@ -237,14 +237,14 @@ async fn a_pod_that_fits_nowhere_gets_failed_nodes_with_hamis_reason_and_a_detai
 }
 
 #[actix_web::test]
-async fn free_memory_in_the_detail_counts_what_earlier_pods_reserved() {
+async fn an_earlier_pods_reservation_is_counted_by_the_next_filter() {
     // scheduling.md §5.15: a reservation is seen by the next filter before any bind.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let first = app.filter(&filter_args(&gpu_pod("p1", 12288), ["a"])).await;
     assert_eq!(first["NodeNames"], json!(["a"]));
     let res = app.filter(&filter_args(&gpu_pod("p2", 8000), ["a"])).await;
     assert_eq!(res["NodeNames"], Value::Null);
-    assert_eq!(res["FailedNodes"]["a"], "1/1 CardInsufficientMemory (GPU-a-0: requested 8000 MiB, free 4096 MiB)");
+    assert_eq!(res["FailedNodes"]["a"], "1/1 CardInsufficientMemory", "HAMi's reason text, unchanged");
 }
 
 #[actix_web::test]
@@ -411,6 +411,49 @@ async fn simulation_with_no_fitting_node_answers_null_nodes_and_the_reasons() {
     assert!(failed["a"].as_str().unwrap().starts_with("1/1 CardInsufficientMemory"), "{res}");
     assert!(failed["bare"].as_str().unwrap().starts_with("node unregistered"), "{res}");
     assert_eq!(res["Error"], "");
+}
+
+#[actix_web::test]
+async fn simulation_passes_a_pod_without_devices_with_every_node_it_was_sent() {
+    // HAMi's simulation mode answers a pod that asks for no device with the Nodes (and names)
+    // it was given; before, it answered nothing and the autoscaler saw every node refused.
+    let app = TestApp::new().start().await;
+    let (a, bare) = (node("a").gpus(1, 4096), node("bare"));
+    let body = json!({
+        "Pod": pod().name("plain").view(),
+        "Nodes": { "metadata": {}, "items": [a.view(), bare.view()] },
+    });
+    let res = app.filter(&body).await;
+    assert_eq!(res["Error"], "", "{res}");
+    assert_eq!(res["NodeNames"], Value::Null, "no names were sent: {res}");
+    assert_eq!(res["FailedNodes"], Value::Null, "{res}");
+    let items = res["Nodes"]["items"].as_array().unwrap();
+    let sent = [serde_json::to_value(a.view()).unwrap(), serde_json::to_value(bare.view()).unwrap()];
+    assert_eq!(items.as_slice(), &sent, "every Node, as sent and in order");
+    // Names sent beside the Nodes come back too.
+    let both = json!({
+        "Pod": pod().name("plain").view(),
+        "Nodes": { "items": [a.view()] },
+        "NodeNames": ["a"],
+    });
+    let res = app.filter(&both).await;
+    assert_eq!(res["NodeNames"], json!(["a"]), "{res}");
+    assert_eq!(res["Nodes"]["items"].as_array().map(Vec::len), Some(1), "{res}");
+}
+
+#[actix_web::test]
+async fn a_pod_without_devices_passes_whatever_its_scoring_weights_say() {
+    // HAMi reads hami.io/device-scoring-weights only for a pod that asks for a device: one that
+    // asks for none is passed through before the weights are read.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let bad = pod().name("plain").annotation(keys::DEVICE_SCORING_WEIGHTS, "slot=1");
+    let res = app.filter(&filter_args(&bad, ["a", "b"])).await;
+    assert_eq!(res["Error"], "", "{res}");
+    assert_eq!(res["NodeNames"], json!(["a", "b"]), "{res}");
+    // The same annotation on a GPU pod is still HAMi's error.
+    let gpu = gpu_pod("p1", 1000).annotation(keys::DEVICE_SCORING_WEIGHTS, "slot=1");
+    let res = app.filter(&filter_args(&gpu, ["a"])).await;
+    assert!(res["Error"].as_str().unwrap().contains("invalid hami.io/device-scoring-weights annotation"), "{res}");
 }
 
 // --- filter: bad bodies -------------------------------------------------------------------------
@@ -758,5 +801,7 @@ async fn usage_counts_pods_loaded_with_the_cluster() {
     assert_eq!(pj["nodeName"], "a");
     // The rest of the card is what a new pod can get.
     let res = app.filter(&filter_args(&gpu_pod("p1", 12000), ["a"])).await;
-    assert_eq!(res["FailedNodes"]["a"], "1/1 CardInsufficientMemory (GPU-a-0: requested 12000 MiB, free 11384 MiB)");
+    assert_eq!(res["FailedNodes"]["a"], "1/1 CardInsufficientMemory");
+    let res = app.filter(&filter_args(&gpu_pod("p2", 11384), ["a"])).await;
+    assert_eq!(res["NodeNames"], json!(["a"]), "16384 - 5000 = 11384 MiB is free");
 }

@@ -97,3 +97,18 @@ fn rejection_counts_sum_over_nodes_before_recording() {
     assert_eq!(c.devices[Reason::CardInsufficientMemory as usize], 4);
     assert_eq!((c.unregistered, c.insufficient_device, c.other), (1, 1, 0));
 }
+
+#[test]
+fn state_gauges_say_leader_and_synced_and_a_follower_is_never_synced() {
+    let text = |leader, synced| render_state(leader, synced);
+    let leading = text(true, true);
+    assert!(leading.contains("# TYPE hami_scheduler_is_leader gauge"), "{leading}");
+    assert!(leading.contains("hami_scheduler_is_leader{zone=\"vGPU\"} 1\n"), "{leading}");
+    assert!(leading.contains("hami_scheduler_cache_synced{zone=\"vGPU\"} 1\n"), "{leading}");
+    let syncing = text(true, false);
+    assert!(syncing.contains("hami_scheduler_cache_synced{zone=\"vGPU\"} 0\n"), "{syncing}");
+    // HAMi's follower never runs its registration pass, so its cache reads as not synced.
+    let follower = text(false, true);
+    assert!(follower.contains("hami_scheduler_is_leader{zone=\"vGPU\"} 0\n"), "{follower}");
+    assert!(follower.contains("hami_scheduler_cache_synced{zone=\"vGPU\"} 0\n"), "{follower}");
+}

@@ -278,18 +278,15 @@ pub struct PolicyDefaults {
 }
 
 impl PodRequest {
-    /// Builds the pod-level part; containers are filled in by the vendor registry.
-    pub fn skeleton(pod: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, Error> {
+    /// Builds the pod-level part; containers, and the weights of a pod that asks for a device,
+    /// are filled in by the vendor registry.
+    pub fn skeleton(pod: &PodView, defaults: &PolicyDefaults) -> PodRequest {
         let annos = &pod.metadata.annotations;
         let numa = annos.get(keys::NVIDIA_NUMA_BIND).is_some_and(|v| codec::parse_go_bool(v).unwrap_or(false));
         let gpu_text = annos.get(keys::GPU_SCHEDULER_POLICY).map_or(defaults.gpu.as_str(), String::as_str);
         let node_text = annos.get(keys::NODE_SCHEDULER_POLICY).map_or(defaults.node.as_str(), String::as_str);
-        let weights = match annos.get(keys::DEVICE_SCORING_WEIGHTS) {
-            Some(v) => codec::parse_weights(v)?,
-            None => Weights::default(),
-        };
         let pod_group = pod.is_pod_group_member();
-        Ok(PodRequest {
+        PodRequest {
             uid: PodUid::new(&pod.metadata.uid),
             namespace: Arc::from(pod.metadata.namespace.as_str()),
             name: Arc::from(pod.metadata.name.as_str()),
@@ -298,12 +295,12 @@ impl PodRequest {
             sidecars: pod.spec.init_containers.iter().map(|c| c.is_sidecar()).collect(),
             gpu_policy: GpuPolicy::parse(gpu_text, numa),
             node_policy: NodePolicy::parse(node_text),
-            weights,
+            weights: Weights::default(),
             annotations: annos.clone(),
             vendor_params: Vec::new(),
             pod_group,
             fit_key: FitKey::of(pod, pod_group),
-        })
+        }
     }
 
     /// Whether any container requests any device.

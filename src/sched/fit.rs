@@ -188,7 +188,7 @@ fn fit_container(
     {
         let devs: &[DeviceUsage] = if charge { cum } else { &node.devices };
         s.scores.clear();
-        s.scores.extend(devs.iter().map(|d| score::device_score(d, reqs, &pod.weights)));
+        s.scores.extend(devs.iter().map(|d| score::device_score(d, reqs, &pod.weights, |v| vendors.get(v).name())));
     }
     for req in reqs {
         let vendor = vendors.get(req.vendor);

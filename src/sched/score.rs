@@ -7,17 +7,25 @@ use std::cmp::Ordering;
 
 use crate::model::codec::Weights;
 use crate::model::request::{ChainKey, GpuPolicy, GpuSort, MEMPCT_UNSET, NodePolicy, SingleSort};
-use crate::model::{ContainerRequest, DeviceUsage, NodeName};
+use crate::model::{ContainerRequest, DeviceUsage, NodeName, VendorId};
 
-/// Device score for one container (§5.5). Unlike HAMi, the request counts for every device of the
-/// requested vendor (HAMi compares the vendor word with the model string, so it never counts).
-pub fn device_score(d: &DeviceUsage, reqs: &[ContainerRequest], w: &Weights) -> f32 {
+/// Device score for one container: `10 × (slot × slots + core × cores + memory × memory)`, each
+/// term the device's use over its capacity. A request adds to the use only where its type word
+/// (`word_of`, the vendor's word such as `NVIDIA` or `MLU`) equals the device's type string
+/// exactly, as in HAMi; so for vendors whose devices carry a model name (`NVIDIA-Tesla T4`) the
+/// score is the device's current use alone. Which card a pod gets follows HAMi's choice.
+pub fn device_score<'w>(
+    d: &DeviceUsage,
+    reqs: &[ContainerRequest],
+    w: &Weights,
+    word_of: impl Fn(VendorId) -> &'w str,
+) -> f32 {
     let i = &d.cap;
     if i.count == 0 || i.devcore == 0 || i.devmem.get() == 0 {
         return 0.0;
     }
     let (mut n, mut core, mut mem) = (0u64, 0u64, 0u64);
-    for r in reqs.iter().filter(|r| r.vendor == d.vendor) {
+    for r in reqs.iter().filter(|r| word_of(r.vendor) == &*d.info.ty) {
         n += 1;
         core += u64::from(r.cores);
         mem += if r.mempct != 0 && r.mempct != MEMPCT_UNSET {

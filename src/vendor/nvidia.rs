@@ -180,17 +180,19 @@ impl Vendor for Nvidia {
         common::names(&[count, &c.resource_memory_name, pct, &c.resource_core_name, prio])
     }
 
-    /// scheduling.md §4.1. Every quantity that is given must be usable (see [`quantities`]);
-    /// the percentage must be an integer 0–100, the range the webhook admits, and 0 reads as
-    /// unset as in HAMi.
+    /// Count, memory (times the memory factor), percentage and cores of one container. Every
+    /// quantity that is given must be usable (see [`quantities`]). The percentage must be an
+    /// integer; as in HAMi, one above 100 reads as 100 (the whole card) and one of 0 or less as
+    /// not given. The webhook refuses both, so only pods created past it carry them.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let cfg = &self.cfg;
         let Some(nums) = quantities::count(c, &cfg.resource_count_name)? else { return Ok(None) };
         let mut memreq = quantities::memory(c, &cfg.resource_memory_name, self.factor)?;
         let pct_name = &cfg.resource_memory_percentage_name;
-        let mut mempct = match quantities::int_in(quantities::given(c, pct_name), pct_name, 0..=100)? {
-            None | Some(0) => MEMPCT_UNSET,
-            Some(p) => p as u32,
+        let mut mempct = match quantities::int_in(quantities::given(c, pct_name), pct_name, i64::MIN..=i64::MAX)? {
+            None => MEMPCT_UNSET,
+            Some(p) if p <= 0 => MEMPCT_UNSET,
+            Some(p) => p.min(100) as u32,
         };
         if mempct == MEMPCT_UNSET && memreq == 0 {
             if cfg.default_memory != 0 {

@@ -230,8 +230,10 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
             reject!(Reason::CardTypeMismatch, Need::None);
         }
         if r.numa_bind && group != Some(d.cap.numa) {
+            // A partial group is counted only when the walk stops at the count: a topology-aware
+            // walk collects without counting down, and HAMi then reports no NumaNotFit.
             let picked = out.len() - start;
-            if picked > 0 {
+            if picked > 0 && nums != original {
                 tally.add(Reason::NumaNotFit, picked);
             }
             out.truncate(start);

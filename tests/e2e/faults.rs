@@ -532,7 +532,7 @@ async fn i_a_bind_after_its_reservation_expired_succeeds_on_free_devices_and_fai
     assert!(
         err.contains("requested 10000 MiB, free 6384 MiB"),
         "the error of the late bind gives the pod's request (10000 MiB) and the device's free memory (16384 - 10000 held \
-         by taker = 6384 MiB), as FailedNodes does: {err:?}"
+         by taker = 6384 MiB): {err:?}"
     );
     wait_allocated(&cp.client, "taker", Duration::from_secs(30)).await;
     let late = get_pod(&cp.client, "late").await;

@@ -237,6 +237,16 @@ fn check_4_numa_bind_keeps_one_request_on_one_numa_node() {
             want: no("1/2 AllocatedCardsInsufficientRequest, 1/2 NumaNotFit"),
         },
         Row {
+            // A topology-aware walk collects without counting down, so HAMi's NumaNotFit test
+            // (count still short of the request) never holds: only the last group is reported.
+            what: "one GPU per NUMA node, topology-aware",
+            node: node("a").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 16384).numa(1)),
+            pod: small(2)
+                .annotation(keys::NVIDIA_NUMA_BIND, "true")
+                .annotation(keys::GPU_SCHEDULER_POLICY, "topology-aware"),
+            want: no("1/2 AllocatedCardsInsufficientRequest"),
+        },
+        Row {
             // §5.7 note: the restart comes before the UUID and capacity checks, so a device that is
             // then rejected still discards the partial group. GPU-1 is picked, GPU-2 lacks memory,
             // GPU-0 (NUMA 0, excluded by UUID) discards GPU-1.
@@ -1467,4 +1477,21 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn device_score_leaves_the_request_out_on_model_named_gpus() {
+    // GPU-0 can be shared by one task, GPU-1 by ten; both idle and model-named. HAMi's device
+    // score leaves the request out (its type `NVIDIA` is not the model string), so both score 0
+    // and the walk tries GPU-1 (registered last) first: the first container takes GPU-1 and the
+    // second, asking for two GPUs, gets GPU-1 again and GPU-0. Counting the request would score
+    // GPU-0 at 10 × 1/1 for the first container, which binpack takes, and the second container
+    // would no longer fit.
+    let n = node("a").gpu(gpu("GPU-0", 16384).count(1)).gpu(gpu("GPU-1", 16384));
+    let p = small(1).container("second").gpu(2).mem_mib(1000).annotation(keys::GPU_SCHEDULER_POLICY, "binpack");
+    assert_eq!(try_fit(&n, &p), ok("GPU-1,NVIDIA,1000,0:;GPU-1,NVIDIA,1000,0:GPU-0,NVIDIA,1000,0:;"));
+    // Devices registered with the bare vendor word do count the request, as in HAMi: then
+    // binpack fills GPU-0 first and the pod no longer fits this node.
+    let word = node("a").gpu(gpu("GPU-0", 16384).count(1).ty("NVIDIA")).gpu(gpu("GPU-1", 16384).ty("NVIDIA"));
+    assert_eq!(try_fit(&word, &p), no("1/2 AllocatedCardsInsufficientRequest, 1/2 CardTimeSlicingExhausted"));
 }

@@ -13,16 +13,31 @@ fn assert_close(got: f32, want: f32, why: &str) {
 }
 
 /// A device of `vendor` with the given capacity and starting usage.
-fn dev_of(vendor: VendorId, count: u32, mem: u64, cores: u32, used: (u32, u64, u32)) -> DeviceUsage {
-    let mut d = DeviceUsage::idle(Arc::new(DeviceInfo::new("GPU-x", 0, count, mem, cores, "NVIDIA-A100")), vendor);
+fn dev_of(vendor: VendorId, ty: &str, count: u32, mem: u64, cores: u32, used: (u32, u64, u32)) -> DeviceUsage {
+    let mut d = DeviceUsage::idle(Arc::new(DeviceInfo::new("GPU-x", 0, count, mem, cores, ty)), vendor);
     d.used = used.0;
     d.used_mem = MemMiB(used.1);
     d.used_cores = used.2;
     d
 }
 
+/// An NVIDIA device whose type is the bare vendor word, so a request of the vendor counts.
 fn dev(count: u32, mem: u64, cores: u32, used: (u32, u64, u32)) -> DeviceUsage {
-    dev_of(NVIDIA, count, mem, cores, used)
+    dev_of(NVIDIA, "NVIDIA", count, mem, cores, used)
+}
+
+/// An NVIDIA device carrying a model name, as every NVIDIA device plugin registers it.
+fn model_dev(count: u32, mem: u64, cores: u32, used: (u32, u64, u32)) -> DeviceUsage {
+    dev_of(NVIDIA, "NVIDIA-Tesla T4", count, mem, cores, used)
+}
+
+/// The request type word of each test vendor.
+fn word(v: VendorId) -> &'static str {
+    if v == NVIDIA { "NVIDIA" } else { "OTHER" }
+}
+
+fn score(d: &DeviceUsage, reqs: &[ContainerRequest], w: &Weights) -> f32 {
+    device_score(d, reqs, w, word)
 }
 
 fn req(nums: u32, memreq: u64, mempct: u32, cores: u32) -> ContainerRequest {
@@ -31,10 +46,15 @@ fn req(nums: u32, memreq: u64, mempct: u32, cores: u32) -> ContainerRequest {
 
 const W111: Weights = Weights { slot: 1.0, core: 1.0, memory: 1.0 };
 
-/// The two GPUs of the §5.12 worked example: A has one task of 8192 MiB and 30 cores, B is idle.
+/// The two GPUs of the §5.12 worked example: A has one task of 8192 MiB and 30 cores, B is idle;
+/// both carry a model name, as NVIDIA's device plugin registers them.
 fn worked_example() -> Vec<DeviceUsage> {
+    worked_example_typed("NVIDIA-Tesla V100-PCIE-32GB")
+}
+
+fn worked_example_typed(ty: &str) -> Vec<DeviceUsage> {
     let v = vendors();
-    node("a").gpu(gpu("GPU-A", 32768).used(1, 8192, 30)).gpu(gpu("GPU-B", 32768)).snapshot(&v).devices
+    node("a").gpu(gpu("GPU-A", 32768).ty(ty).used(1, 8192, 30)).gpu(gpu("GPU-B", 32768).ty(ty)).snapshot(&v).devices
 }
 
 /// The §5.12 request: 4096 MiB and 20 cores of one GPU, parsed as the webhook-mutated pod says.
@@ -49,13 +69,25 @@ fn worked_example_default_score_is_three_and_a_quarter() {
 }
 
 #[test]
-fn worked_example_device_scores_count_the_request() {
-    // scheduling.md §5.12 "with the request counted" (hami-rs fixes §14 row 2):
-    // A = 10 × (2/10 + 50/100 + 12288/32768), B = 10 × (1/10 + 20/100 + 4096/32768).
+fn worked_example_device_scores_leave_the_request_out_on_model_named_gpus() {
+    // scheduling.md §5.12, HAMi today: the request's type `NVIDIA` is not the model string, so
+    // the score is the GPU's use alone: A = 10 × (1/10 + 30/100 + 8192/32768), B = 0.
     let devs = worked_example();
     let r = [worked_request()];
-    assert_close(device_score(&devs[0], &r, &W111), 10.75, "A");
-    assert_close(device_score(&devs[1], &r, &W111), 4.25, "B");
+    let v = vendors();
+    let by_vendors = |d: &DeviceUsage| device_score(d, &r, &W111, |id| v.get(id).name());
+    assert_close(by_vendors(&devs[0]), 6.5, "A");
+    assert_close(by_vendors(&devs[1]), 0.0, "B");
+}
+
+#[test]
+fn worked_example_device_scores_count_the_request_when_the_type_is_the_vendor_word() {
+    // scheduling.md §5.12 "with the request counted": devices registered with the bare word:
+    // A = 10 × (2/10 + 50/100 + 12288/32768), B = 10 × (1/10 + 20/100 + 4096/32768).
+    let devs = worked_example_typed("NVIDIA");
+    let r = [worked_request()];
+    assert_close(score(&devs[0], &r, &W111), 10.75, "A");
+    assert_close(score(&devs[1], &r, &W111), 4.25, "B");
 }
 
 #[test]
@@ -63,7 +95,7 @@ fn worked_example_spread_tries_the_idle_gpu_and_binpack_the_busy_one() {
     // scheduling.md §5.12: "either way spread tries B first and binpack tries A first".
     let devs = worked_example();
     let r = [worked_request()];
-    let scores: Vec<f32> = devs.iter().map(|d| device_score(d, &r, &W111)).collect();
+    let scores: Vec<f32> = devs.iter().map(|d| score(d, &r, &W111)).collect();
     let mut out = Vec::new();
     order_devices(&devs, &scores, &GpuPolicy::parse("spread", false), &mut out);
     assert_eq!(out.last(), Some(&1), "spread tries B (position 1) first");
@@ -80,9 +112,35 @@ struct ScoreRow {
 }
 
 #[test]
-fn device_score_follows_hamis_formula_with_the_request_counted() {
+fn device_score_follows_hamis_formula() {
     let busy = (1, 8192, 30);
     let rows = [
+        ScoreRow {
+            // §5.5: the request's type `NVIDIA` is not the model string `NVIDIA-Tesla T4`, so it
+            // is not counted: GPU A of §5.12 scores its use alone, 10 × (1/10 + 30/100 + 1/4).
+            why: "model-named device leaves the request out",
+            dev: model_dev(10, 32768, 100, busy),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
+            weights: W111,
+            want: 6.5,
+        },
+        ScoreRow {
+            // §5.5: an idle model-named device scores 0 whatever the request.
+            why: "idle model-named device",
+            dev: model_dev(10, 32768, 100, (0, 0, 0)),
+            reqs: vec![req(2, 0, 100, 100)],
+            weights: W111,
+            want: 0.0,
+        },
+        ScoreRow {
+            // §5.5: the match is on the type string alone: a device of another vendor whose type
+            // is the requested word counts the request, 10 × (1/10 + 20/100 + 4096/32768).
+            why: "type equal to the request's word counts whatever the vendor",
+            dev: dev_of(OTHER, "NVIDIA", 10, 32768, 100, (0, 0, 0)),
+            reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
+            weights: W111,
+            want: 4.25,
+        },
         ScoreRow {
             // §5.5: an idle device with a request-less container scores 0.
             why: "idle device, no request",
@@ -207,7 +265,7 @@ fn device_score_follows_hamis_formula_with_the_request_counted() {
         },
     ];
     for r in rows {
-        assert_close(device_score(&r.dev, &r.reqs, &r.weights), r.want, r.why);
+        assert_close(score(&r.dev, &r.reqs, &r.weights), r.want, r.why);
     }
 }
 
@@ -221,10 +279,10 @@ fn weights_annotation_changes_the_device_score() {
         .cores(20)
         .annotation(keys::DEVICE_SCORING_WEIGHTS, " slot = 0 , core=0,memory=1")
         .request_with(&v);
-    let a = &worked_example()[0];
-    assert_close(device_score(a, &p.containers[0], &p.weights), 3.75, "memory only");
+    let a = &worked_example_typed("NVIDIA")[0];
+    assert_close(score(a, &p.containers[0], &p.weights), 3.75, "memory only");
     let plain = pod().gpu(1).mem_mib(4096).cores(20).request_with(&v);
-    assert_close(device_score(a, &plain.containers[0], &plain.weights), 10.75, "default 1/1/1");
+    assert_close(score(a, &plain.containers[0], &plain.weights), 10.75, "default 1/1/1");
 }
 
 #[test]
@@ -238,7 +296,10 @@ fn node_default_score_sums_every_device_before_the_pod() {
         // 10 × (5/14 + 50/200 + 8192/32768).
         (
             "two vendors",
-            vec![dev_of(NVIDIA, 10, 16384, 100, (5, 8192, 50)), dev_of(OTHER, 4, 16384, 100, (0, 0, 0))],
+            vec![
+                dev_of(NVIDIA, "NVIDIA", 10, 16384, 100, (5, 8192, 50)),
+                dev_of(OTHER, "OTHER", 4, 16384, 100, (0, 0, 0)),
+            ],
             10.0 * (5.0 / 14.0 + 0.25 + 0.25),
         ),
         // §5.12: Σ Count = 0 gives 0, whatever else is used.

@@ -180,9 +180,8 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[],
             want: Refused(MEM),
         },
-        // §4.1 mempct: absent → 101; 0 → 101; else the value. HAMi also reads a non-integer as
-        // 101, caps a value above 100 and reads a negative one as 101; hami-rs refuses anything
-        // outside the webhook's integer 0–100.
+        // §4.1 mempct: absent → 101; > 100 → 100; ≤ 0 → 101; else the value. HAMi also reads a
+        // non-integer as 101; hami-rs refuses it (the webhook denies it too).
         Row {
             what: "percentage 50",
             cfg: same,
@@ -191,11 +190,11 @@ fn request_derivation_follows_hami_field_by_field() {
             want: Req(1, 0, 50, 0),
         },
         Row {
-            what: "percentage 150",
+            what: "percentage 150 reads as the whole card",
             cfg: same,
             limits: &[(GPU, "1"), (PCT, "150")],
             requests: &[],
-            want: Refused(PCT),
+            want: Req(1, 0, 100, 0),
         },
         Row {
             what: "percentage 100",
@@ -223,7 +222,7 @@ fn request_derivation_follows_hami_field_by_field() {
             cfg: same,
             limits: &[(GPU, "1"), (MEM, "3000"), (PCT, "150")],
             requests: &[],
-            want: Refused(PCT),
+            want: Req(1, 3000, 100, 0),
         },
         Row {
             what: "percentage 0 is unset",
@@ -233,11 +232,25 @@ fn request_derivation_follows_hami_field_by_field() {
             want: Req(1, 3000, 101, 0),
         },
         Row {
-            what: "negative percentage",
+            what: "negative percentage is unset",
             cfg: same,
             limits: &[(GPU, "1"), (MEM, "3000"), (PCT, "-5")],
             requests: &[],
-            want: Refused(PCT),
+            want: Req(1, 3000, 101, 0),
+        },
+        Row {
+            what: "negative percentage and no memory is the whole card",
+            cfg: same,
+            limits: &[(GPU, "1"), (PCT, "-5")],
+            requests: &[],
+            want: Req(1, 0, 100, 0),
+        },
+        Row {
+            what: "percentage far past 100",
+            cfg: same,
+            limits: &[(GPU, "1"), (PCT, "1000000000000")],
+            requests: &[],
+            want: Req(1, 0, 100, 0),
         },
         Row {
             what: "fractional percentage",

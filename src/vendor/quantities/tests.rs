@@ -98,11 +98,11 @@ const ROWS: &[Row] = &[
     ("Biren", &[], "birentech.com/gpu", BAD_COUNTS),
     ("Ascend910B3", &[], "huawei.com/Ascend910B3", BAD_COUNTS),
     ("MR-V100", &[], "iluvatar.ai/MR-V100-vgpu", BAD_COUNTS),
-    // NVIDIA memory, percentage (the webhook's 0–100) and cores.
+    // NVIDIA memory, percentage (an integer; HAMi clamps it to 0–100) and cores.
     ("NVIDIA", &[("nvidia.com/gpu", "1")], "nvidia.com/gpumem",
         &[("16Gi", "17179869184 is out of range 0..=2147483647"), ("0.5", FRACTION), ("lots", NOT_A_QUANTITY)]),
     ("NVIDIA", &[("nvidia.com/gpu", "1")], "nvidia.com/gpumem-percentage",
-        &[("150", "150 is out of range 0..=100"), ("-1", "-1 is out of range 0..=100"), ("50.5", FRACTION), ("half", NOT_A_QUANTITY)]),
+        &[("50.5", FRACTION), ("half", NOT_A_QUANTITY), ("1e30", "is out of range")]),
     ("NVIDIA", &[("nvidia.com/gpu", "1")], "nvidia.com/gpucores", &[("1.5", FRACTION), ("-5", R), ("most", NOT_A_QUANTITY)]),
     // Cambricon, Hygon, Iluvatar, Mthreads: memory in units, cores default only when absent.
     ("MLU", &[("cambricon.com/vmlu", "1")], "cambricon.com/mlu.smlu.vmemory",
