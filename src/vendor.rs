@@ -358,6 +358,16 @@ pub trait Vendor: Send + Sync + 'static {
         self.device_keys().map(|k| k.names()).unwrap_or_default()
     }
 
+    /// The keys that carry this vendor's decision to its device plugin (the pending and the
+    /// allocated list). Only the scheduler writes them: a pod created with one is refused, or it
+    /// could pick its own card and hold usage no one counts.
+    fn decision_keys(&self) -> Vec<String> {
+        match self.device_keys() {
+            Some(k) => k.names(),
+            None => self.allocated_key().map(|k| vec![k.to_owned()]).unwrap_or_default(),
+        }
+    }
+
     /// The annotations Filter writes for this vendor's part of the decision.
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         if let Some(k) = self.device_keys() {
@@ -391,6 +401,8 @@ pub struct Vendors {
     /// Every vendor's pod annotation keys in registry order, as `Vendor::pod_keys` gives them:
     /// Filter's patch clears the ones a pod carries on every decision.
     pod_keys: Vec<String>,
+    /// See [`Vendors::scheduler_keys`].
+    scheduler_keys: Vec<String>,
 }
 
 /// A node's devices from every vendor, as one list (vendors in registry order).
@@ -413,7 +425,19 @@ impl Vendors {
     pub fn new(list: Vec<Box<dyn Vendor>>) -> Vendors {
         assert!(list.len() < usize::from(u8::MAX), "too many vendors");
         let pod_keys = list.iter().flat_map(|v| v.pod_keys()).collect();
-        Vendors { list, pod_keys }
+        use crate::model::annotations as keys;
+        let bind = [keys::ASSIGNED_NODE, keys::BIND_TIME, keys::BIND_PHASE].map(String::from);
+        let mut scheduler_keys: Vec<String> =
+            bind.into_iter().chain(list.iter().flat_map(|v| v.decision_keys())).collect();
+        let mut seen = std::collections::HashSet::new();
+        scheduler_keys.retain(|k| seen.insert(k.clone()));
+        Vendors { list, pod_keys, scheduler_keys }
+    }
+
+    /// The pod annotations only the scheduler writes: the node and bind phase of a decision, then
+    /// every vendor's decision keys, in registry order, each once.
+    pub fn scheduler_keys(&self) -> &[String] {
+        &self.scheduler_keys
     }
 
     /// Every vendor's pod annotation keys, in registry order (a key two vendors share, twice).

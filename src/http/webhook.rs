@@ -69,6 +69,8 @@ impl WebhookConfig {
 struct Review {
     api_version: &'static str,
     uid: String,
+    /// `CREATE`, `UPDATE`, …; empty when the review does not say.
+    operation: String,
     namespace: String,
     name: String,
     object: Option<Value>,
@@ -129,6 +131,7 @@ fn decode_review(body: &[u8]) -> Result<Review, Error> {
     Ok(Review {
         api_version,
         uid,
+        operation: take_text(&mut req, "operation", "request.operation")?.unwrap_or_default(),
         namespace: take_text(&mut req, "namespace", "request.namespace")?.unwrap_or_default(),
         name: take_text(&mut req, "name", "request.name")?.unwrap_or_default(),
         object: take(&mut req, "object"),
@@ -200,6 +203,8 @@ struct Cx<'a> {
     vendors: &'a Vendors,
     defaults: &'a PolicyDefaults,
     namespace: &'a str,
+    /// The pod is being created (not updated): it may not arrive carrying a decision.
+    creating: bool,
 }
 
 /// Runs every vendor's mutation on every container, init containers first (step 4), and applies
@@ -302,6 +307,15 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
     if view.spec.containers.is_empty() {
         return Decision::Deny(NO_CONTAINERS.into());
     }
+    // A pod created with a decision's annotations, whatever scheduler it names, would have its
+    // device plugin hand out the devices it wrote itself, uncounted and unchecked against quota.
+    if cx.creating
+        && let Some(k) = cx.vendors.scheduler_keys().iter().find(|k| view.metadata.annotations.contains_key(k.as_str()))
+    {
+        return Decision::Deny(format!(
+            "annotation {k} is written by the scheduler and cannot be set when creating a pod"
+        ));
+    }
     // Step 3: a pod another scheduler owns is not ours to change, nor to count against quota.
     if let Some(s) = view.spec.scheduler_name.as_deref().filter(|s| !s.is_empty()) {
         let taken_over = s == DEFAULT_SCHEDULER && cx.cfg.force_overwrite_default_scheduler;
@@ -372,7 +386,7 @@ pub fn admit_pod(
     pod: &PodView,
 ) -> Result<PodView, String> {
     let mut value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
-    let cx = Cx { cfg, vendors, defaults, namespace: &pod.metadata.namespace };
+    let cx = Cx { cfg, vendors, defaults, namespace: &pod.metadata.namespace, creating: true };
     match admit(&cx, value.clone()) {
         Decision::Allow { patch: None, .. } => Ok(pod.clone()),
         Decision::Allow { patch: Some((b64, _)), .. } => {
@@ -430,7 +444,9 @@ pub fn review(
     let decision = match object {
         None => Decision::Failed { code: 400, message: "decoding pod: request.object is missing".into() },
         Some(pod) => {
-            let cx = Cx { cfg, vendors, defaults, namespace: &namespace };
+            // Updates of a scheduled pod carry its decision; only a creation is checked for one.
+            let creating = !review.operation.eq_ignore_ascii_case("UPDATE");
+            let cx = Cx { cfg, vendors, defaults, namespace: &namespace, creating };
             admit(&cx, pod)
         }
     };

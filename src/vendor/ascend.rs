@@ -407,6 +407,10 @@ impl Vendor for Ascend {
         Some(&self.keys.allocated)
     }
 
+    fn decision_keys(&self) -> Vec<String> {
+        vec![self.keys.to_allocate.clone(), self.keys.allocated.clone()]
+    }
+
     fn pod_keys(&self) -> Vec<String> {
         vec![
             self.keys.to_allocate.clone(),

@@ -570,6 +570,10 @@ impl Vendor for MetaxSgpu {
         Some(keys::ALLOCATED)
     }
 
+    fn decision_keys(&self) -> Vec<String> {
+        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
+    }
+
     fn pod_keys(&self) -> Vec<String> {
         [keys::TO_ALLOCATE, keys::ALLOCATED, keys::GPU_DEVICES_ALLOCATED, keys::PREDICATE_TIME]
             .map(String::from)

@@ -158,6 +158,10 @@ impl Vendor for Mthreads {
         Some(keys::ALLOCATED)
     }
 
+    fn decision_keys(&self) -> Vec<String> {
+        [keys::TO_ALLOCATE, keys::ALLOCATED].map(String::from).to_vec()
+    }
+
     fn pod_keys(&self) -> Vec<String> {
         [keys::ALLOCATED, keys::GPU_INDEX, keys::PREDICATE_TIME, keys::PREDICATE_NODE].map(String::from).to_vec()
     }

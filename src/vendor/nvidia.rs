@@ -361,6 +361,12 @@ impl Vendor for Nvidia {
         [keys::NVIDIA_TO_ALLOCATE, keys::NVIDIA_ALLOCATED, keys::NVIDIA_MIG_ALLOCATIONS].map(String::from).to_vec()
     }
 
+    /// The MIG reservations too, beyond HAMi's list: a pod created with them would hold MIG
+    /// placements that no decision gave it.
+    fn decision_keys(&self) -> Vec<String> {
+        self.pod_keys()
+    }
+
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         let v = codec::encode_pod_devices(cx.devices);
         out.push((keys::NVIDIA_TO_ALLOCATE.into(), v.clone()));

@@ -712,3 +712,123 @@ async fn every_answer_echoes_the_request_uid() {
         assert_eq!(v["response"]["uid"], uid);
     }
 }
+
+// --- pods created carrying a decision -----------------------------------------------------------
+
+/// Every key HAMi's webhook refuses on a pod it is asked to create: the node and bind phase of a
+/// decision, and each registered vendor's pending and allocated lists.
+const SCHEDULER_KEYS: &[&str] = &[
+    "hami.io/vgpu-node",
+    "hami.io/bind-time",
+    "hami.io/bind-phase",
+    "hami.io/vgpu-devices-to-allocate",
+    "hami.io/vgpu-devices-allocated",
+    "hami.io/cambricon-mlu-devices-to-allocate",
+    "hami.io/cambricon-mlu-devices-allocated",
+    "hami.io/dcu-devices-to-allocate",
+    "hami.io/dcu-devices-allocated",
+    "hami.io/enflame-gcu-devices-to-allocate",
+    "hami.io/enflame-gcu-devices-allocated",
+    "hami.io/enflame-vgpu-devices-allocated",
+    "hami.io/mthreads-vgpu-devices-to-allocate",
+    "hami.io/mthreads-vgpu-devices-allocated",
+    "hami.io/metax-gpu-devices-to-allocate",
+    "hami.io/metax-gpu-devices-allocated",
+    "hami.io/metax-sgpu-devices-to-allocate",
+    "hami.io/metax-sgpu-devices-allocated",
+    "hami.io/kunlun-allocated",
+    "hami.io/xpu-devices-to-allocate",
+    "hami.io/xpu-devices-allocated",
+    "hami.io/aws-neuron-devices-allocated",
+    "hami.io/amd-devices-to-allocate",
+    "hami.io/amd-devices-allocated",
+    "hami.io/Vastai-devices-to-allocate",
+    "hami.io/Vastai-devices-allocated",
+    "hami.io/Biren-devices-to-allocate",
+    "hami.io/Biren-devices-allocated",
+    "hami.io/Ascend910A-devices-to-allocate",
+    "hami.io/Ascend910A-devices-allocated",
+    "hami.io/Ascend910B3-devices-to-allocate",
+    "hami.io/Ascend910B3-devices-allocated",
+    "hami.io/Ascend910B4-1-devices-to-allocate",
+    "hami.io/Ascend910B4-1-devices-allocated",
+    "hami.io/MR-V100-devices-to-allocate",
+    "hami.io/MR-V100-devices-allocated",
+    "hami.io/BI-V150-devices-to-allocate",
+    "hami.io/BI-V150-devices-allocated",
+];
+
+fn with_annotation(mut pod: Value, key: &str, value: &str) -> Value {
+    pod["metadata"]["annotations"] = json!({ key: value });
+    pod
+}
+
+fn forged_message(key: &str) -> String {
+    format!("annotation {key} is written by the scheduler and cannot be set when creating a pod")
+}
+
+#[actix_web::test]
+async fn a_pod_created_with_any_vendors_decision_keys_is_denied_whatever_its_scheduler() {
+    let hook = Hook::start(hami()).await;
+    let gpu = || pod(json!({"nvidia.com/gpu": "1"}));
+    let mut other = pod(json!({}));
+    other["spec"]["schedulerName"] = json!("some-other-scheduler");
+    for key in SCHEDULER_KEYS.iter().copied().chain(["hami.io/vgpu-mig-allocations"]) {
+        for (what, p) in [("GPU pod", gpu()), ("pod of another scheduler without devices", other.clone())] {
+            let res = hook.admit(with_annotation(p, key, "GPU-a,NVIDIA,20000,100:;")).await;
+            assert_eq!(res["allowed"], false, "{what} with {key}: {res}");
+            assert_eq!(res["status"]["code"], 403, "{what} with {key}: {res}");
+            assert_eq!(res["status"]["reason"], "Forbidden", "{what} with {key}: {res}");
+            assert_eq!(res["status"]["message"], forged_message(key), "{what} with {key}");
+        }
+        // Presence alone counts, as in HAMi: an empty value too.
+        let res = hook.admit(with_annotation(gpu(), key, "")).await;
+        assert_eq!(res["allowed"], false, "empty {key}: {res}");
+    }
+}
+
+#[actix_web::test]
+async fn the_scheduler_keys_are_every_vendors_decision_keys_each_once() {
+    let v = vendors();
+    let keys: Vec<&str> = v.scheduler_keys().iter().map(String::as_str).collect();
+    for k in SCHEDULER_KEYS {
+        assert!(keys.contains(k), "{k} missing from {keys:?}");
+    }
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), keys.len(), "each key once: {keys:?}");
+    assert_eq!(keys[..3], ["hami.io/vgpu-node", "hami.io/bind-time", "hami.io/bind-phase"]);
+}
+
+#[actix_web::test]
+async fn keys_a_user_may_set_and_updates_of_a_scheduled_pod_are_not_refused() {
+    let hook = Hook::start(hami()).await;
+    let gpu = || pod(json!({"nvidia.com/gpu": "1"}));
+    // The user's own choices, and the decision time HAMi does not guard.
+    for key in
+        ["hami.io/gpu-scheduler-policy", "nvidia.com/use-gpuuuid", "hami.io/vgpu-time", "hami.io/node-nvidia-register"]
+    {
+        let res = hook.admit(with_annotation(gpu(), key, "x")).await;
+        assert_eq!(res["allowed"], true, "{key}: {res}");
+    }
+    // An update of a pod that carries its decision (a label added, say) is no creation.
+    let mut update = review(V1, with_annotation(gpu(), "hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,0:;"));
+    update["request"]["operation"] = json!("UPDATE");
+    let v: Value = serde_json::from_str(&hook.text(&update).await).unwrap();
+    assert_eq!(v["response"]["allowed"], true, "{v}");
+    // A review that does not say is taken as a creation.
+    let mut unsaid = review(V1, with_annotation(gpu(), "hami.io/bind-phase", "allocating"));
+    unsaid["request"].as_object_mut().unwrap().remove("operation");
+    let v: Value = serde_json::from_str(&hook.text(&unsaid).await).unwrap();
+    assert_eq!(v["response"]["allowed"], false, "{v}");
+}
+
+#[actix_web::test]
+async fn a_pod_without_containers_is_denied_for_that_before_its_annotations_are_read() {
+    let hook = Hook::start(hami()).await;
+    let mut p = with_annotation(pod(json!({})), "hami.io/vgpu-node", "n");
+    p["spec"]["containers"] = json!([]);
+    let res = hook.admit(p).await;
+    assert_eq!(res["status"]["message"], "pod has no containers", "{res}");
+}

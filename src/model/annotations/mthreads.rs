@@ -2,6 +2,9 @@
 
 /// Pod: devices the pod holds. Mthreads writes no to-allocate key.
 pub const ALLOCATED: &str = "hami.io/mthreads-vgpu-devices-allocated";
+/// HAMi registers this key as Mthreads' pending list though its scheduler never writes it; a pod
+/// created with it is still refused.
+pub const TO_ALLOCATE: &str = "hami.io/mthreads-vgpu-devices-to-allocate";
 /// Pod: comma list of the device indexes of the last container holding devices.
 pub const GPU_INDEX: &str = "mthreads.com/gpu-index";
 /// Pod: unix-ns of the Filter decision.
