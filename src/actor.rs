@@ -125,14 +125,16 @@ impl Failures {
     pub fn render(&self) -> BTreeMap<String, String> {
         self.texts(true)
     }
-    /// HAMi's reason alone, per node: what `FailedNodes` carries, as HAMi writes it.
+    /// What `FailedNodes` carries per node: HAMi's reason as HAMi writes it (see
+    /// [`Rejection::answer`]).
     pub fn hami(&self) -> BTreeMap<String, String> {
         self.texts(false)
     }
     fn texts(&self, detail: bool) -> BTreeMap<String, String> {
         let text = |r: &Rejection, snap: Option<&NodeSnapshot>| match snap {
             Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
-            _ => r.hami_text(),
+            Some(s) => r.answer(s.unusable.as_deref()),
+            None => r.hami_text(),
         };
         let listed = self.listed.iter().flat_map(|l| l.iter()).map(|(n, r, s)| (n.to_string(), text(&r, s.as_deref())));
         self.nodes.iter().map(|(n, r, s)| (n.to_string(), text(r, s.as_deref()))).chain(listed).collect()

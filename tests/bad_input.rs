@@ -638,10 +638,10 @@ fn unusable_limits() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "nvidia.com/gpumem: quantity \"lots\" is not a valid Kubernetes quantity",
         ),
         (
-            "percentage 150",
-            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "150"}),
+            "fractional percentage",
+            json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50.5"}),
             "NVIDIA",
-            "nvidia.com/gpumem-percentage: 150 is out of range 0..=100",
+            "nvidia.com/gpumem-percentage: \"50.5\" is not an integer",
         ),
         (
             "count past int32",
@@ -842,7 +842,7 @@ async fn duplicate_device_uuids_in_a_registration() {
     let two = pod().gpu(2).mem_mib(10000).name("two");
     let res = app.post("/filter", json!({"Pod": two.view(), "NodeNames": ["dup"]}).to_string()).await.filter_result();
     assert_eq!(res["NodeNames"], Value::Null, "{res}");
-    assert!(res["FailedNodes"]["dup"].as_str().unwrap().starts_with("1/2 CardInsufficientMemory (GPU-dup: "), "{res}");
+    assert_eq!(res["FailedNodes"]["dup"], "1/2 CardInsufficientMemory", "{res}");
     let one = |i: usize| pod().gpu(1).mem_mib(10000).name(&format!("one-{i}")).uid(&format!("uid-one-{i}"));
     let res =
         app.post("/filter", json!({"Pod": one(0).view(), "NodeNames": ["dup"]}).to_string()).await.filter_result();
@@ -1076,9 +1076,9 @@ async fn admission_of_unusable_quantities_is_denied_and_unknown_resources_are_le
         let message = r["status"]["message"].as_str().unwrap();
         // NVIDIA's mutation checks the percentage itself, before any request is derived, and
         // answers with HAMi's message and code.
-        if what == "percentage 150" {
+        if what == "fractional percentage" {
             assert_eq!((&r["allowed"], &r["status"]["code"]), (&json!(false), &json!(500)), "{what}: {r}");
-            let hami = "invalid nvidia.com/gpumem-percentage value 150 in container main: must be an integer between 0 and 100";
+            let hami = "invalid nvidia.com/gpumem-percentage value 50.5 in container main: must be an integer between 0 and 100";
             assert_eq!(message, hami, "{what}");
             continue;
         }
@@ -1134,8 +1134,8 @@ async fn a_count_past_every_node_is_a_no_fit() {
     assert_eq!(
         res["FailedNodes"],
         json!({
-            "a": "NodeInsufficientDevice (requested 2147483647 devices, node has 1)",
-            "b": "NodeInsufficientDevice (requested 2147483647 devices, node has 2)",
+            "a": "NodeInsufficientDevice",
+            "b": "NodeInsufficientDevice",
         }),
         "{res}"
     );
@@ -1261,7 +1261,7 @@ async fn a_zero_capacity_with_a_huge_exponent_synthesises_no_devices() {
     let gcu = json!({"metadata": {"name": "g", "namespace": "default"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"enflame.com/gcu": "1"}}}]}});
     let res =
         app.post("/filter", json!({"Pod": gcu, "Nodes": {"items": [zero, tiny]}}).to_string()).await.filter_result();
-    assert_eq!(res["FailedNodes"]["zero"], "node unregistered (no devices registered)", "{res}");
+    assert_eq!(res["FailedNodes"]["zero"], "node unregistered", "{res}");
     assert_eq!(res["Nodes"]["items"][0]["metadata"]["name"], "tiny", "1e-40 rounds up to one device: {res}");
     app.still_schedules(&["a"]).await;
 }

@@ -49,6 +49,8 @@ const EXPORTED: &[(&str, Kind)] = &[
     ("hami_scheduler_watch_restarts_total", Kind::Counter),
     ("hami_scheduler_filter_nodes_evaluated_total", Kind::Counter),
     ("hami_scheduler_leader", Kind::Gauge),
+    ("hami_scheduler_is_leader", Kind::Gauge),
+    ("hami_scheduler_cache_synced", Kind::Gauge),
 ];
 
 const DOCS_COPY: &str = "docs/grafana-dashboard.json";

@@ -132,7 +132,7 @@ fn simulate_nodes<'a, B: Backend>(
         match fit::fit_pod(&snap, &req, vendors, &NoQuota, &mut s) {
             Ok(score) => fits.push((name, score, raw)),
             Err(r) => {
-                failed.insert(view.name().to_owned(), r.hami_text());
+                failed.insert(view.name().to_owned(), r.answer(snap.unusable.as_deref()));
             }
         }
     }

@@ -805,3 +805,14 @@ async fn usage_counts_pods_loaded_with_the_cluster() {
     let res = app.filter(&filter_args(&gpu_pod("p2", 11384), ["a"])).await;
     assert_eq!(res["NodeNames"], json!(["a"]), "16384 - 5000 = 11384 MiB is free");
 }
+
+#[actix_web::test]
+async fn a_memory_percentage_above_100_created_past_the_webhook_takes_the_whole_card() {
+    // HAMi's Filter reads a percentage above 100 as 100: the pod is placed and reserves the card.
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    let p = pod().gpu(1).mem_pct(150).name("p1");
+    let res = app.filter(&filter_args(&p, ["a"])).await;
+    assert_eq!(res["NodeNames"], json!(["a"]), "{res}");
+    let u = app.usage().await;
+    assert_eq!(u["nodes"][0]["devices"][0]["memUsed"], json!(16384), "{u}");
+}

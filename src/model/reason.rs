@@ -181,6 +181,16 @@ impl Rejection {
         }
     }
 
+    /// What `FailedNodes` carries: HAMi's text, unchanged. A node whose registration hami-rs
+    /// refuses as malformed (HAMi keeps using its old devices, so it has no text for this) also
+    /// says why, since nothing else on the pod's side would.
+    pub fn answer(&self, unusable: Option<&str>) -> String {
+        match self {
+            Rejection::NodeUnusable => self.render(&[], unusable),
+            _ => self.hami_text(),
+        }
+    }
+
     /// HAMi's text followed by the detail a person needs, e.g.
     /// `1/2 CardInsufficientMemory (GPU-…2222: requested 8000 MiB, free 4096 MiB)`.
     pub fn render(&self, devices: &[DeviceUsage], unusable: Option<&str>) -> String {
