@@ -1,8 +1,9 @@
-//! `POST /webhook`: HAMi's mutating admission webhook for pods (protocol.md §6). It decides and
+//! `POST /webhook`: HAMi's mutating admission webhook for pods. It decides and
 //! returns a JSON patch; it never writes to the cluster and never reserves devices.
 //!
 //! ```text
-//!  AdmissionReview ─▶ decode ─▶ containers? ─▶ scheduler name ─▶ vendor mutations (init first)
+//!  AdmissionReview ─▶ decode ─▶ containers? ─▶ decision annotations? (create) ─▶ scheduler name
+//!        ─▶ vendor mutations (init first)
 //!        ─▶ privileged? ─▶ schedulerName / nodeName ─▶ request derivation ─▶ quota ─▶ allow + patch
 //! ```
 

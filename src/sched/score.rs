@@ -1,4 +1,4 @@
-//! Scores and orders (scheduling.md §5.5, §5.6, §5.12, §5.13): the device score of one container's
+//! Scores and orders: the device score of one container's
 //! request, the device order each GPU policy implies, the node's default score, and the choice
 //! among fitting nodes. Device ties fall where HAMi's sort leaves them; node ties are broken
 //! deterministically (HAMi leaves them to chance).
