@@ -139,6 +139,30 @@ impl Failures {
         let listed = self.listed.iter().flat_map(|l| l.iter()).map(|(n, r, s)| (n.to_string(), text(&r, s.as_deref())));
         self.nodes.iter().map(|(n, r, s)| (n.to_string(), text(r, s.as_deref()))).chain(listed).collect()
     }
+    /// The nodes each device reason was counted on, by reason word and sorted by name: what
+    /// HAMi's per-reason `FilteringFailed` Events name. Rejections without a device count
+    /// (`NodeInsufficientDevice`, `node unregistered`) have none, as in HAMi.
+    pub fn nodes_by_reason(&self) -> BTreeMap<&'static str, Vec<String>> {
+        let mut by: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+        let mut add = |n: &NodeName, r: &Rejection| {
+            if let Rejection::Devices(t) = r {
+                for (reason, _) in t.items() {
+                    by.entry(reason.as_str()).or_default().push(n.to_string());
+                }
+            }
+        };
+        for (n, r, _) in &self.nodes {
+            add(n, r);
+        }
+        for (n, r, _) in self.listed.iter().flat_map(|l| l.iter()) {
+            add(n, &r);
+        }
+        for nodes in by.values_mut() {
+            nodes.sort();
+            nodes.dedup();
+        }
+        by
+    }
     pub fn len(&self) -> usize {
         self.nodes.len() + self.listed.as_ref().map_or(0, candidates::Listed::len)
     }

@@ -104,7 +104,7 @@ impl<B: Backend> Engine<B> {
                 if tracing::enabled!(tracing::Level::DEBUG) {
                     tracing::debug!(pod = %pref, failed = ?failed.render(), "no node fits");
                 }
-                self.no_fit_events(&pref, &failed.hami(), n_candidates);
+                self.no_fit_events(&pref, &failed, n_candidates);
                 self.remember(&pref, None, "no-fit", format!("{} nodes do not meet", failed.len()));
                 crate::metrics::filter_done(crate::metrics::Outcome::NoFit, started);
                 return FilterOutcome::NoFit { failed };
@@ -393,21 +393,9 @@ impl<B: Backend> Engine<B> {
         patch
     }
 
-    pub(super) fn no_fit_events(&self, pod: &PodRef, failed: &BTreeMap<String, String>, candidates: usize) {
+    pub(super) fn no_fit_events(&self, pod: &PodRef, failed: &super::Failures, candidates: usize) {
         // One Event per reason word of the `<n>/<m> <Reason>` items, as HAMi records them.
-        let mut by_reason: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-        for (node, text) in failed {
-            for item in text.split(", ") {
-                if let Some((count, word)) = item.split_once(' ')
-                    && count.contains('/')
-                {
-                    by_reason.entry(word.to_owned()).or_default().push(node);
-                }
-            }
-        }
-        for (reason, mut nodes) in by_reason {
-            nodes.sort();
-            nodes.dedup();
+        for (reason, nodes) in failed.nodes_by_reason() {
             self.event(
                 pod,
                 reasons::FILTERING_FAILED,
