@@ -24,5 +24,8 @@ pub mod sched;
 pub mod simulate;
 pub mod vendor;
 
-#[doc(hidden)]
+/// Fixture builders for this crate's tests, integration tests and benchmarks; not part of the
+/// library's API (built only for tests, or with the `testing` feature the dev-dependency on this
+/// crate turns on).
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
