@@ -61,7 +61,10 @@ impl<B: Backend> Engine<B> {
     /// exactly what the pod held.
     pub async fn refit(&self, args: RefitArgs) -> RefitOutcome {
         let refused = |r: String| RefitOutcome::Refused(r);
-        if args.pod_uid.is_empty() || args.pod_namespace.is_empty() || args.pod_name.is_empty() || args.node_name.is_empty()
+        if args.pod_uid.is_empty()
+            || args.pod_namespace.is_empty()
+            || args.pod_name.is_empty()
+            || args.node_name.is_empty()
         {
             return refused("incomplete refit request: pod UID, namespace, name, and node are required".into());
         }
@@ -78,7 +81,10 @@ impl<B: Backend> Engine<B> {
             return refused(format!("unknown device type {}", go_quote(&args.device_type)));
         };
         if args.device_type != REFIT_VENDOR {
-            return refused(format!("device type {} is not supported by the NUMA refit yet", go_quote(&args.device_type)));
+            return refused(format!(
+                "device type {} is not supported by the NUMA refit yet",
+                go_quote(&args.device_type)
+            ));
         }
         let uid = PodUid::new(&args.pod_uid);
         let not_tracked = || refused(format!("pod {} is not tracked by the scheduler", args.pod_uid));
@@ -86,10 +92,13 @@ impl<B: Backend> Engine<B> {
         let Some(addr) = self.inner.book.get(&node).map(|e| e.addr.clone()) else { return not_tracked() };
         let pod = self.inner.backend.pod(&args.pod_namespace, &args.pod_name);
         let request = match &pod {
-            Some(p) => self.inner.vendors.pod_request(p, &self.inner.cfg.defaults).map(Arc::new).map_err(|e| e.to_string()),
+            Some(p) => {
+                self.inner.vendors.pod_request(p, &self.inner.cfg.defaults).map(Arc::new).map_err(|e| e.to_string())
+            }
             None => Err(String::new()),
         };
-        let pod_ref = PodRef { namespace: args.pod_namespace.clone(), name: args.pod_name.clone(), uid: args.pod_uid.clone() };
+        let pod_ref =
+            PodRef { namespace: args.pod_namespace.clone(), name: args.pod_name.clone(), uid: args.pod_uid.clone() };
         let ask = Arc::new(RefitAsk {
             uid: uid.clone(),
             namespace: args.pod_namespace,
@@ -142,7 +151,8 @@ impl<B: Backend> Engine<B> {
             self.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, reason.clone());
             return refused(reason);
         }
-        let message = format!("NUMA refit moved container {} from {} to {}", mv.index, go_list(&mv.from), go_list(&mv.to));
+        let message =
+            format!("NUMA refit moved container {} from {} to {}", mv.index, go_list(&mv.from), go_list(&mv.to));
         self.event(&pod_ref, reasons::NUMA_REFIT_SUCCEED, EventType::Normal, message);
         RefitOutcome::Moved(mv.devices)
     }

@@ -504,7 +504,9 @@ impl Backend for KubeBackend {
         if let Some(rv) = patch.at_version.as_deref() {
             // One try: a conflict means the pod changed since the caller read it.
             let body = patch.to_merge_patch(Some(rv));
-            return match self.call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body))).await
+            return match self
+                .call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body)))
+                .await
             {
                 Ok(p) => {
                     self.cache_pod(&to_view(&p));

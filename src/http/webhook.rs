@@ -309,6 +309,11 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
             return Decision::Allow { patch: None, message: Some(OTHER_SCHEDULER) };
         }
     }
+    // HAMi refuses an invalid hami.io/numa-alignment on every pod it handles, device requests
+    // or not, before looking at the resources.
+    if let Err(e) = crate::model::refit::numa_alignment(&view.metadata.annotations) {
+        return Decision::Deny(e.to_string());
+    }
     // Step 4.
     let before = pod.clone();
     let recognised = match mutate(cx.vendors, &mut pod) {

@@ -178,7 +178,10 @@ mod tests {
     #[test]
     fn invalid_numa_alignment_quotes_the_raw_value_as_go_does() {
         let text = |raw: &str| parse_numa_alignment(raw).unwrap_err().to_string();
-        assert_eq!(text("bogus"), r#"invalid hami.io/numa-alignment annotation "bogus": expected "best-effort" or "strict""#);
+        assert_eq!(
+            text("bogus"),
+            r#"invalid hami.io/numa-alignment annotation "bogus": expected "best-effort" or "strict""#
+        );
         assert_eq!(text(""), r#"invalid hami.io/numa-alignment annotation "": expected "best-effort" or "strict""#);
         assert_eq!(
             text(" best effort "),
@@ -205,7 +208,10 @@ mod tests {
 
     #[test]
     fn replacing_an_entry_keeps_every_other_byte() {
-        assert_eq!(replace_entry("GPU-a,NVIDIA,20000,30:;", 0, "GPU-b,NVIDIA,20000,30:").unwrap(), "GPU-b,NVIDIA,20000,30:;");
+        assert_eq!(
+            replace_entry("GPU-a,NVIDIA,20000,30:;", 0, "GPU-b,NVIDIA,20000,30:").unwrap(),
+            "GPU-b,NVIDIA,20000,30:;"
+        );
         assert_eq!(
             replace_entry(";GPU-a,NVIDIA,20000,30:;", 1, "GPU-b,NVIDIA,20000,30:").unwrap(),
             ";GPU-b,NVIDIA,20000,30:;"

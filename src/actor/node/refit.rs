@@ -101,7 +101,10 @@ impl NodeActor {
             return Err(loud(format!("node {} unavailable: {}", self.name, Rejection::NodeUnregistered.hami_text())));
         }
         if let Some(d) = self.base.iter().find(|d| allowed.contains(d.info.id.as_str()) && d.info.is_mig()) {
-            return Err(loud(format!("allowed device {} is in MIG mode; the NUMA refit does not support MIG", d.info.id)));
+            return Err(loud(format!(
+                "allowed device {} is in MIG mode; the NUMA refit does not support MIG",
+                d.info.id
+            )));
         }
         let req = msg.request.clone().map_err(|e| loud(format!("invalid device scoring weights: {e}")))?;
 
@@ -128,12 +131,23 @@ impl NodeActor {
         }
         // The pod's other containers of this vendor, in order without gaps, ahead of the refitted
         // one: the quota checked inside the fit counts them as HAMi's does.
-        let seed: Vec<_> = allocated.iter().enumerate().filter(|(i, c)| *i != index && !c.is_empty()).map(|(_, c)| c.clone()).collect();
+        let seed: Vec<_> = allocated
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| *i != index && !c.is_empty())
+            .map(|(_, c)| c.clone())
+            .collect();
         let ci = seed.len();
         let mut one = (*req).clone();
         one.containers = vec![ContainerRequests::new(); one.containers.len().max(ci + 1)];
         let nums = u32::try_from(current.len()).unwrap_or(u32::MAX);
-        one.containers[ci].push(ContainerRequest::new(ask.vendor, nums, current[0].usedmem.get(), 0, current[0].usedcores));
+        one.containers[ci].push(ContainerRequest::new(
+            ask.vendor,
+            nums,
+            current[0].usedmem.get(),
+            0,
+            current[0].usedcores,
+        ));
         let snap = NodeSnapshot {
             name: self.name.clone(),
             devices: devs,
@@ -174,8 +188,8 @@ impl NodeActor {
         let entry = encode_container_devices(&new);
         let to_allocate = replace_entry(pending_raw, index, &entry)
             .map_err(|e| loud(format!("cannot rewrite pending allocation annotation: {e}")))?;
-        let allocated_new =
-            replace_entry(allocated_raw, index, &entry).map_err(|e| loud(format!("cannot rewrite allocated annotation: {e}")))?;
+        let allocated_new = replace_entry(allocated_raw, index, &entry)
+            .map_err(|e| loud(format!("cannot rewrite allocated annotation: {e}")))?;
 
         // Held: the old and the new devices both, checked like any reservation.
         let held = accounting::cover(&a.charges, &new_charges);
@@ -226,7 +240,9 @@ impl Handler<RefitSettle> for NodeActor {
         if let Some(q) = &self.quota {
             match a.record.namespace(&self.words) {
                 Some(ns) => q.replace(&ns, Some(&usage_of(&a.charges)), &usage_of(&charges)),
-                None => tracing::error!(node = %self.name, pod = %msg.uid, "allocation record does not read; its quota stays as held"),
+                None => {
+                    tracing::error!(node = %self.name, pod = %msg.uid, "allocation record does not read; its quota stays as held")
+                }
             }
         }
         if let Some(a) = self.allocs.get_mut(&msg.uid) {

@@ -712,3 +712,32 @@ async fn every_answer_echoes_the_request_uid() {
         assert_eq!(v["response"]["uid"], uid);
     }
 }
+
+/// `pod` with `hami.io/numa-alignment` set to `value`.
+fn numa_aligned(mut p: Value, value: &str) -> Value {
+    p["metadata"]["annotations"] = json!({ "hami.io/numa-alignment": value });
+    p
+}
+
+#[actix_web::test]
+async fn an_invalid_numa_alignment_is_denied_on_any_pod_the_webhook_handles() {
+    // HAMi's TestHandleNumaAlignmentAnnotation, and a pod without device requests.
+    let h = Hook::start(hami()).await;
+    let gpu = pod(json!({"nvidia.com/gpu": "1"}));
+    assert_eq!(h.admit(numa_aligned(gpu.clone(), "best-effort")).await["allowed"], true);
+    assert_eq!(h.admit(numa_aligned(gpu.clone(), " Strict ")).await["allowed"], true);
+    for (p, value) in [(gpu.clone(), "bogus"), (gpu, ""), (pod(json!({})), "bogus")] {
+        let r = h.admit(numa_aligned(p, value)).await;
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["code"], 403);
+        assert_eq!(r["status"]["reason"], "Forbidden");
+        assert_eq!(
+            r["status"]["message"],
+            format!("invalid hami.io/numa-alignment annotation \"{value}\": expected \"best-effort\" or \"strict\"")
+        );
+    }
+    // A pod another scheduler owns is allowed before the check, as in HAMi.
+    let mut other = numa_aligned(pod(json!({})), "bogus");
+    other["spec"]["schedulerName"] = json!("someone-else");
+    assert_eq!(h.admit(other).await["allowed"], true);
+}
