@@ -153,7 +153,8 @@ mod tests {
     #[test]
     fn numa_alignment_reads_as_hami_reads_it() {
         // HAMi's GetNumaAlignmentModeByPod table: trimmed, case-insensitive, explicit empty refused.
-        let rows: [(Option<&str>, Result<Option<NumaAlignment>, ()>); 10] = [
+        type Want = Result<Option<NumaAlignment>, ()>;
+        let rows: [(Option<&str>, Want); 10] = [
             (None, Ok(None)),
             (Some("best-effort"), Ok(Some(NumaAlignment::BestEffort))),
             (Some(" best-effort "), Ok(Some(NumaAlignment::BestEffort))),
