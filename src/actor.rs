@@ -7,6 +7,7 @@
 //! ```text
 //!  HTTP /filter ──▶ Engine::filter ── fit over snapshots ──▶ Coordinator ──Reserve──▶ NodeActor
 //!  HTTP /bind   ──▶ Engine::bind ──Lock──▶ NodeActor; Backend lock + binding; Commit/Unlock
+//!  HTTP /refit   ──▶ Engine::refit ──Refit──▶ NodeActor; Backend patch; RefitSettle
 //!  watchers     ──▶ Engine::{register_node, observe_pod, delete_pod} ──▶ NodeActor
 //! ```
 
@@ -41,6 +42,7 @@ mod filter;
 pub mod messages;
 pub mod node;
 mod observe;
+pub mod refit;
 mod shapes;
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;

@@ -38,6 +38,10 @@ pub struct PodPatch {
     /// elsewhere (a Binding whose answer was lost, then a retry choosing another node): such a
     /// write fails with [`Error::AlreadyBound`] and changes nothing.
     pub while_unbound: Option<String>,
+    /// Write only onto this exact resource version of the pod (the copy the caller decided
+    /// from; empty: no precondition). A conflict fails the write, with no retry: the NUMA refit
+    /// rewrites entries by position, which must not land on a pod that changed since.
+    pub at_version: Option<String>,
 }
 
 impl PodPatch {
@@ -51,6 +55,7 @@ impl PodPatch {
             ],
             labels: Vec::new(),
             while_unbound: None,
+            at_version: None,
         }
     }
 
@@ -128,6 +133,8 @@ pub mod reasons {
     pub const BINDING_FAILED: &str = "BindingFailed";
     /// hami-rs's own: a node's registration annotation cannot be decoded.
     pub const DEVICE_REGISTRATION_INVALID: &str = "DeviceRegistrationInvalid";
+    pub const NUMA_REFIT_SUCCEED: &str = "NumaRefitSucceed";
+    pub const NUMA_REFIT_FAILED: &str = "NumaRefitFailed";
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! The HTTP surface (actix-web): `/filter`, `/bind`, `/webhook`, `/healthz`, `/readyz`, `/usage`,
+//! The HTTP surface (actix-web): `/filter`, `/bind`, `/refit`, `/webhook`, `/healthz`, `/readyz`, `/usage`,
 //! and the listener's TLS. Only this module and `app.rs` import actix-web. Handlers decode once
 //! and hand the engine plain types.
 
@@ -12,6 +12,7 @@ use crate::backend::Backend;
 
 pub mod error;
 pub mod extender;
+pub mod refit;
 pub mod status;
 pub mod tls;
 pub mod webhook;
@@ -100,6 +101,7 @@ async fn usage<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
 pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
     cfg.route("/filter", web::post().to(extender::filter::<B>))
         .route("/bind", web::post().to(extender::bind::<B>))
+        .route("/refit", web::post().to(refit::refit::<B>))
         .route("/webhook", web::post().to(webhook::webhook::<B>))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz::<B>))

@@ -65,7 +65,7 @@ pub fn describe() {
     describe_histogram!(FILTER_SECONDS, metrics::Unit::Seconds, "Filter latency, by outcome");
     describe_histogram!(BIND_SECONDS, metrics::Unit::Seconds, "Bind latency, by outcome");
     describe_histogram!(PHASE_SECONDS, metrics::Unit::Seconds, "Time spent in each phase of filter and bind");
-    describe_counter!(DECISIONS, "Filter and bind decisions, by outcome");
+    describe_counter!(DECISIONS, "Filter, bind and NUMA refit decisions, by outcome");
     describe_counter!(REJECTIONS, "Candidate nodes rejected, by HAMi reason word");
     describe_counter!(RESERVATIONS_EXPIRED, "Reservations released because no bind came within --reservation-ttl");
     describe_gauge!(RESERVATIONS_OUTSTANDING, "Reservations made by filter and not yet bound");
@@ -147,6 +147,11 @@ pub fn filter_done(outcome: Outcome, started: Instant) {
 pub fn bind_done(outcome: Outcome, started: Instant) {
     histogram!(BIND_SECONDS, "outcome" => outcome.as_str()).record(started.elapsed().as_secs_f64());
     counter!(DECISIONS, "request" => "bind", "outcome" => outcome.as_str()).increment(1);
+}
+
+/// One `/refit` answered: `outcome` is `moved`, `unchanged` or `refused`.
+pub fn refit_done(outcome: &'static str) {
+    counter!(DECISIONS, "request" => "refit", "outcome" => outcome).increment(1);
 }
 
 pub fn phase(p: Phase, started: Instant) {

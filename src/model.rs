@@ -11,6 +11,7 @@ pub mod packed;
 pub mod pod;
 pub mod quantity;
 pub mod reason;
+pub mod refit;
 pub mod request;
 pub mod vec_map;
 

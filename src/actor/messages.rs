@@ -151,3 +151,74 @@ pub struct Settle;
 pub struct Report;
 
 pub use crate::sched::report::{AllocReport, AllocState, NodeReport};
+
+/// A NUMA refit as the node actor checks it: the request's identity, the container's position
+/// (init containers first), the vendor and the device ids the container may move to.
+#[derive(Clone, Debug)]
+pub struct RefitAsk {
+    pub uid: PodUid,
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    pub index: i64,
+    /// Empty: not checked.
+    pub container_name: String,
+    pub vendor: crate::model::VendorId,
+    pub allowed: Vec<String>,
+}
+
+/// Move one container's devices onto the allowed set, on the node that holds the pod: checked,
+/// re-fitted on the node's devices restricted to the allowed ones (the container's own usage
+/// released, the pod's other containers counted) and validated like a reservation. A move is
+/// held as what covers both the old and the new devices, in usage and quota, until
+/// [`RefitSettle`] says whether the pod's annotations were written.
+#[derive(Message)]
+#[rtype(result = "Result<RefitPlan, RefitFailure>")]
+pub struct Refit {
+    pub ask: Arc<RefitAsk>,
+    /// The pod as the backend's cache holds it under the asked name, if it does.
+    pub pod: Option<Arc<crate::model::PodView>>,
+    /// That copy's request (policies, NUMA binding, weights, layout), or why it does not parse.
+    pub request: Result<Arc<PodRequest>, String>,
+}
+
+/// What a refit does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RefitPlan {
+    /// Every device the container holds is allowed already: nothing changes.
+    Unchanged { devices: String },
+    /// Held in the node actor; the annotations are to be written, then [`RefitSettle`] sent.
+    Moved(RefitMove),
+}
+
+/// A move waiting for its annotation write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefitMove {
+    /// The container's position.
+    pub index: usize,
+    pub from: Vec<String>,
+    pub to: Vec<String>,
+    /// The container's new devices, as one annotation entry.
+    pub devices: String,
+    /// The two NVIDIA annotations with that entry replaced.
+    pub to_allocate: String,
+    pub allocated: String,
+    /// The resource version of the copy they were rewritten from.
+    pub resource_version: String,
+}
+
+/// Why a refit was refused; `event`: the refusal is recorded as a Warning Event on the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefitFailure {
+    pub reason: String,
+    pub event: bool,
+}
+
+/// The annotation write of a held move is done: `written` keeps the new devices, otherwise the
+/// old ones (or what the cluster showed meanwhile) come back.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RefitSettle {
+    pub uid: PodUid,
+    pub written: bool,
+}

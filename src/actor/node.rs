@@ -134,6 +134,8 @@ pub struct NodeActor {
     /// This actor's own address, weak so it never keeps the actor alive, for `Prefill`.
     me: Option<actix::WeakAddr<NodeActor>>,
     prefill_queued: bool,
+    /// NUMA refits held until their annotation write settles.
+    refits: HashMap<PodUid, refit::PendingRefit>,
 }
 
 impl Actor for NodeActor {
@@ -180,6 +182,7 @@ impl NodeActor {
             shapes,
             me: None,
             prefill_queued: false,
+            refits: HashMap::new(),
         }
     }
 
@@ -390,6 +393,7 @@ impl NodeActor {
 
     fn drop_alloc(&mut self, uid: &PodUid) -> bool {
         let removed = self.allocs.remove(uid);
+        self.refits.remove(uid);
         if let (Some(a), Some(q)) = (&removed, &self.quota) {
             self.unquote(q, uid, a);
         }
@@ -477,6 +481,8 @@ impl Handler<Reserve> for NodeActor {
         let record = self.record(&msg.pod.namespace, &msg.pod.name, &devices, &layout, &tags);
         self.allocs
             .insert(uid.clone(), Alloc { state: State::Reserved { seq }, charges: charges.into_boxed_slice(), record });
+        // A refit held for the pod is superseded: its settlement finds nothing to settle.
+        self.refits.remove(&uid);
         self.released.forget(&uid);
         self.placements.insert(uid.clone(), self.name.clone());
         self.arm_ttl(uid, seq.get(), msg.ttl, ctx);
@@ -571,6 +577,7 @@ impl Handler<Report> for NodeActor {
 mod cluster;
 mod lock;
 mod record;
+mod refit;
 mod tombstones;
 
 #[cfg(test)]

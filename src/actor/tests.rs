@@ -540,5 +540,6 @@ mod bound_elsewhere;
 mod fast_path;
 mod memo;
 mod observe;
+mod refit;
 mod resolution;
 mod tables;

@@ -501,6 +501,21 @@ impl Backend for KubeBackend {
 
     async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
         let api = self.pods_api(&pod.namespace);
+        if let Some(rv) = patch.at_version.as_deref() {
+            // One try: a conflict means the pod changed since the caller read it.
+            let body = patch.to_merge_patch(Some(rv));
+            return match self
+                .call("patch", "pods", api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&body)))
+                .await
+            {
+                Ok(p) => {
+                    self.cache_pod(&to_view(&p));
+                    Ok(())
+                }
+                Err(e) if is_not_found(&e) => Err(Error::PodNotFound(pod.to_string())),
+                Err(e) => Err(api_err(e)),
+            };
+        }
         // A write for an unbound pod names the resource version of a copy that showed it so; when
         // the pod changed since (often only its status), it is read again and, still unbound, the
         // write is made against the new version. `Some("")`: read it first.

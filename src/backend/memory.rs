@@ -47,6 +47,17 @@ fn apply_patch(v: &mut PodView, written: &mut BTreeMap<String, String>, patch: &
     }
 }
 
+/// The API server's answer to a write whose resource version is no longer the pod's.
+fn conflict(name: &str) -> Error {
+    Error::Status {
+        code: 409,
+        message: format!(
+            "Operation cannot be fulfilled on pods \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+        ),
+        reason: "Conflict".into(),
+    }
+}
+
 /// The pods map's key for a pod.
 fn pod_key(namespace: &str, name: &str) -> Box<str> {
     let mut k = String::with_capacity(namespace.len() + 1 + name.len());
@@ -300,6 +311,12 @@ impl Backend for MemoryBackend {
             return Err(Error::Refused(format!("pod {pod}: patch refused")));
         }
         self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(rv) = patch.at_version.as_deref().filter(|rv| !rv.is_empty()) {
+            let held = self.pod(&pod.namespace, &pod.name).and_then(|p| p.metadata.resource_version.clone());
+            if held.as_deref() != Some(rv) {
+                return Err(conflict(&pod.name));
+            }
+        }
         self.edit_pod(pod, patch.while_unbound.is_some(), |v, written| apply_patch(v, written, patch))
     }
 

@@ -297,7 +297,7 @@ fn fits_quota(req: &PodRequest, vendors: &Vendors, quota: &dyn QuotaCheck, names
     })
 }
 
-/// Steps 1–8 of protocol.md §6 on one pod object. Pure: reads the quota book, writes nothing.
+/// HAMi's admission steps on one pod object. Pure: reads the quota book, writes nothing.
 fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
     // Step 1.
     let view = match PodView::deserialize(&pod) {
@@ -323,6 +323,11 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
         if !taken_over && s != cx.cfg.scheduler_name {
             return Decision::Allow { patch: None, message: Some(OTHER_SCHEDULER) };
         }
+    }
+    // HAMi refuses an invalid hami.io/numa-alignment on every pod it handles, device requests
+    // or not, before looking at the resources.
+    if let Err(e) = crate::model::refit::numa_alignment(&view.metadata.annotations) {
+        return Decision::Deny(e.to_string());
     }
     // Step 4.
     let before = pod.clone();

@@ -144,6 +144,7 @@ impl GpuPolicy {
 pub type VendorParams = Arc<dyn Any + Send + Sync>;
 
 /// Everything Filter and Reserve need to know about a pod, parsed once.
+#[derive(Clone)]
 pub struct PodRequest {
     pub uid: PodUid,
     pub namespace: Arc<str>,

@@ -190,6 +190,28 @@ pub fn tag(charges: &mut [Charge], tags: &[Tag]) {
     }
 }
 
+/// Per device, the larger of two charge lists of one pod: what covers the pod before and after
+/// a move whose outcome is not known yet (sorted by vendor, then UUID).
+pub fn cover(a: &[Charge], b: &[Charge]) -> Vec<Charge> {
+    let mut out: Vec<Charge> = a.to_vec();
+    for c in b {
+        match out.iter_mut().find(|o| o.vendor == c.vendor && o.uuid == c.uuid) {
+            Some(o) => {
+                o.slots = o.slots.max(c.slots);
+                o.mem = o.mem.max(c.mem);
+                o.cores = o.cores.max(c.cores);
+                if c.mig.len() > o.mig.len() {
+                    o.mig.clone_from(&c.mig);
+                }
+                o.placements_only &= c.placements_only;
+            }
+            None => out.push(c.clone()),
+        }
+    }
+    out.sort_by(|x, y| (x.vendor, &x.uuid).cmp(&(y.vendor, &y.uuid)));
+    out
+}
+
 /// Devices whose usage a charge could not be applied to (unknown UUID), for logging.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Unmatched(pub Vec<DeviceUuid>);

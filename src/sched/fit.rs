@@ -147,6 +147,43 @@ pub fn fit_pod_devices(
     Ok(NodeFit { score, devices: s.result.clone() })
 }
 
+/// Fits one container of `pod` again (the NUMA refit): `pod` holds the request at container
+/// `ci` only, and `seed` the devices of this vendor the pod's other containers hold, placed at
+/// positions `0..seed.len()` before `ci`. They count towards the quota checked in the walk as
+/// earlier containers of the pod do. The devices are charged on a working copy of `node`, which
+/// the caller has already restricted and relieved of the container's own usage. Returns the
+/// container's new devices.
+#[allow(clippy::too_many_arguments)]
+pub fn refit_container(
+    node: &NodeSnapshot,
+    pod: &PodRequest,
+    ci: usize,
+    vendor: crate::model::VendorId,
+    seed: &[ContainerDevices],
+    vendors: &Vendors,
+    quota: &dyn QuotaCheck,
+    s: &mut Scratch,
+) -> Result<ContainerDevices, Rejection> {
+    if node.unusable.is_some() {
+        return Err(Rejection::NodeUnusable);
+    }
+    if node.devices.is_empty() {
+        return Err(Rejection::NodeUnregistered);
+    }
+    reset_result(pod, s);
+    let n = pod.containers.len();
+    for (i, c) in seed.iter().enumerate().take(ci) {
+        s.result.vendor_mut(vendor, n)[i].clone_from(c);
+    }
+    score::reset_order(node.devices.len(), &mut s.order);
+    let mut cum = std::mem::take(&mut s.cum);
+    cum.clone_from(&node.devices);
+    let r = fit_container(node, &mut cum, true, ci, pod, vendors, quota, s);
+    s.cum = cum;
+    r?;
+    Ok(s.result.vendor(vendor).and_then(|c| c.get(ci)).cloned().unwrap_or_default())
+}
+
 /// Memory and cores of `vendor` the pod holds so far in this evaluation: regular containers
 /// summed, init containers as a peak (for the quota check).
 fn pod_usage_so_far(pod: &PodRequest, result: &PodDevices, vendor: crate::model::VendorId) -> (MemMiB, u32) {

@@ -145,6 +145,19 @@ impl QuotaBook {
         fits
     }
 
+    /// Takes `old` out, and if `check` then fits the namespace's limits, puts `hold` in its place;
+    /// otherwise puts `old` back. One step under the namespace's entry. The refit checks the
+    /// pod's usage after the move (`check`) but holds, until its write is settled, what covers
+    /// both before and after (`hold`), so a concurrent reservation cannot take what a rollback
+    /// would need again.
+    pub fn try_swap(&self, namespace: &str, old: &Usage, check: &Usage, hold: &Usage) -> bool {
+        let mut l = self.ns.entry(namespace.to_owned()).or_default();
+        self.apply(&mut l, namespace, old, -1);
+        let fits = check.iter().all(|(v, mem, cores)| self.ask(*v, *mem, *cores).is_none_or(|a| l.fits(namespace, &a)));
+        self.apply(&mut l, namespace, if fits { hold } else { old }, 1);
+        fits
+    }
+
     /// Adds usage that exists whatever the limits say (pods already on a node).
     pub fn add(&self, namespace: &str, usage: &Usage) {
         let mut l = self.ns.entry(namespace.to_owned()).or_default();

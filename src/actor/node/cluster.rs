@@ -55,13 +55,21 @@ impl NodeActor {
                 }
             }
             for (u, p) in parts {
-                let charges = self.collapse(&p.devices, &p.layout, &p.tags).into_boxed_slice();
+                let held = self.refits.contains_key(&u);
                 let record = self.record(&p.namespace, &p.name, &p.devices, &p.layout, &p.tags);
+                // A held refit keeps covering both its old and new devices: its pending records
+                // named the old list, so the move is dropped and its settlement finds nothing; the
+                // pod's next observation gives its devices.
+                let charges = (!held).then(|| self.collapse(&p.devices, &p.layout, &p.tags).into_boxed_slice());
                 if let Some(a) = self.allocs.get_mut(&u) {
-                    a.charges = charges;
+                    match charges {
+                        Some(c) => a.charges = c,
+                        None => place(&self.base, self.unique_ids, &mut a.charges),
+                    }
                     a.record = record;
                 }
             }
+            self.refits.clear();
         }
         // Node extras (cordon list, pair scores) are re-read on every change of the node, so
         // Filter always sees the current annotations.
@@ -109,6 +117,16 @@ impl Handler<PodObserved> for NodeActor {
     type Result = ();
     fn handle(&mut self, msg: PodObserved, ctx: &mut Context<Self>) {
         let charges = self.collapse_held(&msg.devices, &msg.held, &msg.layout, &msg.tags);
+        if self.refits.contains_key(&msg.uid) {
+            // A refit of the pod is being written: its allocation keeps holding both the old and
+            // the new devices until the write settles, which then takes this as the truth if it
+            // failed.
+            let record = self.record(&msg.namespace, &msg.name, &msg.devices, &msg.layout, &msg.tags);
+            if let Some(p) = self.refits.get_mut(&msg.uid) {
+                p.observe(charges.into_boxed_slice(), record);
+            }
+            return;
+        }
         let state = match self.allocs.get(&msg.uid).map(|a| a.state) {
             Some(State::Committed) => State::Committed,
             _ if msg.bound => State::Committed,

@@ -832,3 +832,32 @@ async fn a_pod_without_containers_is_denied_for_that_before_its_annotations_are_
     let res = hook.admit(p).await;
     assert_eq!(res["status"]["message"], "pod has no containers", "{res}");
 }
+
+/// `pod` with `hami.io/numa-alignment` set to `value`.
+fn numa_aligned(mut p: Value, value: &str) -> Value {
+    p["metadata"]["annotations"] = json!({ "hami.io/numa-alignment": value });
+    p
+}
+
+#[actix_web::test]
+async fn an_invalid_numa_alignment_is_denied_on_any_pod_the_webhook_handles() {
+    // HAMi's TestHandleNumaAlignmentAnnotation, and a pod without device requests.
+    let h = Hook::start(hami()).await;
+    let gpu = pod(json!({"nvidia.com/gpu": "1"}));
+    assert_eq!(h.admit(numa_aligned(gpu.clone(), "best-effort")).await["allowed"], true);
+    assert_eq!(h.admit(numa_aligned(gpu.clone(), " Strict ")).await["allowed"], true);
+    for (p, value) in [(gpu.clone(), "bogus"), (gpu, ""), (pod(json!({})), "bogus")] {
+        let r = h.admit(numa_aligned(p, value)).await;
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["code"], 403);
+        assert_eq!(r["status"]["reason"], "Forbidden");
+        assert_eq!(
+            r["status"]["message"],
+            format!("invalid hami.io/numa-alignment annotation \"{value}\": expected \"best-effort\" or \"strict\"")
+        );
+    }
+    // A pod another scheduler owns is allowed before the check, as in HAMi.
+    let mut other = numa_aligned(pod(json!({})), "bogus");
+    other["spec"]["schedulerName"] = json!("someone-else");
+    assert_eq!(h.admit(other).await["allowed"], true);
+}
