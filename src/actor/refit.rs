@@ -92,9 +92,11 @@ impl<B: Backend> Engine<B> {
         let Some(addr) = self.inner.book.get(&node).map(|e| e.addr.clone()) else { return not_tracked() };
         let pod = self.inner.backend.pod(&args.pod_namespace, &args.pod_name);
         let request = match &pod {
-            Some(p) => {
-                self.inner.vendors.pod_request(p, &self.inner.cfg.defaults).map(Arc::new).map_err(|e| e.to_string())
-            }
+            // HAMi's text for weights it cannot read; a quantity it cannot use says so itself.
+            Some(p) => self.inner.vendors.pod_request(p, &self.inner.cfg.defaults).map(Arc::new).map_err(|e| match e {
+                crate::model::request::Error::Weights(_) => format!("invalid device scoring weights: {e}"),
+                other => other.to_string(),
+            }),
             None => Err(String::new()),
         };
         let pod_ref =

@@ -68,7 +68,26 @@ async fn q_a_write_for_an_unbound_pod_takes_a_changed_pod_and_refuses_a_bound_on
     let after = get_pod(&cp.client, "q1").await;
     assert_eq!(annotation(&after, "hami.io/vgpu-node"), Some("n-1"), "the decision of the node it runs on");
     assert_eq!(node_name(&after), Some("n-1"));
-    println!("e2e summary q: a stale unbound copy took the write after one re-read; a bound pod refused it ({err})");
+
+    // A write at one exact version (the NUMA refit's): taken at the pod's version, refused with the
+    // API server's conflict once the pod changed, never retried.
+    let exact = |rv: &str| PodPatch {
+        annotations: vec![("hami.io/vgpu-devices-allocated".into(), Some("GPU-b,NVIDIA,1000,0:;".into()))],
+        at_version: Some(rv.into()),
+        ..PodPatch::default()
+    };
+    let current = after.metadata.resource_version.clone().unwrap_or_default();
+    backend.patch_pod(&pref, &exact(&current)).await.expect("the write at the pod's version is taken");
+    let taken = get_pod(&cp.client, "q1").await;
+    assert_eq!(annotation(&taken, "hami.io/vgpu-devices-allocated"), Some("GPU-b,NVIDIA,1000,0:;"));
+    let conflict = backend.patch_pod(&pref, &exact(&current)).await.unwrap_err();
+    assert!(
+        matches!(&conflict, Error::Status { code: 409, message, .. } if message.contains("the object has been modified")),
+        "{conflict:?}"
+    );
+    println!(
+        "e2e summary q: a stale unbound copy took the write after one re-read; a bound pod refused it ({err}); an exact-version write conflicted once the pod changed"
+    );
 }
 
 fn annotation<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Option<&'a str> {

@@ -106,7 +106,7 @@ impl NodeActor {
                 d.info.id
             )));
         }
-        let req = msg.request.clone().map_err(|e| loud(format!("invalid device scoring weights: {e}")))?;
+        let req = msg.request.clone().map_err(loud)?;
 
         // The node as the re-fit sees it: the container's own devices released (its raw entry,
         // as HAMi releases it), and of this vendor only the allowed devices.
