@@ -23,12 +23,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use actix::{Actor, Addr, Arbiter};
 use dashmap::DashMap;
 
-use crate::backend::{self, Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
 use crate::config::{DecisionWrite, FilterMode};
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
 use crate::model::request::PolicyDefaults;
 use crate::model::{NodeName, PodDevices, PodRequest, PodUid, PodView};
+use crate::port::{self, Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
 use crate::sched::accounting::{self, Layout};
 use crate::sched::{NodeSnapshot, Rejection, Scratch, fit, score};
 use crate::vendor::{LockKind, NoQuota, QuotaCheck, Vendors, WriteCx};

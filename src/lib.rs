@@ -19,6 +19,7 @@ pub mod gosort;
 pub mod http;
 pub mod metrics;
 pub mod model;
+pub mod port;
 pub mod report;
 pub mod sched;
 pub mod simulate;

@@ -33,11 +33,11 @@ impl<B: Backend> Engine<B> {
         // A pod created a moment ago may not have reached the watch cache yet.
         let Some(view) = i.backend.pod_fresh(&pod.namespace, &pod.name).await? else {
             self.delete_pod(&uid);
-            return Err(backend::Error::PodNotFound(pod.to_string()).into());
+            return Err(port::Error::PodNotFound(pod.to_string()).into());
         };
         let Some(addr) = i.book.get(node).map(|e| e.addr.clone()).filter(|_| i.backend.node(node).is_some()) else {
             self.delete_pod(&uid);
-            return Err(backend::Error::NodeNotFound(node.to_owned()).into());
+            return Err(port::Error::NodeNotFound(node.to_owned()).into());
         };
         match view.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
             Some(n) if n == node => {
@@ -49,7 +49,7 @@ impl<B: Backend> Engine<B> {
                 // (the decision on the pod must stay the one for the node it runs on).
                 self.release(pod, node, "already bound elsewhere", false).await;
                 self.observe_pod(&view);
-                return Err(backend::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into());
+                return Err(port::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into());
             }
             None => {}
         }
@@ -137,11 +137,11 @@ impl<B: Backend> Engine<B> {
         node: &str,
         taken: &[LockKind],
         addr: &Addr<NodeActor>,
-        e: backend::Error,
+        e: port::Error,
     ) -> Result<(), BindError> {
         let i = &*self.inner;
         let bound_to = match &e {
-            backend::Error::AlreadyBound { node: n, .. } => Some(n.clone()),
+            port::Error::AlreadyBound { node: n, .. } => Some(n.clone()),
             _ if e.is_ambiguous() => match i.backend.pod_read(&pod.namespace, &pod.name).await {
                 Ok(v) => v.and_then(|v| v.spec.node_name.clone()).filter(|n| !n.is_empty()),
                 Err(read) => {
@@ -162,7 +162,7 @@ impl<B: Backend> Engine<B> {
             // What this attempt committed may not be what the pod carries (an earlier attempt's
             // decision): the observation replaces it, with no moment where neither is counted.
             self.observe_read(pod);
-            if matches!(e, backend::Error::AlreadyBound { .. }) {
+            if matches!(e, port::Error::AlreadyBound { .. }) {
                 // Bound by an earlier attempt: its plugin has its own lock to answer for.
                 self.unlock_node(pod, node, taken, addr).await;
             } else {
@@ -174,7 +174,7 @@ impl<B: Backend> Engine<B> {
         self.release(pod, node, "bound elsewhere", false).await;
         self.observe_read(pod);
         self.unlock_node(pod, node, taken, addr).await;
-        Err(backend::Error::AlreadyBound { pod: pod.to_string(), node: bound_to }.into())
+        Err(port::Error::AlreadyBound { pod: pod.to_string(), node: bound_to }.into())
     }
 
     /// Takes the pod's reservation on `node` again after it lapsed (or was never made here, as
@@ -257,7 +257,7 @@ impl<B: Backend> Engine<B> {
         let deadline = Instant::now() + wait;
         let kinds = self.lock_kinds(req);
         let started = Instant::now();
-        let contention = || backend::Error::LockContention {
+        let contention = || port::Error::LockContention {
             node: node.to_owned(),
             within: crate::config::format_go_duration(i.cfg.node_lock_timeout),
         };

@@ -1,9 +1,9 @@
 //! Why a filter or a bind failed, as values. Their texts are what kube-scheduler shows in the
 //! pod's events and what the Events say, HAMi's wording where HAMi has one.
 
-use crate::backend;
 use crate::model::codec;
 use crate::model::request;
+use crate::port;
 
 use super::messages::NotReserved;
 
@@ -21,7 +21,7 @@ pub enum FilterError {
     Stopping,
     /// Writing the decision onto the pod failed.
     #[error(transparent)]
-    Backend(#[from] backend::Error),
+    Backend(#[from] port::Error),
 }
 
 /// Why a bind failed.
@@ -29,7 +29,7 @@ pub enum FilterError {
 pub enum BindError {
     /// Pod or node not found, HAMi's node lock contended, or an API write failed.
     #[error(transparent)]
-    Backend(#[from] backend::Error),
+    Backend(#[from] port::Error),
     #[error("{0}")]
     Request(request::Error),
     #[error("pod {pod} was not filtered onto node {node}")]

@@ -48,7 +48,7 @@ impl<B: Backend> Engine<B> {
             if let Some(n) = bound {
                 self.observe_read(&pref);
                 crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
-                return FilterOutcome::Error(backend::Error::AlreadyBound { pod: pref.to_string(), node: n }.into());
+                return FilterOutcome::Error(port::Error::AlreadyBound { pod: pref.to_string(), node: n }.into());
             }
         }
         // A repeated filter of the same pod drops what it holds from the earlier attempt, reserved
@@ -130,7 +130,7 @@ impl<B: Backend> Engine<B> {
             if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
                 let _ = a.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
             }
-            if let backend::Error::AlreadyBound { .. } = e {
+            if let port::Error::AlreadyBound { .. } = e {
                 // Its Binding took effect although its answer was lost: what it holds is counted
                 // from the pod as read just now, not from a watch that may lag.
                 self.observe_read(&pref);
@@ -219,7 +219,7 @@ impl<B: Backend> Engine<B> {
         let timeout = i.cfg.node_lock_timeout;
         kinds
             .iter()
-            .any(|k| backend::lock_taken(&view, pod, *k, timeout, |ns, name| i.backend.pod(ns, name)))
+            .any(|k| port::lock_taken(&view, pod, *k, timeout, |ns, name| i.backend.pod(ns, name)))
             .then_some(pending)
     }
 

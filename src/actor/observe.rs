@@ -133,3 +133,29 @@ impl<B: Backend> Engine<B> {
         }
     }
 }
+
+/// The watchers' view of the engine.
+impl<B: Backend> crate::port::Observer for Engine<B> {
+    fn vendors(&self) -> &Vendors {
+        Engine::vendors(self)
+    }
+    async fn register_node(&self, node: Arc<NodeView>) {
+        // The outcome is logged and recorded as an Event by the engine; watchers need nothing back.
+        Engine::register_node(self, node).await;
+    }
+    fn set_unhealthy(&self, node: &str, unhealthy: Vec<crate::model::VendorId>) {
+        Engine::set_unhealthy(self, node, unhealthy);
+    }
+    fn remove_node(&self, name: &str) {
+        Engine::remove_node(self, name);
+    }
+    fn was_removed(&self, name: &str) -> bool {
+        Engine::was_removed(self, name)
+    }
+    fn observe_pod(&self, pod: &PodView) {
+        Engine::observe_pod(self, pod);
+    }
+    fn delete_pod(&self, uid: &PodUid) {
+        Engine::delete_pod(self, uid);
+    }
+}

@@ -144,7 +144,7 @@ impl<B: Backend> Engine<B> {
         .await;
         let err = match written {
             Ok(Ok(())) => None,
-            Ok(Err(backend::Error::Status { message, .. })) => Some(message),
+            Ok(Err(port::Error::Status { message, .. })) => Some(message),
             Ok(Err(e)) => Some(e.to_string()),
             Err(e) => Some(e.to_string()),
         };

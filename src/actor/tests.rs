@@ -300,7 +300,7 @@ async fn a_failing_pod_patch_releases_the_reservation_and_answers_the_error() {
     let out = filter(&e, &b, &p, &["a"]).await;
     assert_eq!(
         out,
-        FilterOutcome::Error(FilterError::Backend(backend::Error::Refused("pod default/p1: patch refused".into())))
+        FilterOutcome::Error(FilterError::Backend(port::Error::Refused("pod default/p1: patch refused".into())))
     );
     assert_eq!(messages(&b, &p, reasons::FILTERING_FAILED), ["pod default/p1: patch refused"]);
     assert!(allocs(&e).await.is_empty());

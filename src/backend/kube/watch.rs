@@ -15,13 +15,13 @@ use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
-use crate::actor::Engine;
 use crate::backend::Backend;
 use crate::backend::Readiness;
 use crate::model::annotations as keys;
 use crate::model::codec::{self, Handshake};
 use crate::model::pod::NodeView;
 use crate::model::{PodUid, PodView, VendorId};
+use crate::port::Observer;
 use crate::sched::quota_book::QuotaBook;
 use crate::vendor::{Cleanup, Discovery, HealthRule};
 
@@ -50,8 +50,8 @@ pub struct WatchOptions {
 }
 
 /// Starts every watcher and the registration loop on the current runtime.
-pub fn start(
-    engine: Engine<KubeBackend>,
+pub fn start<O: Observer>(
+    engine: O,
     backend: KubeBackend,
     readiness: Readiness,
     quota: Arc<QuotaBook>,
@@ -107,8 +107,8 @@ fn registration_changed(old: Option<&NodeView>, new: &NodeView) -> bool {
     old.metadata.labels != new.metadata.labels || strip(old) != strip(new) || old.status.capacity != new.status.capacity
 }
 
-async fn watch_nodes(
-    engine: Engine<KubeBackend>,
+async fn watch_nodes<O: Observer>(
+    engine: O,
     backend: KubeBackend,
     selector: Option<String>,
     synced: Arc<std::sync::atomic::AtomicBool>,
@@ -184,8 +184,8 @@ fn concerns_us(p: &PodView, managed: &HashSet<String>) -> bool {
             .any(|c| c.resources.limits.keys().chain(c.resources.requests.keys()).any(|k| managed.contains(k)))
 }
 
-async fn watch_pods(
-    engine: Engine<KubeBackend>,
+async fn watch_pods<O: Observer>(
+    engine: O,
     backend: KubeBackend,
     synced: Arc<std::sync::atomic::AtomicBool>,
     mut returned: tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -373,8 +373,8 @@ pub fn nvidia_health(generic: Health, cur: i64, remembered: &mut i64) -> Health 
     generic
 }
 
-async fn registration_loop(
-    engine: Engine<KubeBackend>,
+async fn registration_loop<O: Observer>(
+    engine: O,
     backend: KubeBackend,
     readiness: Readiness,
     opts: WatchOptions,
