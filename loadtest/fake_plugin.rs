@@ -233,11 +233,19 @@ pub async fn run(a: FakePluginArgs) -> anyhow::Result<()> {
         let (plugin, done) = (plugin.clone(), done.clone());
         tokio::spawn(async move {
             let _turn = serial.lock().await;
-            if !plugin.serve(&p, &node).await {
-                // Not this pod's turn yet (the lock names another pod), or the API server did not
-                // answer: a later event retries it.
-                done.lock().await.remove(&uid);
+            // The calls made so far are read back from the pod, so serving it again goes on where
+            // the API server stopped answering; this pod's own writes may have been its last events.
+            let deadline = tokio::time::Instant::now() + RELEASE_PATIENCE;
+            loop {
+                match plugin.serve(&p, &node).await {
+                    Served::Done => return,
+                    Served::NotNow => break,
+                    Served::Unanswered if tokio::time::Instant::now() >= deadline => break,
+                    Served::Unanswered => tokio::time::sleep(RELEASE_RETRY).await,
+                }
             }
+            // Not this pod's turn yet (the lock names another pod): a later event retries it.
+            done.lock().await.remove(&uid);
         });
     }
     Ok(())
@@ -254,6 +262,17 @@ struct Plugin {
     locks: Arc<Mutex<HashMap<String, String>>>,
     table: Table,
     never_release: bool,
+}
+
+/// How serving a pod ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Served {
+    /// Every call made, or the allocation failed and said so.
+    Done,
+    /// Not the pod the plugin serves now (the node lock names another).
+    NotNow,
+    /// The API server did not answer (or refused a write); worth trying again soon.
+    Unanswered,
 }
 
 /// Where the pod is in kubelet's calls.
@@ -335,10 +354,9 @@ impl Plugin {
         Next::Done
     }
 
-    /// Plays kubelet's Allocate calls for `watched`, bound to `node`, one after the other. False
-    /// when it has to be tried again later: the pod is not the one the plugin would serve now, or
-    /// the API server did not answer.
-    async fn serve(&self, watched: &Pod, node: &str) -> bool {
+    /// Plays kubelet's Allocate calls for `watched`, bound to `node`, one after the other, from
+    /// the first not yet made.
+    async fn serve(&self, watched: &Pod, node: &str) -> Served {
         let ns = watched.metadata.namespace.clone().unwrap_or_default();
         let name = watched.metadata.name.clone().unwrap_or_default();
         let uid = watched.metadata.uid.clone();
@@ -349,10 +367,10 @@ impl Plugin {
         loop {
             let cur = match self.pending_pod(node, &ns, &name).await {
                 Ok(Some(p)) if p.metadata.uid == uid => p,
-                Ok(_) => return false,
+                Ok(_) => return Served::NotNow,
                 Err(e) => {
                     tracing::debug!(%pod, %node, error = %e, "no pod to allocate yet");
-                    return false;
+                    return Served::Unanswered;
                 }
             };
             let annos: BTreeMap<String, String> = cur.metadata.annotations.clone().unwrap_or_default();
@@ -373,17 +391,17 @@ impl Plugin {
                     if calls == 0 && kubelet_calls(&self.table, &cur).is_empty() {
                         // No container asks for a device: kubelet never calls the plugin.
                         tracing::info!(%pod, %node, "no device container; nothing to allocate");
-                        return true;
+                        return Served::Done;
                     }
                     if phase == Some(keys::BIND_PHASE_ALLOCATING) {
                         // Every entry was taken but the success was not written (the API server
                         // did not answer it): write it now.
                         if !self.succeed(&api, &name, node, &ns).await {
-                            return false;
+                            return Served::Unanswered;
                         }
                     }
                     tracing::info!(%pod, %node, calls, %saw, "allocated");
-                    return true;
+                    return Served::Done;
                 }
             };
             let vendor = self.table.vendors[call.vendor].clone();
@@ -398,14 +416,14 @@ impl Plugin {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(%pod, %node, error = %e, "allocation not recorded");
-                    return false;
+                    return Served::Unanswered;
                 }
             };
             calls += 1;
             let mut line = serde_json::to_value(&step).unwrap_or_default();
             if step.last {
                 if !self.succeed(&api, &name, node, &ns).await {
-                    return false;
+                    return Served::Unanswered;
                 }
                 line["phase"] = keys::BIND_PHASE_SUCCESS.into();
                 line["lock"] = if self.never_release { "kept".into() } else { "released".into() };
@@ -435,14 +453,14 @@ impl Plugin {
     }
 
     /// A failed Allocate as HAMi's plugin answers it: `bind-phase: failed`, then the node lock
-    /// released; the to-allocate value stays as it was. True once the phase is written.
-    async fn fail(&self, api: &Api<Pod>, p: &Pod, node: &str, call: &Call, vendor: &str, why: &str) -> bool {
+    /// released; the to-allocate value stays as it was.
+    async fn fail(&self, api: &Api<Pod>, p: &Pod, node: &str, call: &Call, vendor: &str, why: &str) -> Served {
         let (ns, name) =
             (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
         let body = json!({"metadata": {"annotations": {keys::BIND_PHASE: keys::BIND_PHASE_FAILED}}});
         if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await {
             tracing::warn!(pod = %format_args!("{ns}/{name}"), %node, error = %e, "allocation failure not recorded");
-            return false;
+            return Served::Unanswered;
         }
         if !self.never_release {
             release_lock(&self.nodes, node, &ns, &name).await;
@@ -456,7 +474,7 @@ impl Plugin {
             .and_then(|v| p.metadata.annotations.as_ref()?.get(&v.to_allocate));
         let line = json!({"vendor": vendor, "kubelet": call.container, "ids": call.ids, "why": why, "value": value, "phase": keys::BIND_PHASE_FAILED});
         tracing::warn!(pod = %format_args!("{ns}/{name}"), %node, failures, step = %line, "allocation failed");
-        true
+        Served::Done
     }
 }
 
