@@ -113,6 +113,16 @@ fn containers_pod(name: &str, init: &[(&str, u32)], app: &[(&str, u32)], annotat
     p
 }
 
+/// The plugin's `allocate` steps for `pod` once it has logged `n` of them (the last is logged
+/// after its lock release, so after the pod shows `success`), at most 20 s later.
+async fn wait_steps(plugin: &FakePlugin, pod: &str, n: usize) -> Vec<serde_json::Value> {
+    wait_for(&format!("the plugin to log {n} Allocate steps of {pod}"), Duration::from_secs(20), || async {
+        let steps = plugin.steps(pod);
+        if steps.len() >= n { Ok(steps) } else { Err(format!("{steps:?}")) }
+    })
+    .await
+}
+
 /// Waits until neither node holds a node lock.
 async fn wait_no_locks(client: &kube::Client, nodes: &FakeNodes) {
     let api: Api<Node> = Api::all(client.clone());
@@ -155,7 +165,7 @@ async fn containers_allocated(test: &str, cp: &ControlPlane, nodes: &FakeNodes, 
         let p = wait_allocated(&cp.client, name, Duration::from_secs(90)).await;
         let annos = annotations(&p);
         let alloc = annos[ALLOCATED].clone();
-        let steps = plugin.steps(name);
+        let steps = wait_steps(plugin, name, want.len()).await;
         let got: Vec<(String, usize)> = steps
             .iter()
             .map(|s| (s["container"].as_str().unwrap_or("").to_owned(), s["index"].as_u64().unwrap_or(99) as usize))
@@ -303,7 +313,7 @@ async fn one_gpu_pod(test: &str, extra: &[&str], reasons: &[&str]) -> OneGpuPod 
     assert_eq!(&saw[ALLOCATED], alloc);
     assert_eq!(saw[ASSIGNED_TIME], annos[ASSIGNED_TIME]);
     assert_eq!(saw[BIND_TIME], annos[BIND_TIME]);
-    let steps = plugin.steps("gpu-pod");
+    let steps = wait_steps(&plugin, "gpu-pod", 1).await;
     let one = json!([{"vendor": "NVIDIA", "kubelet": "main", "index": 0, "container": "main", "devices": [d.uuid],
         "after": to_alloc, "last": true, "phase": "success", "lock": "released"}]);
     assert_eq!(json!(steps), one, "one Allocate, for its one container");
