@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod allocate;
 mod child;
 mod cluster;
 mod driver;

@@ -842,8 +842,12 @@ impl FakeNodes {
     }
 }
 
+/// A running fake device plugin. Every Allocate it fails is logged as `allocation failed`; when
+/// the handle drops (and the test has not failed already) their number must be the number the
+/// test declared with [`FakePlugin::expect_failures`], 0 unless it did.
 pub struct FakePlugin {
     proc: Proc,
+    expected_failures: usize,
 }
 
 impl FakePlugin {
@@ -900,7 +904,7 @@ impl FakePlugin {
                 })
             });
             if ready {
-                return FakePlugin { proc };
+                return FakePlugin { proc, expected_failures: 0 };
             }
             assert!(
                 Instant::now() < deadline,
@@ -916,6 +920,69 @@ impl FakePlugin {
     pub fn assert_running(&mut self) {
         self.proc.assert_running();
     }
+
+    /// The Allocate calls this plugin failed on purpose by the end of the test.
+    pub fn expect_failures(&mut self, n: usize) {
+        self.expected_failures = n;
+    }
+
+    /// The lines of the plugin's log, without terminal colours.
+    pub fn log_lines(&self) -> Vec<String> {
+        plain_log(&self.proc.log).lines().map(str::to_owned).collect()
+    }
+
+    /// Each `allocate` step the plugin logged for pod `pod`, in order (the `step=` objects).
+    pub fn steps(&self, pod: &str) -> Vec<Value> {
+        self.step_lines(pod, " allocate ")
+    }
+
+    /// Each `allocation failed` line the plugin logged for pod `pod` (the `step=` objects).
+    pub fn failures(&self, pod: &str) -> Vec<Value> {
+        self.step_lines(pod, " allocation failed ")
+    }
+
+    fn step_lines(&self, pod: &str, what: &str) -> Vec<Value> {
+        let needle = format!(" pod={NS}/{pod} ");
+        self.log_lines()
+            .iter()
+            .filter(|l| l.contains(what) && l.contains(&needle))
+            .map(|l| {
+                let json = l.split_once(" step=").map(|(_, j)| j.trim()).unwrap_or_default();
+                serde_json::from_str(json).unwrap_or_else(|e| panic!("e2e: a plugin step is not JSON ({e}): {l}"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for FakePlugin {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let failed: Vec<String> = self.log_lines().into_iter().filter(|l| l.contains(" allocation failed ")).collect();
+        assert_eq!(
+            failed.len(),
+            self.expected_failures,
+            "e2e: {} failed {} Allocate calls, {} expected:\n{}",
+            self.proc.name,
+            failed.len(),
+            self.expected_failures,
+            failed.join("\n")
+        );
+    }
+}
+
+/// A log file's text without the terminal colours it may carry.
+pub fn plain_log(path: &Path) -> String {
+    let raw = std::fs::read_to_string(path).unwrap_or_default();
+    let mut log = String::with_capacity(raw.len());
+    let mut rest = raw.as_str();
+    while let Some(i) = rest.find('\u{1b}') {
+        log.push_str(&rest[..i]);
+        rest = rest[i..].split_once('m').map_or("", |(_, r)| r);
+    }
+    log.push_str(rest);
+    log
 }
 
 /// One hami-rs and one kube-scheduler per id, both electing on the shared Lease (the chart's

@@ -84,15 +84,7 @@ struct OneGpuPod {
 
 /// The hami.io annotations the fake plugin read when it allocated `pod`, from its log.
 fn plugin_saw(cp: &ControlPlane, pod: &str) -> BTreeMap<String, String> {
-    let raw = std::fs::read_to_string(cp.log("fake-plugin")).unwrap_or_default();
-    // Without the terminal colours the log may carry.
-    let mut log = String::with_capacity(raw.len());
-    let mut rest = raw.as_str();
-    while let Some(i) = rest.find('\u{1b}') {
-        log.push_str(&rest[..i]);
-        rest = rest[i..].split_once('m').map_or("", |(_, r)| r);
-    }
-    log.push_str(rest);
+    let log = plain_log(&cp.log("fake-plugin"));
     let needle = format!("pod={NS}/{pod} ");
     let line = log
         .lines()
@@ -102,6 +94,137 @@ fn plugin_saw(cp: &ControlPlane, pod: &str) -> BTreeMap<String, String> {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("e2e: the plugin's view of {pod} is not JSON ({e}): {line}"))
 }
 
+/// A pod of GPU and GPU-less containers: `(name, GPUs)` per init and app container, each GPU
+/// with 2000 MiB and 10 cores.
+fn containers_pod(name: &str, init: &[(&str, u32)], app: &[(&str, u32)], annotations: &[(&str, &str)]) -> Pod {
+    let ctr = |(n, g): &(&str, u32)| {
+        let limits = if *g > 0 {
+            json!({"nvidia.com/gpu": g.to_string(), "nvidia.com/gpumem": "2000", "nvidia.com/gpucores": "10"})
+        } else {
+            json!({})
+        };
+        json!({"name": n, "image": "registry.invalid/e2e:never-pulled", "resources": {"limits": limits}})
+    };
+    let mut p = pod(name, &[], annotations, None);
+    let spec = p.spec.as_mut().unwrap();
+    spec.containers = app.iter().map(|c| serde_json::from_value(ctr(c)).unwrap()).collect();
+    let init: Vec<_> = init.iter().map(|c| serde_json::from_value(ctr(c)).unwrap()).collect();
+    spec.init_containers = (!init.is_empty()).then_some(init);
+    p
+}
+
+/// The plugin's `allocate` steps for `pod` once it has logged `n` of them (the last is logged
+/// after its lock release, so after the pod shows `success`), at most 20 s later.
+async fn wait_steps(plugin: &FakePlugin, pod: &str, n: usize) -> Vec<serde_json::Value> {
+    wait_for(&format!("the plugin to log {n} Allocate steps of {pod}"), Duration::from_secs(20), || async {
+        let steps = plugin.steps(pod);
+        if steps.len() >= n { Ok(steps) } else { Err(format!("{steps:?}")) }
+    })
+    .await
+}
+
+/// Waits until neither node holds a node lock.
+async fn wait_no_locks(client: &kube::Client, nodes: &FakeNodes) {
+    let api: Api<Node> = Api::all(client.clone());
+    wait_for("every node lock to be released", Duration::from_secs(30), || async {
+        let mut held = Vec::new();
+        for n in nodes.names() {
+            let node = api.get(&n).await.map_err(|e| e.to_string())?;
+            if let Some(v) = node.metadata.annotations.as_ref().and_then(|a| a.get(NODE_LOCK)) {
+                held.push(format!("{n}: {v}"));
+            }
+        }
+        if held.is_empty() { Ok(()) } else { Err(held.join(", ")) }
+    })
+    .await;
+}
+
+/// A pod's name, its init and app containers (name, GPUs), and the (container, entry position)
+/// of each Allocate it is due.
+type Case<'a> = (&'a str, &'a [(&'a str, u32)], &'a [(&'a str, u32)], &'a [(&'a str, usize)]);
+
+/// Pods of several containers, allocated the way kubelet calls HAMi's device plugin: one
+/// Allocate per GPU container, init containers first, each taking the first entry of the
+/// to-allocate list that still holds devices. Per pod: the containers the entries went to, in
+/// order, and the entry positions; checks each step's devices and the value it wrote back (one
+/// `;` longer each time), bind-phase `allocating` and the node lock held between steps, `success`
+/// after the last and the lock released. Last, a pod whose kubelet sends two device ids for a
+/// one-GPU container: its Allocate fails, bind-phase `failed`, the lock is released and the
+/// to-allocate value is left as the scheduler wrote it.
+async fn containers_allocated(test: &str, cp: &ControlPlane, nodes: &FakeNodes, plugin: &mut FakePlugin) {
+    let cases: [Case; 4] = [
+        ("two-gpu", &[], &[("c0", 1), ("c1", 1)], &[("c0", 0), ("c1", 1)]),
+        ("gpu-then-none", &[], &[("c0", 1), ("c1", 0)], &[("c0", 0)]),
+        ("none-then-gpu", &[], &[("c0", 0), ("c1", 1)], &[("c1", 1)]),
+        ("init-gpu", &[("init0", 1)], &[("app0", 1)], &[("init0", 0), ("app0", 1)]),
+    ];
+    for (name, init, app, _) in &cases {
+        create(&cp.client, &containers_pod(name, init, app, &[])).await;
+    }
+    for (name, _, _, want) in &cases {
+        let p = wait_allocated(&cp.client, name, Duration::from_secs(90)).await;
+        let annos = annotations(&p);
+        let alloc = annos[ALLOCATED].clone();
+        let steps = wait_steps(plugin, name, want.len()).await;
+        let got: Vec<(String, usize)> = steps
+            .iter()
+            .map(|s| (s["container"].as_str().unwrap_or("").to_owned(), s["index"].as_u64().unwrap_or(99) as usize))
+            .collect();
+        let want_v: Vec<(String, usize)> = want.iter().map(|(c, i)| ((*c).to_owned(), *i)).collect();
+        assert_eq!(got, want_v, "e2e[{test}]: {name}: the containers its entries went to ({alloc:?}): {steps:?}");
+        // The value each step writes back: the one before with that entry emptied, one `;` more.
+        let mut value = alloc.clone();
+        let entries = parse_pod_devices(&alloc).unwrap();
+        for (k, s) in steps.iter().enumerate() {
+            let (ctr, i) = &want_v[k];
+            let devices: Vec<String> = entries[*i].iter().map(|d| d.uuid.clone()).collect();
+            assert_eq!(s["devices"], json!(devices), "e2e[{test}]: {name}: {ctr} gets entry {i} of {alloc:?}");
+            assert_eq!(s["kubelet"], json!(ctr), "e2e[{test}]: {name}: kubelet's call for {ctr}");
+            let mut pieces: Vec<&str> = value.split(';').collect();
+            pieces[*i] = "";
+            let after: String = pieces.iter().map(|p| format!("{p};")).collect();
+            assert_eq!(s["after"], json!(after), "e2e[{test}]: {name}: value after {ctr}'s Allocate");
+            value = after.clone();
+            if k + 1 < steps.len() {
+                assert_eq!(s["phase"], "allocating", "e2e[{test}]: {name}: between calls: {s}");
+                let lock = s["lock"].as_str().unwrap_or_default();
+                assert!(lock.ends_with(&format!(",{NS},{name}")), "e2e[{test}]: {name}: lock kept between calls: {s}");
+                assert_eq!(s["last"], false, "{s}");
+            } else {
+                assert_eq!(s["phase"], "success", "e2e[{test}]: {name}: after the last call: {s}");
+                assert_eq!(s["lock"], "released", "{s}");
+                assert_eq!(s["last"], true, "{s}");
+                assert_eq!(annos[TO_ALLOCATE], after, "e2e[{test}]: {name}: what the pod keeps");
+            }
+        }
+        assert_eq!(annos[BIND_PHASE], "success");
+        println!("e2e[{test}]: {name}: {alloc:?} allocated as {got:?}, leaving {:?}", annos[TO_ALLOCATE]);
+    }
+    wait_no_locks(&cp.client, nodes).await;
+
+    // kubelet sends 2 device ids for the first of two one-GPU containers.
+    let skew = [("loadtest.hami-rs.io/kubelet-device-ids", "2")];
+    create(&cp.client, &containers_pod("miscount", &[], &[("c0", 1), ("c1", 1)], &skew)).await;
+    let p = wait_for("pod miscount to fail its allocation", Duration::from_secs(90), || async {
+        let p = get_pod(&cp.client, "miscount").await;
+        match annotation(&p, BIND_PHASE) {
+            Some("failed") => Ok(p),
+            ph => Err(format!("bind-phase {ph:?}")),
+        }
+    })
+    .await;
+    plugin.expect_failures(1);
+    let annos = annotations(&p);
+    assert_eq!(annos[TO_ALLOCATE], annos[ALLOCATED], "e2e[{test}]: a failed Allocate leaves to-allocate as it was");
+    assert!(plugin.steps("miscount").is_empty(), "e2e[{test}]: no step taken: {:?}", plugin.steps("miscount"));
+    let f = plugin.failures("miscount");
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0]["why"].as_str().unwrap_or("").starts_with("device number not matched"), "{f:?}");
+    assert_eq!(f[0]["value"], json!(annos[ALLOCATED]), "{f:?}");
+    wait_no_locks(&cp.client, nodes).await;
+    println!("e2e[{test}]: miscount: kubelet sent 2 ids for 1 device: bind-phase failed, lock released, value kept");
+}
+
 /// One GPU pod without a schedulerName, created and followed until its device plugin allocated
 /// it, with hami-rs started with `extra` flags. Checks what every mode must give: the webhook's
 /// mutation, HAMi's exact annotation set and values, what the plugin saw before its Allocate, and
@@ -109,7 +232,7 @@ fn plugin_saw(cp: &ControlPlane, pod: &str) -> BTreeMap<String, String> {
 async fn one_gpu_pod(test: &str, extra: &[&str], reasons: &[&str]) -> OneGpuPod {
     let cp = ControlPlane::start(test).await;
     let nodes = FakeNodes::new(&format!("gpu-{test}-"), 2, 2);
-    let (_plugin, hami, _ks) = single(&cp, &nodes, extra).await;
+    let (mut plugin, hami, _ks) = single(&cp, &nodes, extra).await;
     // Let the first registration round write its handshakes before counting.
     let node_api: Api<Node> = Api::all(cp.client.clone());
     let _ = tokio::time::timeout(Duration::from_secs(20), async {
@@ -190,6 +313,10 @@ async fn one_gpu_pod(test: &str, extra: &[&str], reasons: &[&str]) -> OneGpuPod 
     assert_eq!(&saw[ALLOCATED], alloc);
     assert_eq!(saw[ASSIGNED_TIME], annos[ASSIGNED_TIME]);
     assert_eq!(saw[BIND_TIME], annos[BIND_TIME]);
+    let steps = wait_steps(&plugin, "gpu-pod", 1).await;
+    let one = json!([{"vendor": "NVIDIA", "kubelet": "main", "index": 0, "container": "main", "devices": [d.uuid],
+        "after": to_alloc, "last": true, "phase": "success", "lock": "released"}]);
+    assert_eq!(json!(steps), one, "one Allocate, for its one container");
 
     let any = |_: &str| true;
     let want_events: Vec<WantEvent<'_>> = reasons.iter().map(|r| (*r, &any as &dyn Fn(&str) -> bool)).collect();
@@ -207,6 +334,7 @@ async fn one_gpu_pod(test: &str, extra: &[&str], reasons: &[&str]) -> OneGpuPod 
     println!("e2e[{test}]: API writes by hami-rs for one GPU pod: {total} ({delta:?})");
     assert_eq!(delta.get("create pods/binding").copied(), Some(1.0), "one Binding: {delta:?}");
     assert_eq!(delta.get("patch nodes").copied(), Some(1.0), "one node lock: {delta:?}");
+    containers_allocated(test, &cp, &nodes, &mut plugin).await;
     OneGpuPod { node, events: evs, writes: delta }
 }
 
