@@ -1,5 +1,6 @@
-//! Command-line flags (HAMi's names and defaults, protocol.md §8.1, plus hami-rs's own), each also
-//! an env var, and `Config::validate`. The device config file lives in `config/device.rs`.
+//! Command-line flags (HAMi's names and defaults, plus hami-rs's own; see docs/configuration.md),
+//! each also an env var, and `Config::validate`. The device config file lives in
+//! `config/device.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -475,7 +476,7 @@ mod tests {
 
     #[test]
     fn the_charts_invocation_parses() {
-        // protocol.md §8.1, chart invocation (TLS files need not exist to parse).
+        // The flags HAMi's chart passes (TLS files need not exist to parse).
         let s = serve(&[
             "--http_bind=0.0.0.0:443",
             "--scheduler-name=hami-scheduler",

@@ -1,8 +1,8 @@
 //! Metric names, recording helpers and the HAMi cluster gauges. Request metrics go through the
 //! `metrics` crate (one histogram per request, label values from enums; per-node work is summed
 //! first, so nothing is recorded per node). HAMi's device, pod and quota gauges keep HAMi's names
-//! and labels (protocol.md §9) and are computed from the node actors' reports when scraped, never
-//! on the filter path; only the leader exports them.
+//! and labels, so HAMi's dashboards keep working, and are computed from the node actors' reports
+//! when scraped, never on the filter path; only the leader exports them.
 
 use std::fmt::Write;
 use std::time::Instant;
@@ -251,7 +251,7 @@ pub fn leader(is_leader: bool) {
     gauge!(LEADER).set(if is_leader { 1.0 } else { 0.0 });
 }
 
-// --- HAMi's cluster gauges (protocol.md §9) -----------------------------------------------------
+// --- HAMi's cluster gauges -----------------------------------------------------------------------
 
 /// Prometheus text-format label value escaping.
 fn esc(v: &str) -> String {

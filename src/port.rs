@@ -94,7 +94,7 @@ pub enum ObjectKind {
     Node,
 }
 
-/// An Event on a pod (protocol.md §10) or, for registration problems, on a node.
+/// An Event on a pod, as HAMi records them, or, for registration problems, on a node.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Event {
     pub object: ObjectKind,
@@ -106,7 +106,6 @@ pub struct Event {
     pub message: String,
 }
 
-/// Event reasons HAMi records (protocol.md §10).
 /// Whether this replica may schedule: leader (or no election) and caches synced. The backend's
 /// election and watchers set it; the HTTP layer reads it.
 #[derive(Clone)]
@@ -374,7 +373,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// [`PodPatch::while_unbound`].
     fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> impl Future<Output = Result<()>> + Send;
 
-    /// Takes one of HAMi's node locks for `pod` (protocol.md §3.8). Idempotent for the holder.
+    /// Takes one of HAMi's node locks for `pod`, the value HAMi's device plugins expect and
+    /// release. Idempotent for the holder.
     fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> impl Future<Output = Result<()>> + Send;
 
     /// Releases a node lock this pod holds; a lock held by someone else is left alone.

@@ -323,10 +323,10 @@ pub fn with_usage(mut s: NodeSnapshot, usage: &[(usize, u32, u64, u32)]) -> Node
     s
 }
 
-/// The allocation invariant (STYLE.md, "Property tests"): `devices`, collapsed into per-device
-/// charges (scheduling.md §8.2) and applied to the snapshot's usage, keep every device within
-/// its slot count, memory and cores, both while init containers may run and after they are
-/// released. `Err` names the first device over capacity.
+/// The allocation invariant: `devices`, collapsed into per-device charges as accounting stores them
+/// (init containers as a peak) and applied to the snapshot's usage, keep every device within its
+/// slot count, memory and cores, both while init containers may run and after they are released.
+/// `Err` names the first device over capacity.
 pub fn check_within_capacity(
     snap: &NodeSnapshot,
     req: &PodRequest,
@@ -380,11 +380,11 @@ pub fn set_usage(snap: &mut NodeSnapshot, id: &str, used: u32, mem: u64, cores: 
     d.used_cores = cores;
 }
 
-/// Fits `pod` on `snap` and checks the allocation invariant (STYLE.md): the placement, collapsed
-/// as accounting stores it (scheduling.md §8.2), keeps every device within its slots, memory and
-/// cores, while init containers may run and after they are released. When the pod fits, the
-/// snapshot's usage becomes what the reservation holds, so the next pod sees it. `Ok(None)` when
-/// the pod does not fit; `Err` names the broken device.
+/// Fits `pod` on `snap` and checks the allocation invariant: the placement, collapsed as accounting
+/// stores it, keeps every device within its slots, memory and cores, while init containers may run
+/// and after they are released. When the pod fits, the snapshot's usage becomes what the
+/// reservation holds, so the next pod sees it. `Ok(None)` when the pod does not fit; `Err` names
+/// the broken device.
 pub fn place(
     snap: &mut NodeSnapshot,
     pod: &PodRequest,

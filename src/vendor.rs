@@ -60,7 +60,7 @@ impl Discovery {
     }
 }
 
-/// Which node lock a vendor's bind takes (protocol.md §3.8).
+/// Which node lock a vendor's bind takes; HAMi's device plugins release the one their vendor uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LockKind {
     /// `hami.io/mutex.lock`, owner-checked, shared by most vendors.
@@ -70,7 +70,7 @@ pub enum LockKind {
     None,
 }
 
-/// How a vendor decides whether its devices on a node are alive (protocol.md §3.7).
+/// How a vendor decides whether its devices on a node are alive, HAMi's rule for each vendor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HealthRule {
     /// The `Requesting_…` handshake on `key`, with the allocatable fallback on `count_resource`.
@@ -94,7 +94,8 @@ pub enum Cleanup {
     RemoveAnnotation(String),
 }
 
-/// Memory and core resource names for quota, with the memory factor (scheduling.md §9).
+/// Memory and core resource names for quota, with the memory factor. As in HAMi, only
+/// `limits.<memory>` and `limits.<cores>` quota keys count; count resources are never limited.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QuotaNames {
     pub memory: Option<String>,
@@ -214,7 +215,7 @@ impl FitCx<'_> {
     }
 }
 
-/// What a vendor's node score sees (scheduling.md §5.12).
+/// What a vendor's node score sees; HAMi adds it to the node's default score.
 pub struct ScoreCx<'a> {
     pub node: &'a NodeName,
     pub extra: Option<&'a (dyn Any + Send + Sync)>,
@@ -394,8 +395,8 @@ pub trait Vendor: Send + Sync + 'static {
     }
 }
 
-/// The configured vendors, in HAMi's registration order (scheduling.md §2). `VendorId` is the
-/// position in this list.
+/// The configured vendors, in HAMi's registration order (NVIDIA first, then the others, Ascend and
+/// Iluvatar chips last). `VendorId` is the position in this list.
 pub struct Vendors {
     list: Vec<Box<dyn Vendor>>,
     /// Every vendor's pod annotation keys in registry order, as `Vendor::pod_keys` gives them:
@@ -499,8 +500,8 @@ impl Vendors {
         v
     }
 
-    /// Derives the pod's request (scheduling.md §4): per container, init containers first, the
-    /// request of every vendor whose count is positive.
+    /// Derives the pod's request as HAMi does: per container, init containers first, the request of
+    /// every vendor whose count is positive.
     pub fn pod_request(&self, pod: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, request::Error> {
         let mut pr = PodRequest::skeleton(pod, defaults);
         for c in pod.all_containers() {
@@ -589,5 +590,5 @@ pub mod common;
 /// The `Vendor` impl the count-only vendors (Biren, Vastai) share.
 pub mod count_only;
 
-/// The generic device walk most vendors share (scheduling.md §5.7).
+/// The generic device walk most vendors share.
 pub mod walk;

@@ -324,7 +324,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// HAMi's node locks the pod needs, sorted: every vendor it requests in any container (HAMi
-    /// locks for regular containers only; scheduling.md §14 row 8).
+    /// locks for regular containers only, so two init-only pods' Allocates race on one node).
     pub(super) fn lock_kinds(&self, req: &PodRequest) -> Vec<LockKind> {
         let mut kinds: Vec<LockKind> =
             req.vendors().iter().map(|v| self.inner.vendors.get(*v).lock()).filter(|k| *k != LockKind::None).collect();

@@ -364,8 +364,8 @@ impl<B: Backend> Engine<B> {
         Evaluation::of_nodes(fits, failed, req.node_policy)
     }
 
-    /// The one merge patch Filter writes (protocol.md §4.1): node, time, every chosen vendor's
-    /// keys, the node label, and `null` for keys of vendors not chosen this time.
+    /// The one merge patch Filter writes, as HAMi's: node, time, every chosen vendor's keys, the
+    /// node label, and `null` for keys of vendors not chosen this time.
     pub(super) fn decision_patch(&self, node: &NodeName, req: &PodRequest, devices: &PodDevices) -> PodPatch {
         let (unix_s, unix_ns) = unix_now();
         let mut annotations: Vec<(String, String)> =

@@ -101,8 +101,8 @@ pub enum Registration {
     Malformed { reason: String },
 }
 
-/// The health round found these vendors' devices dead on the node (protocol.md §3.7): they are
-/// left out until a later round finds them alive again (an empty list).
+/// The health round found these vendors' devices dead on the node: they are left out until a later
+/// round finds them alive again (an empty list).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct VendorHealth {

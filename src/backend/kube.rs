@@ -26,7 +26,7 @@ use super::{
 
 pub mod watch;
 
-/// Lock writes retried with backoff from 100 ms, factor 2, up to 5 attempts (protocol.md §3.8).
+/// Lock writes retried with backoff from 100 ms, factor 2, up to 5 attempts, as HAMi retries them.
 const LOCK_ATTEMPTS: u32 = 5;
 /// Writes meant for an unbound pod made again after the pod changed under them.
 const UNBOUND_WRITE_ATTEMPTS: u32 = 3;
@@ -385,7 +385,8 @@ impl KubeBackend {
         Err(Error::UnlockFailed { node: node.to_owned() })
     }
 
-    /// Cambricon's lock: a bare time set by blind patch, 2-minute expiry (protocol.md §3.8).
+    /// Cambricon's lock: a bare time set by blind patch, 2-minute expiry, as HAMi and the MLU
+    /// device plugin keep it.
     async fn lock_cambricon(&self, node: &str) -> Result<()> {
         let cached = self.node(node);
         if let Some(v) = cached.as_ref().and_then(|n| n.annotation(keys::CAMBRICON_LOCK)) {

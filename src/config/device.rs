@@ -1,5 +1,6 @@
-//! HAMi's device config file (protocol.md §8.2): one section per vendor, unknown keys ignored,
-//! keys case-sensitive. Absent sections take the chart's defaults so a bare `serve` works.
+//! HAMi's device config file (see docs/configuration.md, "Device config file"): one section per
+//! vendor, unknown keys ignored, keys case-sensitive. Absent sections take the chart's defaults so
+//! a bare `serve` works.
 
 use serde::{Deserialize, Deserializer};
 
@@ -414,7 +415,7 @@ fn vnpus_any_shape<'de, D: Deserializer<'de>>(d: D) -> Result<VnpuConfig, D::Err
 }
 
 impl VnpuConfig {
-    /// The chart's Ascend chips (protocol.md §8.2), used when no config file names any.
+    /// The Ascend chips of HAMi's Helm chart, used when no config file names any.
     pub fn chart_defaults() -> VnpuConfig {
         let t = |name: &str, memory: u64, ai_core: u32, ai_cpu: u32| VnpuTemplate {
             name: s(name),

@@ -1,5 +1,5 @@
-//! `POST /filter` and `POST /bind` (protocol.md §7.3, §7.4). The body is parsed once, node names
-//! borrowed from it; every answer carries every field with Go's names.
+//! `POST /filter` and `POST /bind`, kube-scheduler's extender verbs. The body is parsed once, node
+//! names borrowed from it; every answer carries every field with Go's names.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -41,7 +41,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         return Ok(json(&simulate_nodes(&st, &pod, nodes.items.as_slice(), args.node_names.as_deref())));
     }
     let Some(names) = args.node_names else {
-        // HAMi panics here (scheduling.md §14 row 17); answer instead.
+        // HAMi's handler panics here; answer with `Error` instead (see docs/compat.md).
         return Ok(json(&ExtenderFilterResult::error("extender args have neither Nodes nor NodeNames")));
     };
     let names: Vec<Cow<'_, str>> = names.into_iter().map(|n| n.0).collect();

@@ -1,6 +1,6 @@
 //! TLS for the main listener: a rustls `ServerConfig` whose certificate comes from the
-//! `--cert_file`/`--key_file` PEM files and is swapped in place when they change (protocol.md §1,
-//! hot reload). Binds no socket; `app.rs` does.
+//! `--cert_file`/`--key_file` PEM files and is swapped in place when they change, as HAMi re-reads
+//! its certificates. Binds no socket; `app.rs` does.
 //!
 //! ```text
 //!  load ──▶ ServerConfig ─(resolver)─▶ RwLock<Arc<CertifiedKey>> ◀── ReloadHandle::reload ◀── watch (every 5 s)
@@ -51,8 +51,8 @@ pub enum Error {
     Config(#[source] rustls::Error),
 }
 
-/// The ring provider, named explicitly so the server never depends on a process default
-/// (toolchain.md §3.5).
+/// The ring provider, named explicitly so the server never depends on a process default: with two
+/// providers compiled in, rustls cannot choose one and panics at run time.
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }

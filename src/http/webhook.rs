@@ -31,7 +31,7 @@ const KIND: &str = "AdmissionReview";
 /// kube-apiserver's defaulted scheduler name, which `--force-overwrite-default-scheduler` takes over.
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
-// HAMi's messages, word for word (protocol.md §6).
+// HAMi's messages, word for word: users and tools match on them.
 const NO_CONTAINERS: &str = "pod has no containers";
 const OTHER_SCHEDULER: &str = "pod already has different scheduler assigned";
 const NODE_ASSIGNED: &str = "pod has node assigned";
@@ -78,7 +78,7 @@ struct Review {
 }
 
 /// A key of a JSON object, exact first, else case-insensitively, as Go's decoder matches field
-/// names (STYLE.md, "Wire golden tests").
+/// names.
 fn key_of(obj: &Map<String, Value>, name: &str) -> Option<String> {
     if obj.contains_key(name) {
         return Some(name.to_owned());
@@ -159,8 +159,8 @@ struct WireReview<'a> {
     response: WireResponse<'a>,
 }
 
-/// kube's `AdmissionResponse`, with `patch` as base64 text as Go's `[]byte` is written
-/// (toolchain.md §6: kube-rs would write an array of numbers).
+/// kube's `AdmissionResponse`, with `patch` as base64 text as Go's `[]byte` is written (kube-rs's
+/// own type would write an array of numbers).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WireResponse<'a> {
@@ -250,8 +250,8 @@ fn mutate(vendors: &Vendors, pod: &mut Value) -> Result<bool, crate::vendor::Unu
     Ok(recognised)
 }
 
-/// The pod's request after mutation. A bad weights annotation fails Filter, not admission
-/// (protocol.md §4.5), so it is set aside here: the containers' requests do not depend on it.
+/// The pod's request after mutation. A bad weights annotation fails Filter, not admission, as in
+/// HAMi, so it is set aside here: the containers' requests do not depend on it.
 fn derive_request(vendors: &Vendors, view: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, request::Error> {
     match vendors.pod_request(view, defaults) {
         Err(request::Error::Weights(_)) => {
@@ -263,11 +263,11 @@ fn derive_request(vendors: &Vendors, view: &PodView, defaults: &PolicyDefaults) 
     }
 }
 
-/// Step 7: per vendor with a memory or core resource, the pod's peak usage must fit the
-/// namespace's quota. Memory is per-device MiB times the count (percentage-only requests carry 0
-/// MiB here); regular containers add up, plain init containers run alone so their maximum
-/// counts, and the larger of the two is asked. Native sidecars run beside the regular
-/// containers, so they add to the sum (scheduling.md §14 row 4).
+/// Step 7: per vendor with a memory or core resource, the pod's peak usage must fit the namespace's
+/// quota. Memory is per-device MiB times the count (percentage-only requests carry 0 MiB here);
+/// regular containers add up, plain init containers run alone so their maximum counts, and the
+/// larger of the two is asked. Native sidecars run beside the regular containers, so they add to
+/// the sum (HAMi counts them as an init-container peak: over-commit).
 fn fits_quota(req: &PodRequest, vendors: &Vendors, quota: &dyn QuotaCheck, namespace: &str) -> bool {
     vendors.iter().all(|(id, v)| {
         let names = v.quota_names();
@@ -349,9 +349,9 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
             return Decision::Deny(NODE_ASSIGNED.into());
         }
     }
-    // hami-rs, not HAMi (scheduling.md §14 row 16): HAMi's Filter silently drops a container
-    // request whose quantity it cannot use (`nvidia.com/gpumem: 16Gi` overflows), and the pod
-    // is then placed with no reservation. Deriving the request here refuses such a pod while
+    // hami-rs, not HAMi (docs/compat.md, "Unusable quantities"): HAMi's Filter silently drops a
+    // container request whose quantity it cannot use (`nvidia.com/gpumem: 16Gi` overflows), and the
+    // pod is then placed with no reservation. Deriving the request here refuses such a pod while
     // its author is still watching.
     let mutated = match PodView::deserialize(&pod) {
         Ok(v) => v,

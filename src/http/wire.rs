@@ -1,6 +1,6 @@
-//! Serde mirrors of kube-scheduler's extender v1 types (protocol.md §7.2). Field names are the Go
-//! names; input keys match case-insensitively, as Go's decoder does; output always carries every
-//! field, nulls included. Node names borrow from the request body when they can.
+//! Serde mirrors of kube-scheduler's extender v1 types. Field names are the Go names; input keys
+//! match case-insensitively, as Go's decoder does; output always carries every field, nulls
+//! included. Node names borrow from the request body when they can.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

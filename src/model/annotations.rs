@@ -18,7 +18,7 @@ pub mod metax_sgpu;
 pub mod mthreads;
 pub mod vastai;
 
-// --- pod keys written by the scheduler (protocol.md §4.1, §4.4)
+// --- pod keys written by the scheduler (at Filter, at Bind)
 /// Chosen node; also written as a label with the same key.
 pub const ASSIGNED_NODE: &str = "hami.io/vgpu-node";
 /// Unix seconds of the Filter decision.
@@ -29,7 +29,7 @@ pub const BIND_PHASE_ALLOCATING: &str = "allocating";
 pub const BIND_PHASE_SUCCESS: &str = "success";
 pub const BIND_PHASE_FAILED: &str = "failed";
 
-// --- pod keys the scheduler reads (protocol.md §4.5)
+// --- pod keys the scheduler reads
 pub const NODE_SCHEDULER_POLICY: &str = "hami.io/node-scheduler-policy";
 pub const GPU_SCHEDULER_POLICY: &str = "hami.io/gpu-scheduler-policy";
 pub const DEVICE_SCORING_WEIGHTS: &str = "hami.io/device-scoring-weights";
@@ -39,13 +39,13 @@ pub const NUMA_ALIGNMENT: &str = "hami.io/numa-alignment";
 /// PodGroup membership label: Bind retries lock contention.
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
-// --- node keys (protocol.md §3)
+// --- node keys
 /// The shared node lock.
 pub const NODE_LOCK: &str = "hami.io/mutex.lock";
 /// Cambricon's own node lock (a bare RFC3339 time).
 pub const CAMBRICON_LOCK: &str = "cambricon.com/dsmlu.lock";
 
-// --- NVIDIA (vendors.md §2)
+// --- NVIDIA
 pub const NVIDIA_REGISTER: &str = "hami.io/node-nvidia-register";
 pub const NVIDIA_SCORE: &str = "hami.io/node-nvidia-score";
 pub const NVIDIA_HANDSHAKE: &str = "hami.io/node-handshake";
@@ -60,6 +60,6 @@ pub const NVIDIA_NOUSE_UUID: &str = "nvidia.com/nouse-gpuuuid";
 pub const NVIDIA_NUMA_BIND: &str = "nvidia.com/numa-bind";
 pub const NVIDIA_VGPU_MODE: &str = "nvidia.com/vgpu-mode";
 
-// --- scheduler pods (protocol.md §11)
+// --- labels the scheduler keeps on its own pods
 pub const SCHEDULER_ROLE: &str = "hami.io/scheduler-role";
 pub const SCHEDULER_COMPONENT_LABEL: &str = "app.kubernetes.io/component";

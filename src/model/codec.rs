@@ -1,5 +1,6 @@
-//! Annotation strings <-> model types, byte-compatible with HAMi (protocol.md §3–§4).
-//! Every decoder returns a typed [`Error`] on malformed input and never panics.
+//! Annotation strings <-> model types, byte-compatible with what HAMi and its device plugins write
+//! and read on nodes and pods. Every decoder returns a typed [`Error`] on malformed input and never
+//! panics.
 
 use std::sync::Arc;
 
@@ -55,7 +56,7 @@ pub fn parse_go_bool(s: &str) -> Result<bool> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Node registration: JSON list (protocol.md §3.2) and legacy colon list (§3.3)
+// Node registration: JSON list and legacy colon list
 
 /// Decodes a register annotation in either form: JSON when the first non-space character is `[`
 /// (or the value is `null`), the legacy colon list otherwise. A superset of what HAMi accepts.
@@ -234,7 +235,7 @@ pub fn encode_node_devices_json(devs: &[DeviceInfo]) -> String {
     serde_json::to_string(&wire).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// Decodes the legacy colon/comma list (protocol.md §3.3). Whitespace is significant.
+/// Decodes the legacy colon/comma list. Whitespace is significant, as in HAMi's parser.
 pub fn decode_node_devices_colon(s: &str) -> Result<Vec<DeviceInfo>> {
     if !s.contains(':') {
         return Err(Error::NoSeparator);
@@ -311,9 +312,9 @@ pub fn encode_node_devices_colon(devs: &[DeviceInfo]) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pod device encoding (protocol.md §4.2)
+// Pod device encoding
 
-/// Strips a legacy MIG suffix `uuid[geometry-slot]` (seed-era pods) from a device id.
+/// Strips a legacy MIG suffix `uuid[geometry-slot]` (pods placed by older HAMi) from a device id.
 pub fn strip_legacy_mig_suffix(uuid: &str) -> &str {
     match uuid.find('[') {
         Some(i) => &uuid[..i],
@@ -376,7 +377,7 @@ pub fn trim_trailing_empty(mut v: Vec<ContainerDevices>) -> Vec<ContainerDevices
 }
 
 // ---------------------------------------------------------------------------------------------
-// MIG allocations (protocol.md §4.3)
+// MIG allocations
 
 /// One entry of `hami.io/vgpu-mig-allocations`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -458,7 +459,7 @@ pub fn encode_mig_allocations(a: &[MigAllocation]) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Node lock (protocol.md §3.8)
+// Node lock
 
 /// A parsed node lock value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -503,7 +504,7 @@ pub fn encode_rfc3339(t: DateTime<Utc>) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Handshake values (protocol.md §3.7)
+// Handshake values
 
 const DATETIME: &str = "%Y-%m-%d %H:%M:%S";
 
@@ -536,7 +537,7 @@ pub fn encode_handshake_deleted(now: NaiveDateTime) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Selection lists (protocol.md §4.5)
+// Selection lists
 
 /// Entries of a comma list, trimmed, empties skipped. An absent or blank value is no constraint.
 pub fn parse_list(value: &str) -> Vec<String> {
@@ -625,7 +626,7 @@ impl Selection<UuidList> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scoring weights (scheduling.md §5.5)
+// Scoring weights
 
 /// Device score weights from `hami.io/device-scoring-weights`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -676,7 +677,7 @@ pub fn parse_weights(value: &str) -> Result<Weights> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// NVIDIA pair scores (protocol.md §3.5) and cordon list (§3.6)
+// NVIDIA pair scores and cordon list
 
 /// Link-quality scores between GPUs of one node, from `hami.io/node-nvidia-score`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -706,7 +707,8 @@ pub fn decode_pair_scores(s: &str) -> Result<PairScores> {
     ))
 }
 
-/// Encodes `[{"uuid":…,"score":{…}},…]`: `uuid` first as in protocol.md §3.5, score keys sorted.
+/// Encodes `[{"uuid":…,"score":{…}},…]`: `uuid` first as NVIDIA's plugin writes it, score keys
+/// sorted.
 pub fn encode_pair_scores(p: &PairScores) -> String {
     #[derive(Serialize)]
     struct Wire<'a> {

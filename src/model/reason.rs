@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::model::DeviceUsage;
 
-/// HAMi's device-fit reason words (scheduling.md §12).
+/// HAMi's device-fit reason words, the `<Reason>` in HAMi's `<n>/<m> <Reason>` items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reason {
     CardNotHealth,
@@ -170,7 +170,7 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    /// HAMi's reason string (scheduling.md §5.14), unchanged, for tools that match on it.
+    /// HAMi's reason string for a node that did not fit, unchanged, for tools that match on it.
     pub fn hami_text(&self) -> String {
         match self {
             Rejection::Devices(t) => t.hami_text(),

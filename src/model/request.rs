@@ -65,7 +65,7 @@ impl NodePolicy {
     }
 }
 
-/// Single-value GPU policies and how they order devices (scheduling.md §5.6).
+/// Single-value GPU policies; each implies the device order HAMi sorts by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SingleSort {
     Binpack,
@@ -102,7 +102,8 @@ pub struct GpuPolicy {
 }
 
 impl GpuPolicy {
-    /// Parses a policy text with the pod's NUMA flag (scheduling.md §5.6).
+    /// Parses a policy text as HAMi does: one word is a single policy, a comma list (or `numa`) a
+    /// key chain; the pod's NUMA flag puts NUMA first.
     pub fn parse(text: &str, numa: bool) -> GpuPolicy {
         let items: Vec<&str> = text.split(',').map(str::trim).collect();
         let has = |w: &str| items.contains(&w);

@@ -1,6 +1,6 @@
-//! Per-node evaluation of one pod (scheduling.md §5.3, §5.4): init containers one at a time
-//! against the running usage, native sidecars and regular containers cumulatively, every vendor
-//! request of a container in turn. Pure and allocation-light: buffers live in a reused [`Scratch`].
+//! Per-node evaluation of one pod: init containers one at a time against the running usage, native
+//! sidecars and regular containers cumulatively, every vendor request of a container in turn. Pure
+//! and allocation-light: buffers live in a reused [`Scratch`].
 
 use crate::model::{ContainerDevices, DeviceUsage, MemMiB, PodDevices, PodRequest};
 use crate::vendor::{FitCx, Pick, QuotaCheck, ScoreCx, Vendors};

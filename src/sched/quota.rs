@@ -1,6 +1,6 @@
-//! Namespace quota on HAMi's memory and core resources (scheduling.md §9), as pure arithmetic.
-//! Usage is tracked per namespace and resource name whether or not a quota exists; limits come
-//! from ResourceQuota `spec.hard` keys `limits.<resource>` with integer values.
+//! Namespace quota on HAMi's memory and core resources, as pure arithmetic. Usage is tracked per
+//! namespace and resource name whether or not a quota exists; limits come from ResourceQuota
+//! `spec.hard` keys `limits.<resource>` with integer values.
 
 use std::collections::HashMap;
 

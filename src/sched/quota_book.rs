@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn concurrent_reservations_cannot_exceed_a_limit_together() {
-        // scheduling.md §9 with §14 row 5: the check and the add are one step.
+        // The check and the add are one step (docs/compat.md, "Quota" under "Cluster state").
         let v = vendors();
         let book = std::sync::Arc::new(QuotaBook::new(&v));
         book.set_quota("ns", "q", &[("limits.nvidia.com/gpumem".into(), 10_000)]);

@@ -40,7 +40,8 @@ pub fn device_score<'w>(
     10.0 * (w.slot * slot + w.core * cores + w.memory * memory)
 }
 
-/// The node's default score from its usage before the pod (§5.12): all vendors' devices summed.
+/// The node's default score from its usage before the pod, all vendors' devices summed: HAMi leaves
+/// the request out.
 pub fn node_default_score(devs: &[DeviceUsage]) -> f32 {
     let (mut used, mut count, mut uc, mut tc, mut um, mut tm) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for d in devs {
@@ -64,11 +65,11 @@ pub fn reset_order(n: usize, order: &mut Vec<u16>) {
     order.extend(0..n as u16);
 }
 
-/// Sorts `order` ascending by the GPU policy (§5.6), in place and starting from its current
-/// arrangement, with Go's `sort.Sort` and HAMi's comparison: HAMi re-sorts one list for each
-/// request of a pod, so the order one request leaves decides where ties land for the next.
-/// Fits walk the result from the end; among equal devices of a node of up to 12 devices, the
-/// one registered last is tried first.
+/// Sorts `order` ascending by the GPU policy, in place and starting from its current arrangement,
+/// with Go's `sort.Sort` and HAMi's comparison: HAMi re-sorts one list for each request of a pod,
+/// so the order one request leaves decides where ties land for the next. Fits walk the result from
+/// the end; among equal devices of a node of up to 12 devices, the one registered last is tried
+/// first.
 pub fn order_devices(devs: &[DeviceUsage], scores: &[f32], policy: &GpuPolicy, order: &mut Vec<u16>) {
     if order.len() != devs.len() {
         reset_order(devs.len(), order);
@@ -127,8 +128,8 @@ fn single_less(s: SingleSort, numa_bind: bool, a: SortKey, b: SortKey) -> bool {
     }
 }
 
-/// Orders fitting nodes best first (§5.13): `spread` prefers the lowest score, `binpack` and any
-/// other policy the highest. Equal scores go to the node whose name sorts first.
+/// Orders fitting nodes best first: `spread` prefers the lowest score, `binpack` and any other
+/// policy the highest. Equal scores go to the node whose name sorts first.
 pub fn rank_nodes<T>(fits: &mut [(NodeName, f32, T)], policy: NodePolicy) {
     fits.sort_by(|a, b| node_order(policy, a.1, b.1).then_with(|| a.0.cmp(&b.0)));
 }

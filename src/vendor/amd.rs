@@ -1,7 +1,7 @@
-//! AMD (vendors.md §12, "AMD"): JSON registration `hami.io/node-amd-register` whose `devcore` is
-//! the number of compute units (CUs), requests whose cores are a percentage converted to CUs,
-//! type and UUID selection, allocation entries carrying the device's product name, the shared
-//! node lock, and a clean-up that removes the register annotation.
+//! AMD: JSON registration `hami.io/node-amd-register` whose `devcore` is the number of compute
+//! units (CUs), requests whose cores are a percentage converted to CUs, type and UUID selection,
+//! allocation entries carrying the device's product name, the shared node lock, and a clean-up that
+//! removes the register annotation.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -41,7 +41,7 @@ impl Amd {
 /// What the pod's annotations select, parsed once per pod.
 pub type Params = Selections;
 
-/// The memory and CUs a request takes on `d` (vendors.md §12): memory 0 means the whole card;
+/// The memory and CUs a request takes on `d`, as HAMi converts them: memory 0 means the whole card;
 /// a core percentage becomes `floor(CUs × % ÷ 100)` clamped to [1, CUs]; without a percentage a
 /// whole-memory request takes every CU. `None` when a percentage meets a device without CUs.
 pub fn demand(memreq: MemMiB, pct: u32, d: &DeviceUsage) -> (MemMiB, Option<u32>) {
@@ -64,9 +64,9 @@ impl Vendor for Amd {
         Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, 1)
     }
 
-    /// scheduling.md §4.2, AMD: everything from limits only. A count of 0 is no request; memory
-    /// must be an int32 of MiB and cores an integer percentage 1–100 (default 100). HAMi drops
-    /// requests with a bad count, memory or core value; hami-rs refuses them.
+    /// As HAMi derives it: everything from limits only. A count of 0 is no request; memory must be
+    /// an int32 of MiB and cores an integer percentage 1–100 (default 100). HAMi drops requests
+    /// with a bad count, memory or core value; hami-rs refuses them.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let cfg = &self.cfg;
         let limit = |name: &str| quantities::given_limit(c, name);
@@ -85,9 +85,9 @@ impl Vendor for Amd {
         Some(Arc::new(Params::from_pod(pod, [keys::USE_TYPE, keys::NOUSE_TYPE], uuids)))
     }
 
-    /// protocol.md §6, AMD: recognised if the count, memory or cores is in limits; with the count,
-    /// cores must be an integer percentage 1–100. A pod with only memory or cores is recognised
-    /// but requests nothing, so Filter passes it through (as in HAMi).
+    /// HAMi's webhook rules: recognised if the count, memory or cores is in limits; with the count,
+    /// cores must be an integer percentage 1–100. A pod with only memory or cores is recognised but
+    /// requests nothing, so Filter passes it through (as in HAMi).
     fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         let in_limits = |n: &String| !n.is_empty() && c.has_limit(n);
@@ -110,8 +110,8 @@ impl Vendor for Amd {
         common::registered(node, keys::REGISTER, Discovery::devices)
     }
 
-    /// protocol.md §3.7: healthy while the node reports the count resource (always, when no count
-    /// name is configured).
+    /// Healthy while the node reports the count resource (always, when no count name is
+    /// configured).
     fn health_rule(&self) -> HealthRule {
         if self.cfg.resource_count_name.is_empty() {
             HealthRule::AlwaysHealthy
@@ -120,13 +120,13 @@ impl Vendor for Amd {
         }
     }
 
-    /// vendors.md §1: AMD's clean-up removes its register annotation, not a handshake.
+    /// AMD's clean-up in HAMi removes its register annotation, not a handshake.
     fn cleanup(&self) -> Cleanup {
         Cleanup::RemoveAnnotation(keys::REGISTER.into())
     }
 
-    /// vendors.md §12: healthy, type, UUID, a free slot, mutex, then the memory and CUs of
-    /// [`demand`] must be free. Each entry carries the device's product name as its type.
+    /// As HAMi fits: healthy, type, UUID, a free slot, mutex, then the memory and CUs of [`demand`]
+    /// must be free. Each entry carries the device's product name as its type.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let p = cx.params_as::<Params>();
         let (type_ok, uuid_ok) = (Params::type_check(p), Params::uuid_check(p));
@@ -156,8 +156,7 @@ impl Vendor for Amd {
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    /// protocol.md §4.1, §4.2: to-allocate and allocated, identical; the type field is the
-    /// device's product name.
+    /// To-allocate and allocated, identical; the type field is the device's product name.
     fn device_keys(&self) -> Option<DeviceKeys<'_>> {
         Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }

@@ -1,7 +1,7 @@
-//! Ascend vNPU (vendors.md §8): one backend per `vnpus.configs` chip. JSON registration with the
-//! `NetworkID` custom info, the webhook's vNPU template rounding and 910C super-pod counts, the
-//! hami-core soft-split gate, 910 network-topology grouping, 910C module pairs, the runtime-info
-//! annotation and the 910 node score.
+//! Ascend vNPU: one backend per `vnpus.configs` chip. JSON registration with the `NetworkID` custom
+//! info, the webhook's vNPU template rounding and 910C super-pod counts, the hami-core soft-split
+//! gate, 910 network-topology grouping, 910C module pairs, the runtime-info annotation and the 910
+//! node score.
 
 use crate::model::request::Unusable;
 use std::sync::Arc;
@@ -191,8 +191,9 @@ impl Vendor for Ascend {
         Names::new(&self.word, &c.resource_name, &c.resource_memory_name, &c.resource_core_name, self.factor)
     }
 
-    /// scheduling.md §4.2, Ascend row. HAMi drops the request for out-of-range quantities;
-    /// hami-rs refuses the pod instead (§14 row 16).
+    /// As HAMi derives it: the count, memory × `memoryFactor` (percentage 100 without memory),
+    /// cores default 0. HAMi drops the request for out-of-range quantities; hami-rs refuses the pod
+    /// instead (docs/compat.md, "Unusable quantities").
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let cfg = &self.cfg;
         let Some(nums) = quantities::count(c, &cfg.resource_name)? else { return Ok(None) };
@@ -241,8 +242,8 @@ impl Vendor for Ascend {
         }))
     }
 
-    /// protocol.md §6, Ascend: 910C super-pod counts, the hami-core core rule, template rounding
-    /// of memory (limits only), single-template multi-device rule, runtime class.
+    /// HAMi's webhook rules: 910C super-pod counts, the hami-core core rule, template rounding of
+    /// memory (limits only), single-template multi-device rule, runtime class.
     fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         if cfg.resource_name.is_empty() {
@@ -374,7 +375,7 @@ impl Vendor for Ascend {
         Ok(())
     }
 
-    /// vendors.md §8: 910 chips score Σ over containers of (largest same-`NetworkID` share of
+    /// As HAMi scores it: 910 chips score Σ over containers of (largest same-`NetworkID` share of
     /// its devices) × 10; any device without a `NetworkID` makes the score 0.
     fn node_score(&self, cx: &ScoreCx<'_>) -> f32 {
         if !self.is_910() {
@@ -420,7 +421,7 @@ impl Vendor for Ascend {
         ]
     }
 
-    /// protocol.md §4.1 Ascend row and §12.1: the two HAMi keys, `predicate-time` (unix-s) and the
+    /// What the Ascend device plugin reads: the two HAMi keys, `predicate-time` (unix-s) and the
     /// runtime info list, whose `temp` names the template the memory came from (not in hami-core).
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         let v = codec::encode_pod_devices(cx.devices);

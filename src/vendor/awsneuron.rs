@@ -1,7 +1,7 @@
-//! AWS Neuron (vendors.md §11, "AWSNeuron"): devices synthesised from node capacity and the
-//! instance-type label (protocol.md §3.4), requests by device or by NeuronCore, contiguous
-//! device blocks chosen by device index, per-core bitmasks, and the `AWS_NEURON_IDS` / `NEURON_*`
-//! pod keys. No lock, always healthy.
+//! AWS Neuron (HAMi's "AWSNeuron"): devices synthesised from node capacity and the instance-type
+//! label, as HAMi does; requests by device or by NeuronCore, contiguous device blocks chosen by
+//! device index, per-core bitmasks, and the `AWS_NEURON_IDS` / `NEURON_*` pod keys. No lock, always
+//! healthy.
 //!
 //! The number of cores per device is learned from the first node that reports any (as HAMi does)
 //! and then used for every node and every request; it lives in a `OnceLock`, the one piece of
@@ -131,7 +131,7 @@ impl Vendor for AwsNeuron {
         Names::new(WORD, &self.count_name, "", &self.core_name, 1)
     }
 
-    /// scheduling.md §4.2: a device count (limits, else requests) asks for that many devices with
+    /// As HAMi derives it: a device count (limits, else requests) asks for that many devices with
     /// all their cores; otherwise a core count is split by [`AwsNeuron::split_cores`]. HAMi drops
     /// requests the webhook would refuse; hami-rs refuses them with the webhook's message.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
@@ -154,8 +154,8 @@ impl Vendor for AwsNeuron {
         Some(Arc::new(Params::uuids_only(pod, [keys::USE_UUID, keys::NOUSE_UUID])))
     }
 
-    /// protocol.md §6, AWS Neuron: the count (limits, else requests), else the cores, must be a
-    /// positive integer within range, and cores must split into devices.
+    /// HAMi's webhook rules: the count (limits, else requests), else the cores, must be a positive
+    /// integer within range, and cores must split into devices.
     fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if !self.count_name.is_empty()
             && let Some(count) = c.quantity(&self.count_name)
@@ -172,8 +172,8 @@ impl Vendor for AwsNeuron {
         Ok(true)
     }
 
-    /// protocol.md §3.4: one device per unit of `aws.amazon.com/neuron`, id `<node>-AWSNeuron-<i>`,
-    /// a slot per core, no memory, a core bitmask, and the instance type in the custom info.
+    /// One device per unit of `aws.amazon.com/neuron`, id `<node>-AWSNeuron-<i>` as in HAMi, a slot
+    /// per core, no memory, a core bitmask, and the instance type in the custom info.
     fn discover(&self, node: &NodeView) -> Discovery {
         let Some(n) = common::positive_capacity(node, &self.count_name) else { return Discovery::Absent };
         let here = if self.core_name.is_empty() { 0 } else { node.capacity(&self.core_name).max(0) / n };
@@ -199,12 +199,12 @@ impl Vendor for AwsNeuron {
         Discovery::Devices { devices, extra: None }
     }
 
-    /// vendors.md §11. More than one device: a block of consecutive device indexes that are all
-    /// idle and healthy: anywhere on `inf` instances, aligned to the block size (only 4, 8 or 16)
-    /// elsewhere; UUID selections do not apply. HAMi checks list positions and then allocates the
-    /// devices whose index equals them (scheduling.md §14 row 13); hami-rs checks and allocates by
-    /// index. One device: healthy, type, UUID, a free slot, mutex, enough free core bits; the
-    /// entry's cores become the bits it takes.
+    /// More than one device: a block of consecutive device indexes that are all idle and healthy:
+    /// anywhere on `inf` instances, aligned to the block size (only 4, 8 or 16) elsewhere; UUID
+    /// selections do not apply. HAMi checks list positions and then allocates the devices whose
+    /// index equals them (docs/compat.md, "AWS Neuron"); hami-rs checks and allocates by index. One
+    /// device: healthy, type, UUID, a free slot, mutex, enough free core bits; the entry's cores
+    /// become the bits it takes.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let mut tally = Tally::new(cx.order.len());
         if cx.req.nums > 1 {
@@ -274,10 +274,10 @@ impl Vendor for AwsNeuron {
         .to_vec()
     }
 
-    /// protocol.md §4.1, AWS Neuron: the allocated key, and `AWS_NEURON_IDS` accumulated over the
-    /// containers: device indexes for device requests, core indexes (`cores per device × index +
-    /// bit`) for core requests, which also set `NEURON_RESOURCE_TYPE`. HAMi decides the form by
-    /// whether the count is in the container's limits; hami-rs by how the request was read,
+    /// What the Neuron device plugin reads: the allocated key, and `AWS_NEURON_IDS` accumulated
+    /// over the containers: device indexes for device requests, core indexes (`cores per device ×
+    /// index + bit`) for core requests, which also set `NEURON_RESOURCE_TYPE`. HAMi decides the
+    /// form by whether the count is in the container's limits; hami-rs by how the request was read,
     /// which agrees for every pod the API server admits (extended resources need limits).
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));

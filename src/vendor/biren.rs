@@ -1,7 +1,6 @@
-//! Biren (vendors.md §14, "Biren"): JSON registration `hami.io/node-biren-register`, count-only
-//! requests and fit (health, type, UUID, slots, mutex), the shared node lock and the
-//! `hami.io/node-handshake-biren` handshake. All but the fit is shared with Vastai
-//! (`count_only.rs`).
+//! Biren: JSON registration `hami.io/node-biren-register`, count-only requests and fit (health,
+//! type, UUID, slots, mutex), the shared node lock and the `hami.io/node-handshake-biren`
+//! handshake. All but the fit is shared with Vastai (`count_only.rs`).
 
 use std::sync::Arc;
 
@@ -35,8 +34,8 @@ impl Kind for BirenKind {
     const WORD: &'static str = WORD;
     const KEYS: Keys = count_only::keys_of!(keys);
 
-    /// vendors.md §14: the generic walk with only health, type, UUID, slot and mutex checks.
-    /// HAMi's entries reserve no memory (and the request's cores, 0).
+    /// The generic walk with only health, type, UUID, slot and mutex checks, as in HAMi. HAMi's
+    /// entries reserve no memory (and the request's cores, 0).
     fn fit(cx: &FitCx<'_>, word: &Arc<str>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let p = cx.params_as::<Params>();
         let (type_ok, uuid_ok) = (Params::type_check(p), Params::uuid_check(p));

@@ -1,6 +1,6 @@
-//! Cambricon MLU (vendors.md §3): devices synthesised from node capacity, requests in 256 MiB
-//! memory units with 100 cores by default, the generic walk with the namespace quota check, the
-//! `CAMBRICON_DSMLU_*` pod annotations and Cambricon's own node lock.
+//! Cambricon MLU: devices synthesised from node capacity, requests in 256 MiB memory units with 100
+//! cores by default, the generic walk with the namespace quota check, the `CAMBRICON_DSMLU_*` pod
+//! annotations and Cambricon's own node lock.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -25,10 +25,10 @@ use super::{DeviceKeys, Discovery, FitCx, LockKind, Names, Pick, Vendor, WriteCx
 
 pub const WORD: &str = "MLU";
 
-/// Memory requests and quota limits are in units of 256 MiB (scheduling.md §4.2, §9).
+/// Memory requests and quota limits are in units of 256 MiB, as in HAMi.
 pub const MEMORY_UNIT: u64 = 256;
 
-/// One synthesised device per 100 units of the core capacity (protocol.md §3.4).
+/// One synthesised device per 100 units of the core capacity, as HAMi synthesises them.
 const CORES_PER_DEVICE: u32 = 100;
 
 const DEVICE_KEYS: DeviceKeys<'static> = DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED };
@@ -58,8 +58,8 @@ impl Vendor for Cambricon {
         Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, MEMORY_UNIT)
     }
 
-    /// scheduling.md §4.2, Cambricon: memory × 256 MiB; cores default 100, so a bare
-    /// `cambricon.com/vmlu: 1` is a whole, exclusive card; percentage 100 only without memory.
+    /// As HAMi derives it: memory × 256 MiB; cores default 100, so a bare `cambricon.com/vmlu: 1`
+    /// is a whole, exclusive card; percentage 100 only without memory.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         quantities::count_memory_cores(id, c, self.names(), 100)
     }
@@ -68,8 +68,8 @@ impl Vendor for Cambricon {
         Some(Arc::new(Params::uuids_only(pod, [keys::USE_UUID, keys::NOUSE_UUID])))
     }
 
-    /// protocol.md §3.4: `ceil(C / 100)` devices `<node>-cambricon-mlu-<i>`, each 100 slots,
-    /// `M × 256 × 100 / C` MiB and 100 cores, type `MLU`, healthy.
+    /// `ceil(C / 100)` devices `<node>-cambricon-mlu-<i>`, each 100 slots, `M × 256 × 100 / C` MiB
+    /// and 100 cores, type `MLU`, healthy: HAMi's ids, so pods HAMi placed are counted.
     fn discover(&self, node: &NodeView) -> Discovery {
         let cfg = &self.cfg;
         let capacity = FromCapacity {
@@ -83,8 +83,8 @@ impl Vendor for Cambricon {
         capacity.discover(node)
     }
 
-    /// scheduling.md §5.8, Cambricon: the generic walk with the quota check (HAMi checks quota
-    /// during Filter only for NVIDIA and Cambricon); the type always passes.
+    /// The generic walk with the quota check (HAMi checks quota during Filter only for NVIDIA and
+    /// Cambricon); the type always passes.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let uuid_ok = Params::uuid_check(cx.params_as::<Params>());
         let rules = Rules { uuid_ok: &uuid_ok, quota: true, ..Rules::basic(&self.word) };
@@ -99,9 +99,9 @@ impl Vendor for Cambricon {
         [keys::TO_ALLOCATE, keys::ALLOCATED, keys::DSMLU_ASSIGNED, keys::DSMLU_PROFILE].map(String::from).to_vec()
     }
 
-    /// protocol.md §4.1, Cambricon: both device keys, `CAMBRICON_DSMLU_ASSIGNED: "false"` and the
-    /// profile `<index>_<cores>_<memory / 256>` of the first device of the first container
-    /// holding one (§12.1: index 2, 50 cores, 4096 MiB → `2_50_16`).
+    /// What the MLU device plugin reads: both device keys, `CAMBRICON_DSMLU_ASSIGNED: "false"` and
+    /// the profile `<index>_<cores>_<memory / 256>` of the first device of the first container
+    /// holding one (index 2, 50 cores, 4096 MiB → `2_50_16`).
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         DEVICE_KEYS.write(cx.devices, out);
         out.push((keys::DSMLU_ASSIGNED.into(), "false".into()));
@@ -112,9 +112,9 @@ impl Vendor for Cambricon {
         }
     }
 
-    /// protocol.md §3.8: `cambricon.com/dsmlu.lock`, a bare time with a 2-minute expiry. HAMi
-    /// releases it for every pod whose bind fails (scheduling.md §14 row 9); the engine releases
-    /// only the kinds it took, so a failed NVIDIA bind leaves an MLU pod's lock alone.
+    /// `cambricon.com/dsmlu.lock`, a bare time with a 2-minute expiry. HAMi releases it for every
+    /// pod whose bind fails; the engine releases only the kinds it took, so a failed NVIDIA bind
+    /// leaves an MLU pod's lock alone (docs/compat.md, "Cambricon lock").
     fn lock(&self) -> LockKind {
         LockKind::Cambricon
     }

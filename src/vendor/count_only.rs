@@ -89,7 +89,7 @@ impl<K: Kind> Vendor for CountOnly<K> {
         Names::count_only(K::WORD, &self.count_name)
     }
 
-    /// scheduling.md §4.2: the count (limits, else requests); percentage 100, no cores.
+    /// As HAMi derives it: the count (limits, else requests); percentage 100, no cores.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
@@ -100,7 +100,7 @@ impl<K: Kind> Vendor for CountOnly<K> {
         Some(Arc::new(Params::from_pod(pod, [k.use_type, k.nouse_type], [k.use_uuid, k.nouse_uuid])))
     }
 
-    /// protocol.md §3.1: the JSON list (the colon form is accepted too); `devcore` is forced to 100.
+    /// The JSON list (the colon form is accepted too); `devcore` is forced to 100, as HAMi does.
     fn discover(&self, node: &NodeView) -> Discovery {
         common::registered(node, K::KEYS.register, with_devcore_100)
     }
@@ -121,7 +121,8 @@ impl<K: Kind> Vendor for CountOnly<K> {
         K::node_score(cx)
     }
 
-    /// protocol.md §4.1: to-allocate and allocated (the word capitalised), identical.
+    /// To-allocate and allocated (the word capitalised, as the device plugin reads them),
+    /// identical.
     fn device_keys(&self) -> Option<DeviceKeys<'_>> {
         Some(DeviceKeys { to_allocate: K::KEYS.to_allocate, allocated: K::KEYS.allocated })
     }

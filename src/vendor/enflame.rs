@@ -1,6 +1,5 @@
-//! Enflame GCU (vendors.md §9, "GCU"): whole devices synthesised from node capacity
-//! (protocol.md §3.4); a device serves one container at most. No lock, healthy while the node
-//! still reports capacity.
+//! Enflame GCU (HAMi's "GCU"): whole devices synthesised from node capacity, as HAMi does; a device
+//! serves one container at most. No lock, healthy while the node still reports capacity.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -51,14 +50,15 @@ impl Vendor for EnflameGcu {
         Names::count_only(WORD, &self.count_name)
     }
 
-    /// scheduling.md §4.2: the count (limits, else requests) as an exact integer; every device is
+    /// As HAMi derives it: the count (limits, else requests) as an exact integer; every device is
     /// reserved whole (memory 100, percentage 100, cores 100).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, WHOLE, 100, 100)))
     }
 
-    /// protocol.md §3.4: one device per unit of capacity, id `<node>-GCU-<i>`.
+    /// One device per unit of capacity, id `<node>-GCU-<i>`: HAMi's ids, so pods HAMi placed are
+    /// counted.
     fn discover(&self, node: &NodeView) -> Discovery {
         let Some(n) = common::positive_capacity(node, &self.count_name) else { return Discovery::Absent };
         // Devices are addressed by u16 positions; an absurd capacity is capped, not wrapped.
@@ -72,13 +72,13 @@ impl Vendor for EnflameGcu {
         HealthRule::CapacityPositive { resource: self.count_name.clone() }
     }
 
-    /// vendors.md §9: healthy and unused only; the entry takes the request's 100/100.
+    /// Healthy and unused only, as in HAMi; the entry takes the request's 100/100.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let rules = Rules { custom: Some(&busy), capacity: false, ..Rules::basic(&self.word) };
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    /// protocol.md §4.1: to-allocate and allocated, identical.
+    /// To-allocate and allocated, identical, as the device plugin reads them.
     fn device_keys(&self) -> Option<DeviceKeys<'_>> {
         Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }

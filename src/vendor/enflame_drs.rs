@@ -1,7 +1,7 @@
-//! Enflame DRS vGCU (vendors.md §9, "Enflame"): hard partitions ("slices") of a GCU described by
-//! the node's `enflame.com/gcu-drs-capacity` JSON (protocol.md §3.6). Owns the capacity decoder,
-//! the profile choice, slice accounting (a device's `used` counts slices, not tasks) and the
-//! `enflame.com/gcu-*` / `assigned-containers` pod keys. No lock, always healthy.
+//! Enflame DRS vGCU (HAMi's "Enflame"): hard partitions ("slices") of a GCU described by the node's
+//! `enflame.com/gcu-drs-capacity` JSON. Owns the capacity decoder, the profile choice, slice
+//! accounting (a device's `used` counts slices, not tasks) and the `enflame.com/gcu-*` /
+//! `assigned-containers` pod keys. No lock, always healthy.
 
 use crate::model::request::Unusable;
 use std::collections::BTreeMap;
@@ -158,13 +158,13 @@ fn node_profiles<'a>(infos: impl Iterator<Item = &'a DeviceInfo>) -> Vec<Profile
     out
 }
 
-/// A spec-form memory in GB: as given, unless it is more than twice the largest profile's GB,
-/// in which case it is MiB rounded up to GB (vendors.md §9).
+/// A spec-form memory in GB: as given, unless it is more than twice the largest profile's GB, in
+/// which case it is MiB rounded up to GB, as HAMi reads it.
 fn requested_gb(mem: u64, largest_gb: u32) -> u64 {
     if mem > 2 * u64::from(largest_gb) { mem.div_ceil(1024) } else { mem }
 }
 
-/// The profile a request asks for, from the node's sorted profiles (vendors.md §9).
+/// The profile a request asks for, from the node's sorted profiles, as HAMi chooses it.
 pub fn choose_profile<'p>(profiles: &'p [Profile], req: &ContainerRequest) -> Option<&'p Profile> {
     if req.mode == MODE_DIRECT {
         return profiles.iter().find(|p| u64::from(p.slices) == req.memreq.get());
@@ -196,7 +196,7 @@ fn slices_of(entry: &ContainerDevice, info: Option<&DeviceInfo>) -> u32 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The capacity annotation (protocol.md §3.6)
+// The capacity annotation
 
 /// A key of a JSON object, matched case-insensitively as Go's decoder does; null reads as absent.
 fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
@@ -352,10 +352,10 @@ impl Vendor for EnflameDrs {
         Names::new(WORD, &self.count_name, &self.mem_name, &self.core_name, 1)
     }
 
-    /// scheduling.md §4.2: always one device. A positive `drs-gcu` asks for that many slices;
-    /// otherwise memory and/or cores (rounded up) ask for the smallest profile that holds them.
-    /// A slice count that is not a whole number, and values outside what the request fields can
-    /// hold, are refused (HAMi ignores or drops them).
+    /// As HAMi derives it: always one device. A positive `drs-gcu` asks for that many slices;
+    /// otherwise memory and/or cores (rounded up) ask for the smallest profile that holds them. A
+    /// slice count that is not a whole number, and values outside what the request fields can hold,
+    /// are refused (HAMi ignores or drops them).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         if let Some(n) = quantities::count(c, &self.count_name)? {
             return Ok(Some(ContainerRequest {
@@ -380,8 +380,8 @@ impl Vendor for EnflameDrs {
         }))
     }
 
-    /// protocol.md §6, Enflame DRS: a slice count must be positive; memory must be positive and
-    /// cores in (0, 100]. Whichever form is used is mirrored into both limits and requests.
+    /// HAMi's webhook rules: a slice count must be positive; memory must be positive and cores in
+    /// (0, 100]. Whichever form is used is mirrored into both limits and requests.
     fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if let Some(v) = c.quantity(&self.count_name) {
             if edit_value(&v).is_none_or(|n| n <= 0) {
@@ -424,9 +424,9 @@ impl Vendor for EnflameDrs {
         )
     }
 
-    /// vendors.md §9: choose the profile first (none → `ModeNotFit`), then walk: healthy, UUID,
-    /// a free slot, mutex, free memory ≥ the profile's, free cores ≥ its share. hami-rs adds a
-    /// last check that the profile's slices fit in the device's free slices (HAMi checks only
+    /// As HAMi fits: choose the profile first (none → `ModeNotFit`), then walk: healthy, UUID, a
+    /// free slot, mutex, free memory ≥ the profile's, free cores ≥ its share. hami-rs adds a last
+    /// check that the profile's slices fit in the device's free slices (HAMi checks only
     /// `used < count`, so a large profile could over-commit slices its memory check let pass).
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let computed;
@@ -465,15 +465,15 @@ impl Vendor for EnflameDrs {
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    /// vendors.md §9: `used` grows by the profile's slices, not by one.
+    /// `used` grows by the profile's slices, not by one.
     fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice, _pod: &PodRequest) {
         dev.used = dev.used.saturating_add(slices_of(entry, Some(&dev.info)));
         dev.used_mem += entry.usedmem;
         dev.used_cores = dev.used_cores.saturating_add(entry.usedcores);
     }
 
-    /// Fixes scheduling.md §14 row 12: a stored entry counts its profile's slices (HAMi rebuilds
-    /// usage with one slot per entry, so existing pods' slices were under-counted).
+    /// A stored entry counts its profile's slices (HAMi rebuilds usage with one slot per entry, so
+    /// existing pods' slices were under-counted: over-commit).
     fn entry_slots(&self, entry: &ContainerDevice, dev: Option<&DeviceInfo>) -> u32 {
         slices_of(entry, dev)
     }
@@ -497,9 +497,9 @@ impl Vendor for EnflameDrs {
         .to_vec()
     }
 
-    /// protocol.md §4.1, Enflame DRS: the allocated key only, `gcu-assigned: "false"`, the
-    /// decision time, `assigned-containers` for every container holding a slice, and the first
-    /// such container's device index, minor and slice count.
+    /// What the DRS device plugin reads: the allocated key only, `gcu-assigned: "false"`, the
+    /// decision time, `assigned-containers` for every container holding a slice, and the first such
+    /// container's device index, minor and slice count.
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
         out.push((keys::ASSIGNED.into(), "false".into()));

@@ -1,6 +1,6 @@
-//! Hygon DCU (vendors.md §4): the device plugin's colon-list registration with its handshake,
-//! requests with a configurable memory factor and 100 cores by default, and the generic walk
-//! with `hygon.com/use-dcutype` type selection.
+//! Hygon DCU: the device plugin's colon-list registration with its handshake, requests with a
+//! configurable memory factor and 100 cores by default, and the generic walk with
+//! `hygon.com/use-dcutype` type selection.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -47,8 +47,8 @@ impl Vendor for Hygon {
         Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, self.factor)
     }
 
-    /// scheduling.md §4.2, Hygon: count 1..2³¹−1; memory × `memoryFactor`; cores default 100;
-    /// percentage 100 only without memory.
+    /// As HAMi derives it: count 1..2³¹−1; memory × `memoryFactor`; cores default 100; percentage
+    /// 100 only without memory.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         quantities::count_memory_cores(id, c, self.names(), 100)
     }
@@ -58,8 +58,8 @@ impl Vendor for Hygon {
         Some(Arc::new(Params::from_pod(pod, [keys::USE_TYPE, keys::NOUSE_TYPE], uuids)))
     }
 
-    /// protocol.md §3.1: `hami.io/node-dcu-register`. HAMi reads only the colon form; both
-    /// forms are accepted here (a superset).
+    /// `hami.io/node-dcu-register`. HAMi reads only the colon form; both forms are accepted here (a
+    /// superset).
     fn discover(&self, node: &NodeView) -> Discovery {
         common::registered(node, keys::REGISTER, Discovery::devices)
     }
@@ -68,13 +68,13 @@ impl Vendor for Hygon {
         HealthRule::Handshake { key: keys::HANDSHAKE.into(), count_resource: self.cfg.resource_count_name.clone() }
     }
 
-    /// protocol.md §3.7 step 4: dead Hygon devices lose their handshake annotation.
+    /// Dead Hygon devices lose their handshake annotation, as in HAMi.
     fn cleanup(&self) -> Cleanup {
         Cleanup::RemoveAnnotation(keys::HANDSHAKE.into())
     }
 
-    /// scheduling.md §5.8, Hygon: the generic walk with type selection; no quota check in fit
-    /// (HAMi checks Hygon quota only at admission).
+    /// The generic walk with type selection; no quota check in fit (HAMi checks Hygon quota only at
+    /// admission).
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let p = cx.params_as::<Params>();
         let (type_ok, uuid_ok) = (Params::type_check(p), Params::uuid_check(p));
@@ -82,7 +82,7 @@ impl Vendor for Hygon {
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    /// protocol.md §4.1, Hygon: the two device keys, identical.
+    /// The two device keys, identical, as the DCU device plugin reads them.
     fn device_keys(&self) -> Option<DeviceKeys<'_>> {
         Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }

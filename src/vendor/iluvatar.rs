@@ -1,7 +1,6 @@
-//! Iluvatar (vendors.md §5): one backend per configured chip (`iluvatars` entries, keyed by the
-//! chip's common word), colon-list registration with a handshake, memory in 256 MiB units, the
-//! generic walk with UUID selection, and the webhook's `vCore = 100 × count` and
-//! `SOL_CONTINER_NAME` rules.
+//! Iluvatar: one backend per configured chip (`iluvatars` entries, keyed by the chip's common
+//! word), colon-list registration with a handshake, memory in 256 MiB units, the generic walk with
+//! UUID selection, and the webhook's `vCore = 100 × count` and `SOL_CONTINER_NAME` rules.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -23,7 +22,7 @@ use super::{DeviceKeys, Discovery, FitCx, HealthRule, Names, Pick, Vendor, quant
 #[cfg(test)]
 use super::WriteCx;
 
-/// Memory requests and quota limits are in units of 256 MiB (scheduling.md §4.2, §9).
+/// Memory requests and quota limits are in units of 256 MiB, as in HAMi.
 pub const MEMORY_UNIT: u64 = 256;
 
 /// The container env the webhook sets to the container's name (HAMi's spelling, sic).
@@ -66,8 +65,7 @@ impl Vendor for Iluvatar {
         Names::new(&self.word, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, MEMORY_UNIT)
     }
 
-    /// scheduling.md §4.2, Iluvatar: memory × 256 MiB, cores default 0, percentage 100 only
-    /// without memory.
+    /// As HAMi derives it: memory × 256 MiB, cores default 0, percentage 100 only without memory.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         quantities::count_memory_cores(id, c, self.names(), 0)
     }
@@ -76,9 +74,9 @@ impl Vendor for Iluvatar {
         Some(Arc::new(Params::uuids_only(pod, [&self.use_uuid, &self.nouse_uuid])))
     }
 
-    /// protocol.md §6, Iluvatar: recognised iff the count is in limits; a count above 1 (Go's
-    /// `Value`, rounded up) takes whole devices, so `limits[vCore] = 100 × count`; the container
-    /// gets `SOL_CONTINER_NAME=<name>` unless it has that env or no name.
+    /// HAMi's webhook rule: recognised iff the count is in limits; a count above 1 (Go's `Value`,
+    /// rounded up) takes whole devices, so `limits[vCore] = 100 × count`; the container gets
+    /// `SOL_CONTINER_NAME=<name>` unless it has that env or no name.
     fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         if cfg.resource_count_name.is_empty() {
@@ -98,28 +96,27 @@ impl Vendor for Iluvatar {
         Ok(true)
     }
 
-    /// protocol.md §3.1: `hami.io/node-<cw>-register`. HAMi reads only the colon form; both
-    /// forms are accepted here (a superset).
+    /// `hami.io/node-<cw>-register`. HAMi reads only the colon form; both forms are accepted here
+    /// (a superset).
     fn discover(&self, node: &NodeView) -> Discovery {
         common::registered(node, &self.register, Discovery::devices)
     }
 
-    /// protocol.md §3.7: the handshake on `hami.io/node-handshake-<cw>`. Unlike the other
-    /// handshake vendors, Iluvatar's clean-up removes nothing (vendors.md §1), so `cleanup` keeps
-    /// the trait's default.
+    /// The handshake on `hami.io/node-handshake-<cw>`. Unlike the other handshake vendors,
+    /// Iluvatar's clean-up in HAMi removes nothing, so `cleanup` keeps the trait's default.
     fn health_rule(&self) -> HealthRule {
         HealthRule::Handshake { key: self.handshake.clone(), count_resource: self.cfg.resource_count_name.clone() }
     }
 
-    /// scheduling.md §5.8: the generic walk; the type always passes, UUIDs are selected with
-    /// `hami.io/use-<cw>-uuid` / `hami.io/no-use-<cw>-uuid`.
+    /// The generic walk; the type always passes, UUIDs are selected with `hami.io/use-<cw>-uuid` /
+    /// `hami.io/no-use-<cw>-uuid`.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let uuid_ok = Params::uuid_check(cx.params_as::<Params>());
         let rules = Rules { uuid_ok: &uuid_ok, ..Rules::basic(&self.word) };
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    /// protocol.md §4.1, Iluvatar: the two device keys, identical, type field `<cw>`.
+    /// The two device keys, identical, type field `<cw>`, as the device plugin reads them.
     fn device_keys(&self) -> Option<DeviceKeys<'_>> {
         Some(DeviceKeys { to_allocate: &self.to_allocate, allocated: &self.allocated })
     }

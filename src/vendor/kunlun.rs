@@ -1,6 +1,6 @@
-//! Kunlun XPU (vendors.md §10, "kunlun"): whole P800 devices synthesised from node capacity
-//! (protocol.md §3.4), chosen by the two-wing topology selector, and the bubble node score.
-//! The selector is shared with Kunlun vXPU (`kunlun_vxpu.rs`). No lock, always healthy.
+//! Kunlun XPU (HAMi's "kunlun"): whole P800 devices synthesised from node capacity as HAMi does,
+//! chosen by the two-wing topology selector, and the bubble node score. The selector is shared with
+//! Kunlun vXPU (`kunlun_vxpu.rs`). No lock, always healthy.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -57,14 +57,14 @@ impl Params {
     }
 }
 
-/// The two-wing topology of an 8-device Kunlun node (vendors.md §10). Device indexes 0–3 form
-/// the left wing and 4–7 the right one; the pair and group tables are HAMi's.
+/// The two-wing topology of an 8-device Kunlun node. Device indexes 0–3 form the left wing and 4–7
+/// the right one; the pair and group tables are HAMi's.
 ///
-/// HAMi counts wings by position in the policy-sorted device list but answers device indexes,
-/// so once busy devices sort elsewhere the wings no longer match the hardware (scheduling.md §14
-/// row 13). hami-rs counts, picks and answers by device index throughout; devices whose index
-/// is 8 or more are outside the topology and never chosen. The GPU policy therefore decides only
-/// between devices that share an index.
+/// HAMi counts wings by position in the policy-sorted device list but answers device indexes, so
+/// once busy devices sort elsewhere the wings no longer match the hardware (docs/compat.md, "Kunlun
+/// XPU"). hami-rs counts, picks and answers by device index throughout; devices whose index is 8 or
+/// more are outside the topology and never chosen. The GPU policy therefore decides only between
+/// devices that share an index.
 pub mod topology {
     /// Cross-wing links, in HAMi's order.
     pub const CROSS_PAIRS: [[usize; 2]; 4] = [[0, 4], [1, 5], [2, 6], [3, 7]];
@@ -223,8 +223,8 @@ impl Vendor for KunlunXpu {
         Names::count_only(WORD, &self.count_name)
     }
 
-    /// scheduling.md §4.2: the count (limits, else requests); whole devices (percentage 100,
-    /// cores 0).
+    /// As HAMi derives it: the count (limits, else requests); whole devices (percentage 100, cores
+    /// 0).
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
@@ -234,8 +234,8 @@ impl Vendor for KunlunXpu {
         Some(Arc::new(Params::from_pod(pod)))
     }
 
-    /// protocol.md §3.4: id `<node>-kunlun-<i>`, 100 slots, 98304 MiB, 100 cores, NUMA 1 for the
-    /// upper half.
+    /// Id `<node>-kunlun-<i>`, 100 slots, 98304 MiB, 100 cores, NUMA 1 for the upper half: HAMi's
+    /// devices, so pods HAMi placed are counted.
     fn discover(&self, node: &NodeView) -> Discovery {
         if self.count_name.is_empty() {
             return Discovery::Absent;
@@ -256,8 +256,8 @@ impl Vendor for KunlunXpu {
         Discovery::Devices { devices, extra: None }
     }
 
-    /// vendors.md §10: the topology selector over unused, healthy devices that pass both UUID
-    /// selections; each chosen entry takes the device's whole memory and cores.
+    /// The topology selector over unused, healthy devices that pass both UUID selections; each
+    /// chosen entry takes the device's whole memory and cores.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let fits = |d: &DeviceUsage| d.used == 0 && d.health;
         let chosen =
@@ -269,14 +269,14 @@ impl Vendor for KunlunXpu {
         Ok(())
     }
 
-    /// vendors.md §10: HAMi counts only the slot while fitting (the entry's memory and cores are
-    /// charged when usage is rebuilt from the pod).
+    /// HAMi counts only the slot while fitting (the entry's memory and cores are charged when usage
+    /// is rebuilt from the pod).
     fn charge(&self, dev: &mut DeviceUsage, _entry: &mut ContainerDevice, _pod: &PodRequest) {
         dev.used = dev.used.saturating_add(1);
     }
 
-    /// vendors.md §10, bubble score: 0 when any device on the node, or any of the pod's, is not
-    /// a `kunlun` device.
+    /// HAMi's bubble score: 0 when any device on the node, or any of the pod's, is not a `kunlun`
+    /// device.
     fn node_score(&self, cx: &ScoreCx<'_>) -> f32 {
         let mut busy: Vec<u32> = Vec::new();
         for d in cx.before {
@@ -307,8 +307,8 @@ impl Vendor for KunlunXpu {
         [keys::ALLOCATED, keys::DEVICE_IDX].map(String::from).to_vec()
     }
 
-    /// protocol.md §4.1: the allocated key, and `BAIDU_COM_DEVICE_IDX` with the indexes of the
-    /// last container holding devices.
+    /// What the XPU device plugin reads: the allocated key, and `BAIDU_COM_DEVICE_IDX` with the
+    /// indexes of the last container holding devices.
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
         if let Some(last) = cx.devices.iter().rev().find(|c| !c.is_empty()) {

@@ -1,7 +1,7 @@
-//! Kunlun vXPU (vendors.md §10, "XPU"): shared XPUs from the JSON registration
-//! `hami.io/node-register-xpu`, memory templates of a quarter, half or whole device, equal-size
-//! sharing, the same two-wing topology selector as Kunlun XPU, the shared node lock and the
-//! `hami.io/node-handshake-xpu` handshake.
+//! Kunlun vXPU (HAMi's "XPU"): shared XPUs from the JSON registration `hami.io/node-register-xpu`,
+//! memory templates of a quarter, half or whole device, equal-size sharing, the same two-wing
+//! topology selector as Kunlun XPU, the shared node lock and the `hami.io/node-handshake-xpu`
+//! handshake.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -67,10 +67,9 @@ impl Vendor for KunlunVxpu {
         Names::new(WORD, &self.count_name, &self.mem_name, "", 1)
     }
 
-    /// scheduling.md §4.2: memory rounded up to a template, cores = memory × 100 ÷ 98304; an
-    /// absent memory asks for the whole device (98304 MiB, 100 %, percentage 100), as HAMi does.
-    /// HAMi also reads a memory that is not an integer as absent; hami-rs refuses it, and a
-    /// negative one.
+    /// As HAMi derives it: memory rounded up to a template, cores = memory × 100 ÷ 98304; an absent
+    /// memory asks for the whole device (98304 MiB, 100 %, percentage 100), as HAMi does. HAMi also
+    /// reads a memory that is not an integer as absent; hami-rs refuses it, and a negative one.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         let mem = quantities::int_in(quantities::given(c, &self.mem_name), &self.mem_name, 0..=i64::MAX)?.map(template);
@@ -84,8 +83,8 @@ impl Vendor for KunlunVxpu {
         Some(Arc::new(Params::from_pod(pod)))
     }
 
-    /// protocol.md §6, Kunlun vXPU: recognised iff the count is in limits; a memory limit is
-    /// rounded up (Go's `Value`) to its template and written to limits and requests.
+    /// HAMi's webhook rule: recognised iff the count is in limits; a memory limit is rounded up
+    /// (Go's `Value`) to its template and written to limits and requests.
     fn mutate(&self, c: &mut ContainerEdit<'_>, _pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if self.count_name.is_empty() || !c.has_limit(&self.count_name) {
             return Ok(false);
@@ -113,9 +112,9 @@ impl Vendor for KunlunVxpu {
         Cleanup::RemoveAnnotation(keys::HANDSHAKE.into())
     }
 
-    /// vendors.md §10: the topology selector over devices that pass both UUID selections and
-    /// [`fits_vxpu`] (and, under mutex, are unused). On failure under mutex, the busy devices that
-    /// would otherwise have fitted count as `ExclusiveDeviceAllocateConflict`.
+    /// The topology selector over devices that pass both UUID selections and [`fits_vxpu`] (and,
+    /// under mutex, are unused). On failure under mutex, the busy devices that would otherwise have
+    /// fitted count as `ExclusiveDeviceAllocateConflict`.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let mem = cx.req.memreq.get();
         let mutex = cx.pod.gpu_policy.mutex;
@@ -146,7 +145,7 @@ impl Vendor for KunlunVxpu {
         Ok(())
     }
 
-    /// protocol.md §4.1: to-allocate and allocated, identical.
+    /// To-allocate and allocated, identical, as the device plugin reads them.
     fn device_keys(&self) -> Option<DeviceKeys<'_>> {
         Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }

@@ -1,5 +1,5 @@
-//! Metax GPU (vendors.md §7): whole devices synthesised from node capacity, the generic walk with
-//! HAMi's same-device rule, and the node score from the topology losses/scores annotations.
+//! Metax GPU: whole devices synthesised from node capacity, the generic walk with HAMi's
+//! same-device rule, and the node score from the topology losses/scores annotations.
 
 use super::Unusable;
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ use {
 
 pub const WORD: &str = "Metax-GPU";
 
-/// What HAMi synthesises per device (protocol.md §3.4).
+/// What HAMi synthesises per device.
 const DEVMEM: u64 = 65536;
 const DEVCORE: u32 = 100;
 
@@ -91,14 +91,14 @@ impl Vendor for MetaxGpu {
         Names::count_only(WORD, &self.count_name)
     }
 
-    /// scheduling.md §4.2: the count (limits, else requests) asks for whole devices: all memory
+    /// As HAMi derives it: the count (limits, else requests) asks for whole devices: all memory
     /// (percentage 100) and 100 cores.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(nums) = quantities::count(c, &self.count_name)? else { return Ok(None) };
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 100)))
     }
 
-    /// protocol.md §3.4: one device per unit of `status.capacity[count]`.
+    /// One device per unit of `status.capacity[count]`, as HAMi synthesises them.
     fn discover(&self, node: &NodeView) -> Discovery {
         if self.count_name.is_empty() {
             return Discovery::Absent;
@@ -127,20 +127,21 @@ impl Vendor for MetaxGpu {
         Discovery::Devices { devices, extra: Some(Arc::new(extra)) }
     }
 
-    /// protocol.md §3.7: healthy iff the count capacity is positive.
+    /// Healthy iff the count capacity is positive, HAMi's rule for Metax GPU.
     fn health_rule(&self) -> HealthRule {
         HealthRule::CapacityPositive { resource: self.count_name.clone() }
     }
 
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         // HAMi's type check compares the request's word with its own: it always passes, and UUID
-        // selection is not supported (vendors.md §1: any value accepted).
+        // selection is not supported (HAMi accepts any value and ignores it).
         let same_device = |d: &DeviceUsage| same_device_rule(cx, d);
         let rules = Rules { custom: Some(&same_device), custom_after_capacity: true, ..Rules::basic(&self.word) };
         walk::walk(cx, &rules, out).map_err(Rejection::Devices)
     }
 
-    /// vendors.md §7: the node policy picks the map, the number of devices the pod got is the key.
+    /// As HAMi scores it: the node policy picks the map, the number of devices the pod got is the
+    /// key.
     fn node_score(&self, cx: &ScoreCx<'_>) -> f32 {
         let n = cx.devices.iter().map(Vec::len).sum::<usize>() as i64;
         let extra = cx.extra.and_then(|e| e.downcast_ref::<Extra>());
@@ -152,7 +153,7 @@ impl Vendor for MetaxGpu {
         }
     }
 
-    /// protocol.md §4.1: to-allocate and allocated, identical.
+    /// To-allocate and allocated, identical, as the device plugin reads them.
     fn device_keys(&self) -> Option<DeviceKeys<'_>> {
         Some(DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED })
     }
@@ -163,9 +164,8 @@ impl Vendor for MetaxGpu {
 }
 
 /// HAMi's Metax rule "all devices on one device": every device earlier containers of the pod got
-/// from this vendor must be `d` (scheduling.md §5.8). HAMi evaluates init containers against each
-/// other and regular containers against each other, so only earlier containers of the same kind
-/// count.
+/// from this vendor must be `d`. HAMi evaluates init containers against each other and regular
+/// containers against each other, so only earlier containers of the same kind count.
 fn same_device_rule(cx: &FitCx<'_>, d: &DeviceUsage) -> Option<Reason> {
     let init = cx.pod.is_plain_init(cx.container);
     let others = cx

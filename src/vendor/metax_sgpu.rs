@@ -1,6 +1,6 @@
-//! Metax sGPU (vendors.md §7): shared devices from `metax-tech.com/node-gpu-devices`, the
-//! filter-then-pick fit with QoS and online/offline co-location, MetaLink zone choice for
-//! exclusive pods, the policy-neutral node score, and Metax's own allocation annotation.
+//! Metax sGPU: shared devices from `metax-tech.com/node-gpu-devices`, the filter-then-pick fit with
+//! QoS and online/offline co-location, MetaLink zone choice for exclusive pods, the policy-neutral
+//! node score, and Metax's own allocation annotation.
 
 use crate::model::request::Unusable;
 use std::sync::Arc;
@@ -27,10 +27,11 @@ use super::{Discovery, FitCx, HealthRule, Names, Pick, ScoreCx, Vendor, WriteCx,
 
 pub const WORD: &str = "Metax-SGPU";
 
-/// Memory quantities without a unit are GiB; HAMi accounts MiB (also the quota factor, §9).
+/// Memory quantities without a unit are GiB; HAMi accounts MiB (also the quota factor: vmemory
+/// limits are GiB).
 const GIB_IN_MIB: i64 = 1024;
 
-/// HAMi scales the policy-neutral score by this, negated under `spread` (scheduling.md §5.12).
+/// HAMi scales the policy-neutral score by this, negated under `spread`.
 const NEUTRAL_WEIGHT: f32 = 10000.0;
 
 /// Score of two exclusive devices in the same MetaLink zone.
@@ -107,7 +108,7 @@ fn device_qos(d: &DeviceUsage) -> &str {
     }
 }
 
-/// vendors.md §7 `CardAppClassMismatch`: an unused device takes anything; a device running
+/// HAMi's `CardAppClassMismatch` rule: an unused device takes anything; a device running
 /// online/offline pods takes only such pods, but no offline pod where an online one runs; a device
 /// with plain pods takes only plain pods.
 fn app_class_fits(pod: TaskClass, d: &DeviceUsage) -> bool {
@@ -122,8 +123,8 @@ fn app_class_fits(pod: TaskClass, d: &DeviceUsage) -> bool {
     !(dev_online && pod == TaskClass::Offline)
 }
 
-/// vendors.md §7 `CardQosPolicyMismatch`: an unused device switches to any QoS, an exclusive
-/// request does not care, otherwise the device's QoS must be unset or the pod's.
+/// HAMi's `CardQosPolicyMismatch` rule: an unused device switches to any QoS, an exclusive request
+/// does not care, otherwise the device's QoS must be unset or the pod's.
 fn qos_fits(pod_qos: &str, d: &DeviceUsage, cores: u32) -> bool {
     if d.used == 0 || cores == 100 {
         return true;
@@ -244,9 +245,9 @@ pub fn encode_metax_allocation(containers: &[ContainerDevices]) -> String {
     serde_json::to_string(&wire).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// Decodes `metax-tech.com/node-gpu-devices` (protocol.md §3.6) as Go decodes it into its
-/// struct: keys case-insensitive, missing keys zero, a wrongly typed value fails the whole list.
-/// `null` or `[]` is "no devices".
+/// Decodes `metax-tech.com/node-gpu-devices` as Go decodes it into its struct: keys
+/// case-insensitive, missing keys zero, a wrongly typed value fails the whole list. `null` or `[]`
+/// is "no devices".
 pub fn decode_node_devices(s: &str) -> Result<Vec<DeviceInfo>, codec::Error> {
     let v: Value = serde_json::from_str(s).map_err(|e| codec::Error::Json(e.to_string()))?;
     let items = match v {
@@ -314,13 +315,12 @@ fn has_unit(text: &str) -> bool {
 }
 
 impl Vendor for MetaxSgpu {
-    /// scheduling.md §9: vmemory limits are GiB, so they scale by 1024 against MiB usage.
+    /// Quota: vmemory limits are GiB, so they scale by 1024 against MiB usage.
     fn names(&self) -> Names<'_> {
         Names::new(WORD, &self.count_name, &self.memory_name, &self.core_name, GIB_IN_MIB as u64)
     }
 
-    /// scheduling.md §4.2, Metax sGPU row: every quantity from limits only; each one given must be
-    /// usable.
+    /// As HAMi derives it: every quantity from limits only; each one given must be usable.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         if self.count_name.is_empty() {
             return Ok(None);
@@ -365,8 +365,8 @@ impl Vendor for MetaxSgpu {
         }))
     }
 
-    /// protocol.md §6, Metax sGPU: app-class pods take exactly one device; pods that are not
-    /// online get the `best-effort` QoS unless they name one of the three policies.
+    /// HAMi's webhook rules: app-class pods take exactly one device; pods that are not online get
+    /// the `best-effort` QoS unless they name one of the three policies.
     fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         if self.count_name.is_empty() {
             return Ok(false);
@@ -413,12 +413,12 @@ impl Vendor for MetaxSgpu {
         common::listed(node, keys::NODE_DEVICES, decode_node_devices, Discovery::devices)
     }
 
-    /// protocol.md §3.7: healthy iff the annotation lists at least one device.
+    /// Healthy iff the annotation lists at least one device, HAMi's rule for Metax sGPU.
     fn health_rule(&self) -> HealthRule {
         HealthRule::DevicesListed
     }
 
-    /// vendors.md §7: filter every candidate (walking from the end), then pick.
+    /// As HAMi fits it: filter every candidate (walking from the end), then pick.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let empty = Params::default();
         let p = cx.params_as::<Params>().unwrap_or(&empty);
@@ -547,9 +547,9 @@ impl Vendor for MetaxSgpu {
         Some((c.class, qos))
     }
 
-    /// vendors.md §7: online pods score by the tasks already on their devices; exclusive pods with
-    /// topology awareness by MetaLink pairs. The score is policy-neutral ("higher is better"), so
-    /// it is scaled by −10000 under `spread` and +10000 otherwise (scheduling.md §5.12).
+    /// As HAMi scores it: online pods score by the tasks already on their devices; exclusive pods
+    /// with topology awareness by MetaLink pairs. The score is policy-neutral ("higher is better"),
+    /// so it is scaled by −10000 under `spread` and +10000 otherwise.
     fn node_score(&self, cx: &ScoreCx<'_>) -> f32 {
         let class = PodClass::of(&cx.pod.annotations);
         let any = cx.devices.iter().any(|c| !c.is_empty());
@@ -580,7 +580,9 @@ impl Vendor for MetaxSgpu {
             .to_vec()
     }
 
-    /// protocol.md §4.1 Metax sGPU row and §12.1.
+    /// What the sGPU device plugin reads: the two device keys, identical;
+    /// `metax-tech.com/gpu-devices-allocated`, per container the `{"uuid","compute","vRam"}` of
+    /// each device (zeros omitted); and the decision time in unix-ns.
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         let v = codec::encode_pod_devices(cx.devices);
         out.push((keys::TO_ALLOCATE.into(), v.clone()));

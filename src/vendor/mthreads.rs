@@ -1,7 +1,7 @@
-//! Mthreads (vendors.md §6): devices synthesised from node capacity (16 cores per GPU), requests
-//! split evenly over the requested GPUs, the webhook's whole-GPU and memory-size rules, the
-//! generic walk plus the rule that a pod's containers share one device, and the
-//! `mthreads.com/*` pod annotations. No node lock.
+//! Mthreads: devices synthesised from node capacity (16 cores per GPU), requests split evenly over
+//! the requested GPUs, the webhook's whole-GPU and memory-size rules, the generic walk plus the
+//! rule that a pod's containers share one device, and the `mthreads.com/*` pod annotations. No node
+//! lock.
 
 use super::Unusable;
 use std::sync::Arc;
@@ -26,16 +26,17 @@ use super::{Discovery, FitCx, LockKind, Names, Pick, Vendor, WriteCx, quantities
 
 pub const WORD: &str = "Mthreads";
 
-/// Memory requests and quota limits are in units of 512 MiB (scheduling.md §4.2, §9).
+/// Memory requests and quota limits are in units of 512 MiB, as in HAMi.
 pub const MEMORY_UNIT: u64 = 512;
 
-/// Cores of one GPU: the core capacity is 16 per GPU (protocol.md §3.4).
+/// Cores of one GPU: the node's core capacity counts 16 per GPU.
 pub const CORES_PER_GPU: u32 = 16;
 
 /// Memory of one whole GPU in request units (96 × 512 MiB), what the webhook gives whole GPUs.
 pub const MEMORY_PER_GPU: u32 = 96;
 
-/// The only memory sizes a single-GPU container may ask for, in request units (protocol.md §6).
+/// The only memory sizes a single-GPU container may ask for, in request units: the sizes the driver
+/// can carve, which HAMi's webhook enforces.
 pub const VALID_MEMORY: [i64; 7] = [2, 4, 8, 16, 32, 64, 96];
 
 pub struct Mthreads {
@@ -66,9 +67,9 @@ impl Vendor for Mthreads {
         Names::new(WORD, &c.resource_count_name, &c.resource_memory_name, &c.resource_core_name, MEMORY_UNIT)
     }
 
-    /// scheduling.md §4.2, Mthreads: memory × 512 MiB and cores (default 0) are the container's
-    /// totals, so each of the `nums` devices takes its share (integer division, as HAMi);
-    /// percentage 100 only when no memory was asked for.
+    /// As HAMi derives it: memory × 512 MiB and cores (default 0) are the container's totals, so
+    /// each of the `nums` devices takes its share (integer division, as HAMi); percentage 100 only
+    /// when no memory was asked for.
     fn request(&self, id: VendorId, c: &ContainerView, _pod: &PodView) -> Result<Option<ContainerRequest>, Unusable> {
         let Some(total) = quantities::count_memory_cores(id, c, self.names(), 0)? else { return Ok(None) };
         let (nums, memreq) = (total.nums, MemMiB(total.memreq.get() / u64::from(total.nums)));
@@ -79,10 +80,10 @@ impl Vendor for Mthreads {
         Some(Arc::new(Params::uuids_only(pod, [keys::USE_UUID, keys::NOUSE_UUID])))
     }
 
-    /// protocol.md §6, Mthreads. The count (limits, else requests) must be positive. More than
-    /// one GPU means whole GPUs: cores 16 × count, memory 96 × count and the pod annotation
-    /// `mthreads.com/request-gpu-num`. One GPU without memory is a whole GPU too; with memory,
-    /// it must be one of the sizes the driver can carve.
+    /// HAMi's webhook rules. The count (limits, else requests) must be positive. More than one GPU
+    /// means whole GPUs: cores 16 × count, memory 96 × count and the pod annotation
+    /// `mthreads.com/request-gpu-num`. One GPU without memory is a whole GPU too; with memory, it
+    /// must be one of the sizes the driver can carve.
     fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         if cfg.resource_count_name.is_empty() {
@@ -124,8 +125,8 @@ impl Vendor for Mthreads {
         Ok(true)
     }
 
-    /// protocol.md §3.4: `ceil(C / 16)` devices `<node>-mthreads-<i>`, each 100 slots,
-    /// `M × 512 × 16 / C` MiB and 16 cores, type `Mthreads`, healthy.
+    /// `ceil(C / 16)` devices `<node>-mthreads-<i>`, each 100 slots, `M × 512 × 16 / C` MiB and 16
+    /// cores, type `Mthreads`, healthy: HAMi's ids, so pods HAMi placed are counted.
     fn discover(&self, node: &NodeView) -> Discovery {
         let cfg = &self.cfg;
         let capacity = FromCapacity {
@@ -139,9 +140,9 @@ impl Vendor for Mthreads {
         capacity.discover(node)
     }
 
-    /// scheduling.md §5.8, Mthreads: the generic walk, with the device type required to contain
-    /// `Mthreads` and every device the pod's earlier containers got required to be this one
-    /// (HAMi's custom filter rule: a pod lives on one GPU).
+    /// The generic walk, with the device type required to contain `Mthreads` and every device the
+    /// pod's earlier containers got required to be this one (HAMi's custom filter rule: a pod lives
+    /// on one GPU).
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let type_ok = |d: &DeviceUsage| d.info.ty.contains(WORD);
         let uuid_ok = Params::uuid_check(cx.params_as::<Params>());
@@ -166,9 +167,8 @@ impl Vendor for Mthreads {
         [keys::ALLOCATED, keys::GPU_INDEX, keys::PREDICATE_TIME, keys::PREDICATE_NODE].map(String::from).to_vec()
     }
 
-    /// protocol.md §4.1, Mthreads: the allocated key only (the plugin reads no to-allocate
-    /// list), the device indexes of the last container holding devices, the decision time in
-    /// unix-ns and the node.
+    /// The allocated key only (the plugin reads no to-allocate list), the device indexes of the
+    /// last container holding devices, the decision time in unix-ns and the node.
     fn annotations(&self, cx: &WriteCx<'_>, out: &mut Vec<(String, String)>) {
         out.push((keys::ALLOCATED.into(), codec::encode_pod_devices(cx.devices)));
         if let Some(last) = cx.devices.iter().rev().find(|c| !c.is_empty()) {
@@ -180,7 +180,7 @@ impl Vendor for Mthreads {
         out.push((keys::PREDICATE_NODE.into(), cx.node.to_string()));
     }
 
-    /// vendors.md §6: Mthreads takes no node lock.
+    /// Mthreads takes no node lock, as in HAMi.
     fn lock(&self) -> LockKind {
         LockKind::None
     }

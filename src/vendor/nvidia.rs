@@ -1,6 +1,6 @@
-//! NVIDIA (vendors.md §2): JSON registration with optional pair scores and cordon list, the full
-//! §5.7 walk (type/mode, NUMA, UUID, quota, MIG placements), topology-aware choice and the
-//! webhook's defaults (count, exclusive cores, env).
+//! NVIDIA: JSON registration with optional pair scores and cordon list, the full per-device walk
+//! (type/mode, NUMA, UUID, quota, MIG placements), topology-aware choice and the webhook's defaults
+//! (count, exclusive cores, env).
 
 use super::Unusable;
 use std::sync::Arc;
@@ -53,7 +53,8 @@ impl Nvidia {
     }
 }
 
-/// MIG profile choice (scheduling.md §5.9).
+/// MIG profile choice, as HAMi makes it: the smallest profile that holds the request and has a free
+/// placement.
 pub mod mig {
     use super::*;
 
@@ -101,7 +102,9 @@ pub mod mig {
     }
 }
 
-/// Topology-aware choice among all fitting devices (scheduling.md §5.10).
+/// Topology-aware choice among all fitting devices, by the node's pair scores: one device goes
+/// where it is least linked, leaving well-linked GPUs for multi-GPU pods; more take the best-linked
+/// set.
 fn topology_choice(picks: &mut Vec<Pick>, n: usize, scores: &PairScores) {
     if picks.len() <= n {
         return;
@@ -215,7 +218,7 @@ impl Vendor for Nvidia {
         }))
     }
 
-    /// protocol.md §6, NVIDIA.
+    /// HAMi's webhook rules for NVIDIA containers.
     fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, Unusable> {
         let cfg = &self.cfg;
         let pct_name = &cfg.resource_memory_percentage_name;

@@ -1,7 +1,7 @@
-//! Vastai (vendors.md §13, "Vastai"): JSON registration `hami.io/node-va-register`, count-only
-//! requests, die mode (a card, "AIC", carries several dies registered as devices) with its card
-//! grouping and node score, the shared node lock and the `hami.io/node-handshake-va` handshake.
-//! All but the fit and the node score is shared with Biren (`count_only.rs`).
+//! Vastai: JSON registration `hami.io/node-va-register`, count-only requests, die mode (a card,
+//! "AIC", carries several dies registered as devices) with its card grouping and node score, the
+//! shared node lock and the `hami.io/node-handshake-va` handshake. All but the fit and the node
+//! score is shared with Biren (`count_only.rs`).
 
 use std::sync::Arc;
 
@@ -65,7 +65,7 @@ impl Kind for VastaiKind {
     const WORD: &'static str = WORD;
     const KEYS: Keys = count_only::keys_of!(keys);
 
-    /// vendors.md §13: healthy, type, UUID, a free slot, mutex (in die mode an idle die on a card
+    /// As HAMi fits: healthy, type, UUID, a free slot, mutex (in die mode an idle die on a card
     /// with a busy die conflicts too); no memory or core checks. Die mode, decided by the first
     /// candidate, collects every fitting die and then takes the first (one die) or whole cards
     /// first (more).
@@ -102,8 +102,9 @@ impl Kind for VastaiKind {
         Ok(())
     }
 
-    /// vendors.md §13: per container, the share of its dies on its best-represented card, summed.
-    /// 0 when a chosen device has no custom info, is not in die mode or has no card id (HAMi).
+    /// As HAMi scores it: per container, the share of its dies on its best-represented card,
+    /// summed. 0 when a chosen device has no custom info, is not in die mode or has no card id
+    /// (HAMi).
     fn node_score(cx: &ScoreCx<'_>) -> f32 {
         let mut score = 0.0f32;
         for c in cx.devices.iter().filter(|c| !c.is_empty()) {

@@ -1,8 +1,8 @@
-//! The device walk most vendors share (scheduling.md §5.7): candidates are tried from the end of
+//! The device walk most vendors share, HAMi's per-device fit: candidates are tried from the end of
 //! the policy-sorted list, each check in HAMi's order; the first failing check counts one device
 //! for its reason. Vendors switch checks on and off through [`Rules`], and a vendor whose capacity
-//! rule is its own (AMD's compute units, Enflame DRS profiles, AWS Neuron core masks, the count-only
-//! vendors' empty entries) supplies it as [`Rules::take`].
+//! rule is its own (AMD's compute units, Enflame DRS profiles, AWS Neuron core masks, the
+//! count-only vendors' empty entries) supplies it as [`Rules::take`].
 
 use std::sync::Arc;
 
@@ -116,11 +116,11 @@ pub fn memory_for(memreq: MemMiB, mempct: u32, d: &DeviceUsage) -> MemMiB {
     }
 }
 
-/// The pod's memory and cores of this vendor if the current container also took `cores` and `m`
-/// on device `cand` after `picks`, collapsed as accounting stores them (scheduling.md §8.2, §9):
-/// per device, the larger of the init-container peak and the sum over regular containers and
-/// sidecars, where a plain init container runs beside the sidecars started before it. Summing the
-/// pod's containers instead would count init containers that never run together.
+/// The pod's memory and cores of this vendor if the current container also took `cores` and `m` on
+/// device `cand` after `picks`, collapsed as accounting stores them and as quota counts them: per
+/// device, the larger of the init-container peak and the sum over regular containers and sidecars,
+/// where a plain init container runs beside the sidecars started before it. Summing the pod's
+/// containers instead would count init containers that never run together.
 fn collapsed_with(cx: &FitCx<'_>, picks: &[Pick], cand: &DeviceUuid, m: MemMiB, cores: u32) -> (MemMiB, u32) {
     let cur = cx.container;
     // Container `i`'s memory and cores on device `u`.

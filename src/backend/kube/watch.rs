@@ -1,7 +1,7 @@
 //! Watchers and the registration loop of the Kubernetes backend: nodes (label selector), pods,
 //! ResourceQuotas and the kube-scheduler sidecar's Lease feed the engine; every 15 s the leader
-//! runs the handshake/health round (protocol.md §3.7) and labels scheduler pods leader/follower.
-//! None of this runs on the filter path, and nothing here holds what the filter path waits on.
+//! runs HAMi's handshake/health round and labels scheduler pods leader/follower. None of this runs
+//! on the filter path, and nothing here holds what the filter path waits on.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -32,7 +32,8 @@ const ROUND: Duration = Duration::from_secs(15);
 /// A `Requesting_…` handshake older than this needs the allocatable fallback (HAMi: 60 s).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Following the kube-scheduler sidecar's Lease (scheduling.md §11).
+/// Following the kube-scheduler sidecar's Lease: HAMi does not campaign, it leads while the Lease's
+/// holder starts with its hostname and has not expired.
 #[derive(Clone, Debug)]
 pub struct LeaderOptions {
     pub lease_name: String,
@@ -347,7 +348,9 @@ pub struct Health {
     pub request: bool,
 }
 
-/// The generic handshake rule (protocol.md §3.7 steps 1–3), pure.
+/// The generic handshake rule, pure: no `Requesting` value → write one, healthy; a `Requesting`
+/// value under 60 s old or unreadable → healthy; older → healthy only while the count resource is
+/// allocatable.
 pub fn handshake_health(value: &str, now: chrono::NaiveDateTime, allocatable: i64) -> Health {
     match codec::decode_handshake(value) {
         Handshake::Other => Health { healthy: true, request: true },
@@ -359,7 +362,8 @@ pub fn handshake_health(value: &str, now: chrono::NaiveDateTime, allocatable: i6
     }
 }
 
-/// NVIDIA's allocatable-count memory on top of the generic rule (protocol.md §3.7 table).
+/// NVIDIA's allocatable-count memory on top of the generic rule, as HAMi keeps it per node (lost on
+/// restart).
 pub fn nvidia_health(generic: Health, cur: i64, remembered: &mut i64) -> Health {
     let rep = *remembered;
     if cur == 0 && rep > 0 {
@@ -450,7 +454,8 @@ async fn registration_loop<O: Observer>(
     }
 }
 
-/// Labels this replica's pod `leader` and the other scheduler pods `follower` (protocol.md §11).
+/// Labels this replica's pod `leader` and the other scheduler pods `follower`; the chart's Service
+/// targets the leader.
 async fn label_roles(backend: &KubeBackend, namespace: &str, own: &str) {
     let api: Api<Pod> = Api::namespaced(backend.client(), namespace);
     let lp = ListParams::default().labels(&format!("{}=hami-scheduler", keys::SCHEDULER_COMPONENT_LABEL));
@@ -475,7 +480,7 @@ mod tests {
 
     #[test]
     fn handshake_follows_hamis_rules() {
-        // protocol.md §3.7: not Requesting → write Requesting, healthy.
+        // Not Requesting → write Requesting, healthy.
         assert_eq!(handshake_health("", t("2026-08-21 06:20:39"), 0), Health { healthy: true, request: true });
         assert_eq!(
             handshake_health("Reported 2024-01-01", t("2026-08-21 06:20:39"), 0),
@@ -495,7 +500,7 @@ mod tests {
 
     #[test]
     fn nvidia_remembers_the_allocatable_count() {
-        // protocol.md §3.7 NVIDIA table.
+        // HAMi's NVIDIA rule: the remembered allocatable count decides on top of the generic one.
         let sick = Health { healthy: false, request: false };
         let mut rep = 0;
         assert_eq!(nvidia_health(sick, 0, &mut rep), sick, "cur 0, rep 0: generic");

@@ -1,4 +1,4 @@
-//! Annotation keys of the AMD vendor (vendors.md §12).
+//! Annotation keys of the AMD vendor.
 
 /// Node: the JSON device list the AMD device plugin publishes; removed by clean-up.
 pub const REGISTER: &str = "hami.io/node-amd-register";

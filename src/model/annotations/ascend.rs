@@ -1,5 +1,5 @@
-//! Annotation keys of the Ascend vNPU vendors (vendors.md §8, protocol.md §3.1, §3.6, §4.1, §4.5).
-//! Most keys carry the chip's common word; the functions below are the only place they are built.
+//! Annotation keys of the Ascend vNPU vendors (one per configured chip). Most keys carry the chip's
+//! common word; the functions below are the only place they are built.
 
 /// Node: the device plugin's JSON list is `hami.io/node-register-<cw>`.
 pub const REGISTER_PREFIX: &str = "hami.io/node-register-";

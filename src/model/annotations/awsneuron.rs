@@ -1,4 +1,4 @@
-//! Annotation and label keys of the AWS Neuron vendor (protocol.md §3.4, §4.1; vendors.md §11).
+//! Annotation and label keys of the AWS Neuron vendor.
 
 /// Node label: the EC2 instance type, kept in each device's custom info as `AWSNodeType`.
 pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";

@@ -1,8 +1,8 @@
-//! Annotation keys of the Biren vendor (vendors.md §14). Note the capital B in the pod keys.
+//! Annotation keys of the Biren vendor. Note the capital B in the pod keys.
 
 /// Node: the JSON device list the Biren device plugin publishes.
 pub const REGISTER: &str = "hami.io/node-biren-register";
-/// Node: the handshake the scheduler writes (protocol.md §3.7).
+/// Node: the `Requesting_<time>` handshake the scheduler writes.
 pub const HANDSHAKE: &str = "hami.io/node-handshake-biren";
 /// Pod: the devices the device plugin still has to hand out.
 pub const TO_ALLOCATE: &str = "hami.io/Biren-devices-to-allocate";

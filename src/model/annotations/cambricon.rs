@@ -1,5 +1,5 @@
-//! Annotation keys of the Cambricon vendor (vendors.md §3, protocol.md §4.1). The node lock
-//! `cambricon.com/dsmlu.lock` is [`super::CAMBRICON_LOCK`]: the backends own it.
+//! Annotation keys of the Cambricon vendor. The node lock `cambricon.com/dsmlu.lock` is
+//! [`super::CAMBRICON_LOCK`]: the backends own it.
 
 /// Devices the device plugin still has to serve (`uuid,MLU,mem,cores:` per container).
 pub const TO_ALLOCATE: &str = "hami.io/cambricon-mlu-devices-to-allocate";

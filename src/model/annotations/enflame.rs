@@ -1,4 +1,4 @@
-//! Annotation keys of the Enflame GCU vendor (whole devices; protocol.md §4.1).
+//! Annotation keys of the Enflame GCU vendor (whole devices).
 
 /// Pod: the devices the device plugin still has to hand out.
 pub const TO_ALLOCATE: &str = "hami.io/enflame-gcu-devices-to-allocate";

@@ -1,4 +1,4 @@
-//! Annotation keys of the Enflame DRS vGCU vendor (protocol.md §3.6, §4.1; vendors.md §9).
+//! Annotation keys of the Enflame DRS vGCU vendor (hard partitions of a GCU).
 
 /// Node: the DRS capacity JSON (`{"devices":[…],"profiles":{…}}`) the device plugin publishes.
 pub const DRS_CAPACITY: &str = "enflame.com/gcu-drs-capacity";

@@ -1,8 +1,8 @@
-//! Annotation keys of the Hygon DCU vendor (vendors.md §4, protocol.md §3.1, §4.1).
+//! Annotation keys of the Hygon DCU vendor.
 
 /// Node: the device plugin's device list (legacy colon form; JSON accepted too).
 pub const REGISTER: &str = "hami.io/node-dcu-register";
-/// Node: the `Requesting_<time>` handshake (protocol.md §3.7).
+/// Node: the `Requesting_<time>` handshake the scheduler writes.
 pub const HANDSHAKE: &str = "hami.io/node-handshake-dcu";
 pub const TO_ALLOCATE: &str = "hami.io/dcu-devices-to-allocate";
 pub const ALLOCATED: &str = "hami.io/dcu-devices-allocated";

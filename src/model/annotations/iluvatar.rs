@@ -1,11 +1,11 @@
-//! Annotation keys of the Iluvatar vendor (vendors.md §5, protocol.md §3.1, §4.1). Every key
-//! embeds the chip's common word `<cw>` (e.g. `BI-V150`), so the keys are built from the pieces
-//! below by the functions at the end; nothing else spells them.
+//! Annotation keys of the Iluvatar vendor. Every key embeds the chip's common word `<cw>` (e.g.
+//! `BI-V150`), so the keys are built from the pieces below by the functions at the end; nothing
+//! else spells them.
 
 /// Node `hami.io/node-<cw>-register`: the device plugin's device list (colon form; JSON too).
 pub const REGISTER_PREFIX: &str = "hami.io/node-";
 pub const REGISTER_SUFFIX: &str = "-register";
-/// Node `hami.io/node-handshake-<cw>`: the handshake (protocol.md §3.7).
+/// Node `hami.io/node-handshake-<cw>`: the `Requesting_<time>` handshake.
 pub const HANDSHAKE_PREFIX: &str = "hami.io/node-handshake-";
 /// Pod `hami.io/<cw>-devices-to-allocate` / `hami.io/<cw>-devices-allocated`.
 pub const POD_PREFIX: &str = "hami.io/";

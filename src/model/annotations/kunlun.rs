@@ -1,4 +1,4 @@
-//! Annotation keys of the Kunlun XPU vendor (whole P800 devices; vendors.md §10).
+//! Annotation keys of the Kunlun XPU vendor (whole P800 devices).
 
 /// Pod: what the scheduler allocated (there is no to-allocate key for whole XPUs).
 pub const ALLOCATED: &str = "hami.io/kunlun-allocated";

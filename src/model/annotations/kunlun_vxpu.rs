@@ -1,8 +1,8 @@
-//! Annotation keys of the Kunlun vXPU vendor (shared XPUs; vendors.md §10).
+//! Annotation keys of the Kunlun vXPU vendor (shared XPUs).
 
 /// Node: the JSON device list the vXPU device plugin publishes.
 pub const REGISTER: &str = "hami.io/node-register-xpu";
-/// Node: the handshake the scheduler writes (protocol.md §3.7).
+/// Node: the `Requesting_<time>` handshake the scheduler writes.
 pub const HANDSHAKE: &str = "hami.io/node-handshake-xpu";
 /// Pod: the devices the device plugin still has to hand out.
 pub const TO_ALLOCATE: &str = "hami.io/xpu-devices-to-allocate";

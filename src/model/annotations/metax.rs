@@ -1,4 +1,4 @@
-//! Annotation keys of the Metax GPU vendor (whole devices; vendors.md §7, protocol.md §3.6, §4.1).
+//! Annotation keys of the Metax GPU vendor (whole devices).
 
 /// Node: JSON object from "number of devices requested" to the topology loss (binpack score).
 pub const TOPOLOGY_LOSSES: &str = "metax-tech.com/gpu.topology.losses";

@@ -1,5 +1,4 @@
-//! Annotation keys and values of the Metax sGPU vendor (shared devices; vendors.md §7,
-//! protocol.md §3.6, §4.1, §4.5).
+//! Annotation keys and values of the Metax sGPU vendor (shared devices).
 
 /// Node: the device plugin's JSON device list.
 pub const NODE_DEVICES: &str = "metax-tech.com/node-gpu-devices";

@@ -1,4 +1,4 @@
-//! Annotation keys of the Mthreads vendor (vendors.md §6, protocol.md §4.1, §6).
+//! Annotation keys of the Mthreads vendor.
 
 /// Pod: devices the pod holds. Mthreads writes no to-allocate key.
 pub const ALLOCATED: &str = "hami.io/mthreads-vgpu-devices-allocated";

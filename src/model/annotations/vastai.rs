@@ -1,8 +1,8 @@
-//! Annotation keys of the Vastai vendor (vendors.md §13). Note the capital V in the pod keys.
+//! Annotation keys of the Vastai vendor. Note the capital V in the pod keys.
 
 /// Node: the JSON device list the Vastai device plugin publishes.
 pub const REGISTER: &str = "hami.io/node-va-register";
-/// Node: the handshake the scheduler writes (protocol.md §3.7).
+/// Node: the `Requesting_<time>` handshake the scheduler writes.
 pub const HANDSHAKE: &str = "hami.io/node-handshake-va";
 /// Pod: the devices the device plugin still has to hand out.
 pub const TO_ALLOCATE: &str = "hami.io/Vastai-devices-to-allocate";
