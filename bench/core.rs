@@ -10,10 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use hami_rs::actor::{Engine, EngineConfig, FilterOutcome};
+use hami_rs::actor::{Engine, EngineConfig, FilterMode, FilterOutcome};
 use hami_rs::backend::PodRef;
 use hami_rs::backend::memory::MemoryBackend;
-use hami_rs::config::FilterMode;
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec;
 use hami_rs::model::{ContainerDevice, DeviceInfo, PodView};

@@ -23,7 +23,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use actix::{Actor, Addr, Arbiter};
 use dashmap::DashMap;
 
-use crate::config::{DecisionWrite, FilterMode};
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
 use crate::model::request::PolicyDefaults;
@@ -52,7 +51,26 @@ pub use error::{BindError, FilterError};
 use messages::*;
 use node::{Book, NodeActor, NodeEntry, SharedQuota, SnapCell};
 
-/// What the engine needs to know from the flags.
+/// How Filter evaluates candidate nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterMode {
+    /// Fit over the immutable usage snapshots node actors publish (fast; the default).
+    Snapshot,
+    /// Send a Filter message to every candidate node actor and wait for the answers.
+    Messages,
+}
+
+/// When the scheduling decision is written onto the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionWrite {
+    /// In Filter, as HAMi does: works whether or not kube-scheduler calls hami-rs's bind.
+    Filter,
+    /// In Bind, in the same patch as `bind-phase: allocating`, before the Binding: the filter
+    /// makes no API write. Needs kube-scheduler's `bindVerb` (the chart sets both).
+    Bind,
+}
+
+/// What the engine needs to know from the flags (`app::engine_config` reads them).
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub defaults: PolicyDefaults,
@@ -71,23 +89,6 @@ pub struct EngineConfig {
     /// thousand nodes saves (measured on two cores: 1 000 nodes 25 % slower sliced, 5 000 nodes
     /// 20 % faster; docs/performance.md).
     pub slice_min: usize,
-}
-
-impl EngineConfig {
-    pub fn from_flags(f: &crate::config::SchedulerFlags) -> EngineConfig {
-        EngineConfig {
-            defaults: f.policy_defaults(),
-            reservation_ttl: f.reservation_ttl,
-            node_lock_timeout: f.node_lock_timeout,
-            node_lock_retry_timeout: f.node_lock_retry_timeout,
-            bind_lock_wait: f.bind_lock_wait,
-            filter_mode: f.filter_mode,
-            decision_write: f.decision_write,
-            filter_deadline: f.filter_deadline,
-            arbiters: f.arbiters(),
-            slice_min: SLICE_MIN,
-        }
-    }
 }
 
 impl Default for EngineConfig {

@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::backend::kube::watch::{self, LeaderOptions, WatchOptions};
 use crate::backend::kube::{KubeBackend, KubeOptions};
 use crate::backend::memory::{ClusterObjects, MemoryBackend, PackedCluster, QuotaObject};
-use crate::config::{ServeArgs, parse_listen};
+use crate::config::{SchedulerFlags, ServeArgs, parse_listen};
 use crate::http::{self, AppState, Readiness};
 use crate::model::pod::NodeView;
 use crate::sched::quota_book::QuotaBook;
@@ -40,7 +40,24 @@ pub enum Error {
     Serve(std::io::Error),
 }
 
-pub fn vendors_from(flags: &crate::config::SchedulerFlags) -> Result<Arc<Vendors>, Error> {
+/// The engine's config from the scheduler flags. Built here, not in the engine, so the engine never
+/// depends on the command line's types.
+pub fn engine_config(f: &SchedulerFlags) -> EngineConfig {
+    EngineConfig {
+        defaults: f.policy_defaults(),
+        reservation_ttl: f.reservation_ttl,
+        node_lock_timeout: f.node_lock_timeout,
+        node_lock_retry_timeout: f.node_lock_retry_timeout,
+        bind_lock_wait: f.bind_lock_wait,
+        filter_mode: f.filter_mode,
+        decision_write: f.decision_write,
+        filter_deadline: f.filter_deadline,
+        arbiters: f.arbiters(),
+        slice_min: crate::actor::SLICE_MIN,
+    }
+}
+
+pub fn vendors_from(flags: &SchedulerFlags) -> Result<Arc<Vendors>, Error> {
     let cfg = flags.device_config()?;
     let v = Vendors::from_config(&cfg, Enable { ascend: flags.enable_ascend, iluvatar: flags.enable_iluvatar });
     for (_, vendor) in v.iter() {
@@ -122,7 +139,7 @@ fn start_memory_engine(
     for q in quotas {
         quota.set_quota(&q.namespace, &q.name, &q.hard);
     }
-    Ok(Engine::start(EngineConfig::from_flags(args_sched), vendors, backend, Some(quota)))
+    Ok(Engine::start(engine_config(args_sched), vendors, backend, Some(quota)))
 }
 
 /// This host's name, the default leader identity (kube-scheduler's holder is `<hostname>_<uuid>`).
@@ -151,7 +168,7 @@ async fn serve_kube(args: &ServeArgs, metrics: Option<crate::metrics::Handle>) -
     };
     let backend = KubeBackend::connect(opts).await?;
     let quota = Arc::new(QuotaBook::new(&vendors));
-    let engine = Engine::start(EngineConfig::from_flags(&args.sched), vendors, backend.clone(), Some(quota.clone()));
+    let engine = Engine::start(engine_config(&args.sched), vendors, backend.clone(), Some(quota.clone()));
     let readiness = Readiness {
         leader: Arc::new(std::sync::atomic::AtomicBool::new(!args.leader_elect)),
         synced: Arc::new(std::sync::atomic::AtomicBool::new(false)),

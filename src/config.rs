@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::actor::{DecisionWrite, FilterMode};
 
 pub mod device;
 
@@ -53,21 +56,6 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     crate::model::codec::parse_go_bool(s).map_err(|e| e.to_string())
 }
 
-/// Formats a duration the way Go prints it (`5m0s`, `28s`, `2m0s`), for messages HAMi words so.
-pub fn format_go_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let ms = d.subsec_millis();
-    let frac = if ms > 0 { format!(".{:03}", ms).trim_end_matches('0').to_owned() } else { String::new() };
-    if h > 0 {
-        format!("{h}h{m}m{s}{frac}s")
-    } else if m > 0 {
-        format!("{m}m{s}{frac}s")
-    } else {
-        format!("{s}{frac}s")
-    }
-}
-
 #[derive(Debug, Parser)]
 #[command(
     name = "hami-rs",
@@ -99,23 +87,35 @@ pub enum OutputFormat {
     Json,
 }
 
-/// How Filter evaluates candidate nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FilterMode {
-    /// Fit over the immutable usage snapshots node actors publish (fast; the default).
-    Snapshot,
-    /// Send a Filter message to every candidate node actor and wait for the answers.
-    Messages,
+// The engine owns these modes and knows nothing of the command line, so the command line names
+// them here (same names and help as a derive on the enums would give).
+impl ValueEnum for FilterMode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[FilterMode::Snapshot, FilterMode::Messages]
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            FilterMode::Snapshot => PossibleValue::new("snapshot")
+                .help("Fit over the immutable usage snapshots node actors publish (fast; the default)"),
+            FilterMode::Messages => PossibleValue::new("messages")
+                .help("Send a Filter message to every candidate node actor and wait for the answers"),
+        })
+    }
 }
 
-/// When the scheduling decision is written onto the pod.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum DecisionWrite {
-    /// In Filter, as HAMi does: works whether or not kube-scheduler calls hami-rs's bind.
-    Filter,
-    /// In Bind, in the same patch as `bind-phase: allocating`, before the Binding: the filter
-    /// makes no API write. Needs kube-scheduler's `bindVerb` (the chart sets both).
-    Bind,
+impl ValueEnum for DecisionWrite {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[DecisionWrite::Filter, DecisionWrite::Bind]
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            DecisionWrite::Filter => PossibleValue::new("filter")
+                .help("In Filter, as HAMi does: works whether or not kube-scheduler calls hami-rs's bind"),
+            DecisionWrite::Bind => PossibleValue::new("bind").help(
+                "In Bind, in the same patch as `bind-phase: allocating`, before the Binding: the filter makes no API write. Needs kube-scheduler's `bindVerb` (the chart sets both)",
+            ),
+        })
+    }
 }
 
 /// The scheduler's flags, shared by `serve` and `simulate`.
@@ -450,6 +450,7 @@ impl SimulateArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::codec::format_go_duration;
 
     fn serve(args: &[&str]) -> ServeArgs {
         let mut v = vec!["hami-rs", "serve"];

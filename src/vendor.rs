@@ -5,7 +5,6 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::config::device::DeviceConfig;
 use crate::model::codec;
 use crate::model::device::MigSlot;
 use crate::model::edit::{ContainerEdit, PodContext};
@@ -396,7 +395,8 @@ pub trait Vendor: Send + Sync + 'static {
 }
 
 /// The configured vendors, in HAMi's registration order (NVIDIA first, then the others, Ascend and
-/// Iluvatar chips last). `VendorId` is the position in this list.
+/// Iluvatar chips last). `VendorId` is the position in this list. `Vendors::from_config`, beside
+/// the device config in `config/device.rs`, builds it from that file.
 pub struct Vendors {
     list: Vec<Box<dyn Vendor>>,
     /// Every vendor's pod annotation keys in registry order, as `Vendor::pod_keys` gives them:
@@ -444,37 +444,6 @@ impl Vendors {
     /// Every vendor's pod annotation keys, in registry order (a key two vendors share, twice).
     pub fn pod_keys(&self) -> &[String] {
         &self.pod_keys
-    }
-
-    /// Builds every vendor the device config enables, in HAMi's order.
-    pub fn from_config(cfg: &DeviceConfig, enable: Enable) -> Vendors {
-        let mut list: Vec<Box<dyn Vendor>> = vec![
-            Box::new(nvidia::Nvidia::new(&cfg.nvidia)),
-            Box::new(cambricon::Cambricon::new(&cfg.cambricon)),
-            Box::new(hygon::Hygon::new(&cfg.hygon)),
-            Box::new(enflame::EnflameGcu::new(&cfg.enflame)),
-            Box::new(enflame_drs::EnflameDrs::new(&cfg.enflame)),
-            Box::new(mthreads::Mthreads::new(&cfg.mthreads)),
-            Box::new(metax::MetaxGpu::new(&cfg.metax)),
-            Box::new(metax_sgpu::MetaxSgpu::new(&cfg.metax)),
-            Box::new(kunlun::KunlunXpu::new(&cfg.kunlun)),
-            Box::new(kunlun_vxpu::KunlunVxpu::new(&cfg.kunlun)),
-            Box::new(awsneuron::AwsNeuron::new(&cfg.awsneuron)),
-            Box::new(amd::Amd::new(&cfg.amd)),
-            Box::new(vastai::Vastai::new(&cfg.vastai)),
-            Box::new(biren::Biren::new(&cfg.biren)),
-        ];
-        if enable.ascend {
-            for chip in &cfg.vnpus.configs {
-                list.push(Box::new(ascend::Ascend::new(chip, cfg.vnpus.hami_vnpu_core)));
-            }
-        }
-        if enable.iluvatar {
-            for chip in &cfg.iluvatars {
-                list.push(Box::new(iluvatar::Iluvatar::new(chip)));
-            }
-        }
-        Vendors::new(list)
     }
 
     pub fn len(&self) -> usize {

@@ -15,9 +15,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use hami_rs::actor::{Engine, EngineConfig};
+use hami_rs::actor::{Engine, EngineConfig, FilterMode};
 use hami_rs::backend::memory::MemoryBackend;
-use hami_rs::config::FilterMode;
 use hami_rs::http::{AppState, Readiness, routes};
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec::decode_pod_devices;

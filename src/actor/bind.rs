@@ -259,7 +259,7 @@ impl<B: Backend> Engine<B> {
         let started = Instant::now();
         let contention = || port::Error::LockContention {
             node: node.to_owned(),
-            within: crate::config::format_go_duration(i.cfg.node_lock_timeout),
+            within: crate::model::codec::format_go_duration(i.cfg.node_lock_timeout),
         };
         // With no time to wait the lock is tried once, without queueing.
         let queue = !wait.is_zero();
@@ -297,7 +297,10 @@ impl<B: Backend> Engine<B> {
             Err(e) if e.is_contention() => {
                 crate::metrics::lock_timeout();
                 Err(if pod_group && !wait.is_zero() {
-                    BindError::PodGroupTimeout { wait: crate::config::format_go_duration(wait), node: node.to_owned() }
+                    BindError::PodGroupTimeout {
+                        wait: crate::model::codec::format_go_duration(wait),
+                        node: node.to_owned(),
+                    }
                 } else {
                     e
                 })

@@ -389,7 +389,7 @@ async fn long_candidate_lists_fitted_in_slices_decide_as_one_thread_does() {
 
 #[actix::test]
 async fn messages_mode_decides_like_snapshot_mode() {
-    // The two evaluation paths (config.rs FilterMode) must agree: same node, same devices, same
+    // The two evaluation paths (FilterMode) must agree: same node, same devices, same
     // failure reasons, pod after pod.
     let nodes =
         [node("a").gpus(2, 16384), node("b").gpus(1, 8192), node("c").gpu(gpu("GPU-c-0", 32768).ty("NVIDIA-A100"))];

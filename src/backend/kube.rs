@@ -306,8 +306,10 @@ impl KubeBackend {
 
     async fn lock_shared(&self, node: &str, pod: &PodRef) -> Result<()> {
         let timeout = self.inner.opts.lock_timeout;
-        let contention =
-            || Error::LockContention { node: node.to_owned(), within: crate::config::format_go_duration(timeout) };
+        let contention = || Error::LockContention {
+            node: node.to_owned(),
+            within: crate::model::codec::format_go_duration(timeout),
+        };
         let mut delay = Duration::from_millis(100);
         let mut last = contention();
         for attempt in 0..LOCK_ATTEMPTS {

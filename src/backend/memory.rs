@@ -342,7 +342,7 @@ impl Backend for MemoryBackend {
                     LockVerdict::Contention => {
                         return Err(Error::LockContention {
                             node: node.to_owned(),
-                            within: crate::config::format_go_duration(timeout),
+                            within: crate::model::codec::format_go_duration(timeout),
                         });
                     }
                     LockVerdict::Take { .. } => {}

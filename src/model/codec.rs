@@ -55,6 +55,21 @@ pub fn parse_go_bool(s: &str) -> Result<bool> {
     }
 }
 
+/// Formats a duration the way Go prints it (`5m0s`, `28s`, `2m0s`), for messages HAMi words so.
+pub fn format_go_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let ms = d.subsec_millis();
+    let frac = if ms > 0 { format!(".{:03}", ms).trim_end_matches('0').to_owned() } else { String::new() };
+    if h > 0 {
+        format!("{h}h{m}m{s}{frac}s")
+    } else if m > 0 {
+        format!("{m}m{s}{frac}s")
+    } else {
+        format!("{s}{frac}s")
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Node registration: JSON list and legacy colon list
 

@@ -6,7 +6,8 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::AmdConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::amd as keys;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
@@ -25,6 +26,26 @@ use super::{Cleanup, DeviceKeys, Discovery, FitCx, HealthRule, Names, Pick, Vend
 use {super::WriteCx, crate::model::codec};
 
 pub const WORD: &str = "AMD";
+
+/// The device config's `amd` section.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AmdConfig {
+    pub resource_count_name: String,
+    pub resource_core_name: String,
+    pub resource_memory_name: String,
+}
+
+impl AmdConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        AmdConfig {
+            resource_count_name: "amd.com/gpu".into(),
+            resource_core_name: "amd.com/gpucores".into(),
+            resource_memory_name: "amd.com/gpumem".into(),
+        }
+    }
+}
 
 pub struct Amd {
     cfg: AmdConfig,

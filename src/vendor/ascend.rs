@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::config::device::VnpuChipConfig;
 use crate::model::annotations::ascend as keys;
 use crate::model::codec::{self, Selection, UuidList};
 use crate::model::edit::{ContainerEdit, PodContext};
@@ -21,6 +20,9 @@ use crate::model::{ContainerView, DeviceInfo, DeviceUsage, PodView, VendorId};
 use super::common;
 use super::walk::{self, Rules};
 use super::{Cleanup, Discovery, FitCx, HealthRule, Names, Pick, ScoreCx, Vendor, WriteCx, quantities};
+
+mod config;
+pub use config::{VnpuChipConfig, VnpuConfig, VnpuTemplate};
 
 /// Chips whose common word starts with this get network-topology grouping and the node score.
 const ASCEND910_PREFIX: &str = "Ascend910";

@@ -11,9 +11,10 @@
 use crate::model::request::Unusable;
 use std::sync::{Arc, OnceLock};
 
+use serde::Deserialize;
+
 use serde_json::{Map, Value};
 
-use crate::config::device::AwsNeuronConfig;
 use crate::model::annotations::awsneuron as keys;
 use crate::model::codec;
 use crate::model::edit::{ContainerEdit, PodContext};
@@ -40,6 +41,24 @@ pub const NODE_TYPE: &str = "AWSNodeType";
 const MAX_DEVICES: i64 = i32::MAX as i64;
 /// HAMi splits core requests by at most two cores per device.
 const MAX_CORES_PER_DEVICE: u32 = 2;
+
+/// The device config's `awsneuron` section.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AwsNeuronConfig {
+    pub resource_count_name: String,
+    pub resource_core_name: String,
+}
+
+impl AwsNeuronConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        AwsNeuronConfig {
+            resource_count_name: "aws.amazon.com/neuron".into(),
+            resource_core_name: "aws.amazon.com/neuroncore".into(),
+        }
+    }
+}
 
 pub struct AwsNeuron {
     count_name: String,

@@ -8,7 +8,7 @@ use crate::model::MemMiB;
 use crate::model::annotations::biren as keys;
 use crate::model::reason::Rejection;
 
-use super::count_only::{self, CountOnly, Keys, Kind, Params};
+use super::count_only::{self, CountOnly, CountOnlyConfig, Keys, Kind, Params};
 use super::walk::{self, Rules};
 use super::{FitCx, Pick};
 
@@ -16,13 +16,17 @@ use super::{FitCx, Pick};
 #[cfg(test)]
 use {
     super::{Cleanup, Discovery, HealthRule, Vendor, WriteCx},
-    crate::config::device::CountOnlyConfig,
     crate::model::edit::{ContainerEdit, PodContext},
     crate::model::request::ContainerRequest,
     crate::model::{ContainerView, PodView, VendorId, codec},
 };
 
 pub const WORD: &str = "Biren";
+
+/// The Helm chart's values for the device config's `biren` section.
+pub fn chart() -> CountOnlyConfig {
+    CountOnlyConfig { resource_count_name: "birentech.com/gpu".into() }
+}
 
 /// The Biren vendor.
 pub type Biren = CountOnly<BirenKind>;

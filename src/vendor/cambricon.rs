@@ -5,7 +5,8 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::CambriconConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::cambricon as keys;
 use crate::model::pod::NodeView;
 use crate::model::reason::Rejection;
@@ -32,6 +33,26 @@ pub const MEMORY_UNIT: u64 = 256;
 const CORES_PER_DEVICE: u32 = 100;
 
 const DEVICE_KEYS: DeviceKeys<'static> = DeviceKeys { to_allocate: keys::TO_ALLOCATE, allocated: keys::ALLOCATED };
+
+/// The device config's `cambricon` section.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CambriconConfig {
+    pub resource_count_name: String,
+    pub resource_memory_name: String,
+    pub resource_core_name: String,
+}
+
+impl CambriconConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        CambriconConfig {
+            resource_count_name: "cambricon.com/vmlu".into(),
+            resource_memory_name: "cambricon.com/mlu.smlu.vmemory".into(),
+            resource_core_name: "cambricon.com/mlu.smlu.vcore".into(),
+        }
+    }
+}
 
 pub struct Cambricon {
     cfg: CambriconConfig,

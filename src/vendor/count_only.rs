@@ -7,7 +7,8 @@ use crate::model::request::Unusable;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::config::device::CountOnlyConfig;
+use serde::Deserialize;
+
 use crate::model::pod::NodeView;
 use crate::model::reason::Rejection;
 use crate::model::request::{ContainerRequest, VendorParams};
@@ -65,6 +66,13 @@ pub trait Kind: Send + Sync + 'static {
 /// other vendor's type keys follow: a pod that names them means to restrict its devices, and a
 /// blank or absent value changes nothing.
 pub type Params = Selections;
+
+/// The device config's `vastai` or `biren` section.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CountOnlyConfig {
+    pub resource_count_name: String,
+}
 
 /// One count-only vendor.
 pub struct CountOnly<K> {

@@ -4,7 +4,8 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::EnflameConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::enflame as keys;
 use crate::model::pod::NodeView;
 use crate::model::reason::{Reason, Rejection};
@@ -28,6 +29,38 @@ pub const WORD: &str = "GCU";
 /// What one GCU request reserves: the whole device, in HAMi's units (a synthesised device has
 /// 100 "MiB" and 100 cores, so the entry reads `…,GCU,100,100`).
 const WHOLE: u64 = 100;
+
+/// The device config's `enflame` section, read by Enflame GCU and Enflame DRS.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct EnflameConfig {
+    #[serde(rename = "resourceNameGCU")]
+    pub resource_name_gcu: String,
+    #[serde(rename = "resourceNameDRSGCU")]
+    pub resource_name_drs_gcu: String,
+    #[serde(rename = "resourceNameGCUMemory")]
+    pub resource_name_gcu_memory: String,
+    #[serde(rename = "resourceNameGCUCore")]
+    pub resource_name_gcu_core: String,
+    #[serde(rename = "resourceNameVGCU")]
+    pub resource_name_vgcu: String,
+    #[serde(rename = "resourceNameVGCUPercentage")]
+    pub resource_name_vgcu_percentage: String,
+}
+
+impl EnflameConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        EnflameConfig {
+            resource_name_gcu: "enflame.com/gcu".into(),
+            resource_name_drs_gcu: "enflame.com/drs-gcu".into(),
+            resource_name_gcu_memory: "enflame.com/gcu-memory".into(),
+            resource_name_gcu_core: "enflame.com/gcu-core".into(),
+            resource_name_vgcu: String::new(),
+            resource_name_vgcu_percentage: String::new(),
+        }
+    }
+}
 
 pub struct EnflameGcu {
     count_name: String,

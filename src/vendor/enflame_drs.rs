@@ -10,7 +10,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::config::device::EnflameConfig;
 use crate::model::annotations::enflame_drs as keys;
 use crate::model::codec::{self, Selection, UuidList};
 use crate::model::edit::{ContainerEdit, PodContext};
@@ -21,6 +20,7 @@ use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerDevice, ContainerView, DeviceInfo, DeviceUsage, MemMiB, PodRequest, PodView, VendorId};
 
 use super::common;
+use super::enflame::EnflameConfig;
 use super::walk::{self, Rules};
 use super::{Discovery, FitCx, LockKind, Names, Pick, Vendor, WriteCx, quantities};
 

@@ -5,7 +5,8 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::HygonConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::hygon as keys;
 use crate::model::pod::NodeView;
 use crate::model::reason::Rejection;
@@ -24,6 +25,28 @@ use {
 };
 
 pub const WORD: &str = "DCU";
+
+/// The device config's `hygon` section.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HygonConfig {
+    pub resource_count_name: String,
+    pub resource_memory_name: String,
+    pub resource_core_name: String,
+    pub memory_factor: u64,
+}
+
+impl HygonConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        HygonConfig {
+            resource_count_name: "hygon.com/dcunum".into(),
+            resource_memory_name: "hygon.com/dcumem".into(),
+            resource_core_name: "hygon.com/dcucores".into(),
+            memory_factor: 1,
+        }
+    }
+}
 
 pub struct Hygon {
     cfg: HygonConfig,

@@ -5,7 +5,8 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::IluvatarConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::iluvatar as keys;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
@@ -27,6 +28,33 @@ pub const MEMORY_UNIT: u64 = 256;
 
 /// The container env the webhook sets to the container's name (HAMi's spelling, sic).
 pub const CONTAINER_NAME_ENV: &str = "SOL_CONTINER_NAME";
+
+/// One entry of the device config's `iluvatars` list: one chip.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct IluvatarConfig {
+    pub chip_name: String,
+    pub common_word: String,
+    pub resource_count_name: String,
+    pub resource_memory_name: String,
+    pub resource_core_name: String,
+}
+
+impl IluvatarConfig {
+    /// The chips of the Helm chart.
+    pub fn chart_defaults() -> Vec<IluvatarConfig> {
+        ["MR-V100", "MR-V50", "BI-V150", "BI-V100"]
+            .into_iter()
+            .map(|c| IluvatarConfig {
+                chip_name: c.into(),
+                common_word: c.into(),
+                resource_count_name: format!("iluvatar.ai/{c}-vgpu"),
+                resource_memory_name: format!("iluvatar.ai/{c}.vMem"),
+                resource_core_name: format!("iluvatar.ai/{c}.vCore"),
+            })
+            .collect()
+    }
+}
 
 /// One Iluvatar chip. Its keys embed the common word, so they are built once here.
 pub struct Iluvatar {

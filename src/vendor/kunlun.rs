@@ -5,7 +5,8 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::KunlunConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::{kunlun as keys, kunlun_vxpu as xpu_keys};
 use crate::model::codec::{self, Selection, UuidList};
 use crate::model::pod::NodeView;
@@ -24,6 +25,26 @@ pub const WORD: &str = "kunlun";
 
 /// A P800's memory in MiB, as HAMi registers it (and the vXPU whole-device size).
 pub const DEVICE_MEM: u64 = 98304;
+
+/// The device config's `kunlun` section, read by Kunlun XPU and Kunlun vXPU.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct KunlunConfig {
+    pub resource_count_name: String,
+    pub resource_v_count_name: String,
+    pub resource_v_memory_name: String,
+}
+
+impl KunlunConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        KunlunConfig {
+            resource_count_name: "kunlunxin.com/xpu".into(),
+            resource_v_count_name: "kunlunxin.com/vxpu".into(),
+            resource_v_memory_name: "kunlunxin.com/vxpu-memory".into(),
+        }
+    }
+}
 
 pub struct KunlunXpu {
     count_name: String,

@@ -6,7 +6,6 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::KunlunConfig;
 use crate::model::annotations::kunlun_vxpu as keys;
 use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
@@ -16,7 +15,7 @@ use crate::model::request::{ContainerRequest, VendorParams};
 use crate::model::{ContainerView, DeviceUsage, PodView, VendorId};
 
 use super::common;
-use super::kunlun::{self, DEVICE_MEM, Params};
+use super::kunlun::{self, DEVICE_MEM, KunlunConfig, Params};
 use super::walk;
 use super::{Cleanup, DeviceKeys, Discovery, FitCx, HealthRule, Names, Pick, Vendor, quantities};
 

@@ -5,7 +5,8 @@ use super::Unusable;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::device::MetaxConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::metax as keys;
 use crate::model::pod::NodeView;
 use crate::model::reason::{Reason, Rejection};
@@ -31,6 +32,30 @@ const DEVCORE: u32 = 100;
 
 /// The base of the node score: HAMi scores `2000 − loss` (binpack) or `2000 − score` (spread).
 const SCORE_BASE: f32 = 2000.0;
+
+/// The device config's `metax` section, read by Metax GPU and Metax sGPU.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct MetaxConfig {
+    pub resource_count_name: String,
+    pub resource_v_count_name: String,
+    pub resource_v_memory_name: String,
+    pub resource_v_core_name: String,
+    pub sgpu_topology_aware: bool,
+}
+
+impl MetaxConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        MetaxConfig {
+            resource_count_name: "metax-tech.com/gpu".into(),
+            resource_v_count_name: "metax-tech.com/sgpu".into(),
+            resource_v_memory_name: "metax-tech.com/vmemory".into(),
+            resource_v_core_name: "metax-tech.com/vcore".into(),
+            sgpu_topology_aware: false,
+        }
+    }
+}
 
 pub struct MetaxGpu {
     count_name: String,

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::device::MetaxConfig;
 use crate::model::annotations::metax_sgpu as keys;
 use crate::model::codec::{self, Selection, UuidList};
 use crate::model::device::TaskClass;
@@ -22,6 +21,7 @@ use crate::model::{
 };
 
 use super::common;
+use super::metax::MetaxConfig;
 use super::walk::memory_for;
 use super::{Discovery, FitCx, HealthRule, Names, Pick, ScoreCx, Vendor, WriteCx, quantities};
 

@@ -6,7 +6,8 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::MthreadsConfig;
+use serde::Deserialize;
+
 use crate::model::annotations::mthreads as keys;
 use crate::model::codec;
 use crate::model::edit::{ContainerEdit, PodContext};
@@ -38,6 +39,26 @@ pub const MEMORY_PER_GPU: u32 = 96;
 /// The only memory sizes a single-GPU container may ask for, in request units: the sizes the driver
 /// can carve, which HAMi's webhook enforces.
 pub const VALID_MEMORY: [i64; 7] = [2, 4, 8, 16, 32, 64, 96];
+
+/// The device config's `mthreads` section.
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct MthreadsConfig {
+    pub resource_count_name: String,
+    pub resource_memory_name: String,
+    pub resource_core_name: String,
+}
+
+impl MthreadsConfig {
+    /// The Helm chart's values.
+    pub fn chart() -> Self {
+        MthreadsConfig {
+            resource_count_name: "mthreads.com/vgpu".into(),
+            resource_memory_name: "mthreads.com/sgpu-memory".into(),
+            resource_core_name: "mthreads.com/sgpu-core".into(),
+        }
+    }
+}
 
 pub struct Mthreads {
     cfg: MthreadsConfig,

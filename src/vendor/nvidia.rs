@@ -5,7 +5,6 @@
 use super::Unusable;
 use std::sync::Arc;
 
-use crate::config::device::NvidiaConfig;
 use crate::model::annotations as keys;
 use crate::model::codec::{self, MigAllocation, PairScores, Selection, TypeList, UuidList};
 use crate::model::device::MigSlot;
@@ -21,6 +20,9 @@ use crate::model::{
 use super::common;
 use super::walk::{self, Rules};
 use super::{Cleanup, Discovery, FitCx, HealthRule, Names, Pick, Vendor, WriteCx, quantities};
+
+mod config;
+pub use config::{MigAllowlistEntry, NvidiaConfig};
 
 pub const WORD: &str = "NVIDIA";
 

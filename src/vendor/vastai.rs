@@ -11,7 +11,7 @@ use crate::model::annotations::vastai as keys;
 use crate::model::reason::Rejection;
 use crate::model::{DeviceInfo, DeviceUsage, MemMiB};
 
-use super::count_only::{self, CountOnly, Keys, Kind, Params};
+use super::count_only::{self, CountOnly, CountOnlyConfig, Keys, Kind, Params};
 use super::walk::{self, Rules};
 use super::{FitCx, Pick, ScoreCx};
 
@@ -19,13 +19,17 @@ use super::{FitCx, Pick, ScoreCx};
 #[cfg(test)]
 use {
     super::{Cleanup, Discovery, HealthRule, Vendor, WriteCx},
-    crate::config::device::CountOnlyConfig,
     crate::model::edit::{ContainerEdit, PodContext},
     crate::model::request::ContainerRequest,
     crate::model::{ContainerDevice, ContainerView, PodView, VendorId, codec},
 };
 
 pub const WORD: &str = "Vastai";
+
+/// The Helm chart's values for the device config's `vastai` section.
+pub fn chart() -> CountOnlyConfig {
+    CountOnlyConfig { resource_count_name: "vastaitech.com/va".into() }
+}
 
 /// The Vastai vendor.
 pub type Vastai = CountOnly<VastaiKind>;

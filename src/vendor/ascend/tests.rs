@@ -2,7 +2,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::config::device::{DeviceConfig, VnpuConfig};
+use crate::config::device::DeviceConfig;
 use crate::model::annotations as common_keys;
 use crate::model::edit::PodEdits;
 use crate::model::pod::QuantityText;
