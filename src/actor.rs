@@ -49,7 +49,7 @@ pub use crate::sched::quota_book as quota;
 use coordinator::{Coordinator, Decide, Decision, FanOut};
 pub use error::{BindError, FilterError};
 use messages::*;
-use node::{Book, NodeActor, NodeEntry, SharedQuota, SnapCell};
+use node::{Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
 
 /// How Filter evaluates candidate nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -344,7 +344,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The node's actor, started on its arbiter (picked by hashing the name) when first seen.
-    fn actor(&self, name: &str) -> Addr<NodeActor> {
+    fn actor(&self, name: &str) -> NodeAddr {
         if let Some(e) = self.inner.book.get(name) {
             return e.addr.clone();
         }
@@ -361,17 +361,16 @@ impl<B: Backend> Engine<B> {
                 let arb = &i.arbiters[(h.finish() as usize) % i.arbiters.len()];
                 let snap = SnapCell::on_board(NodeActor::initial_snapshot(&name, &i.vendors), &i.board);
                 let binds = Arc::new(node::BindState::default());
-                let (n, v, c, p, q, s, f) = (
-                    name.clone(),
-                    i.vendors.clone(),
-                    snap.clone(),
-                    i.placements.clone(),
-                    i.quota.clone(),
-                    binds.clone(),
-                    i.shapes.clone(),
-                );
-                let addr = NodeActor::start_in_arbiter(&arb.handle(), move |_| NodeActor::new(n, v, c, p, q, s, f));
-                NodeEntry { addr, snap, binds }
+                let cfg = NodeConfig {
+                    name: name.clone(),
+                    vendors: i.vendors.clone(),
+                    snap: snap.clone(),
+                    placements: i.placements.clone(),
+                    quota: i.quota.clone(),
+                    binds: binds.clone(),
+                    shapes: i.shapes.clone(),
+                };
+                NodeEntry { addr: NodeAddr::start(cfg, &arb.handle()), snap, binds }
             })
             .addr
             .clone();
@@ -417,13 +416,13 @@ impl<B: Backend> Engine<B> {
     /// Waits until every node actor has applied what was sent to it before (observations
     /// included).
     pub async fn settle(&self) {
-        let addrs: Vec<Addr<NodeActor>> = self.inner.book.iter().map(|e| e.addr.clone()).collect();
+        let addrs: Vec<NodeAddr> = self.inner.book.iter().map(|e| e.addr.clone()).collect();
         futures::future::join_all(addrs.iter().map(|a| a.send(Settle))).await;
     }
 
     /// Every node's allocations (for `/usage`, the simulator and the status page).
     pub async fn reports(&self) -> Vec<NodeReport> {
-        let addrs: Vec<Addr<NodeActor>> = self.inner.book.iter().map(|e| e.addr.clone()).collect();
+        let addrs: Vec<NodeAddr> = self.inner.book.iter().map(|e| e.addr.clone()).collect();
         let mut out: Vec<NodeReport> = futures::future::join_all(addrs.iter().map(|a| a.send(Report)))
             .await
             .into_iter()

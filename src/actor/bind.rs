@@ -41,7 +41,7 @@ impl<B: Backend> Engine<B> {
         };
         match view.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
             Some(n) if n == node => {
-                let _ = addr.send(Commit { uid: uid.clone() }).await;
+                let _ = addr.commit(uid.clone()).await;
                 return Ok(());
             }
             Some(n) => {
@@ -74,10 +74,10 @@ impl<B: Backend> Engine<B> {
         // The reservation is made binding before the Binding is written, so it cannot lapse
         // between the two: one that expired while the bind waited for the locks is taken again,
         // or the bind fails. A bound pod is then always counted.
-        let held = match addr.send(Commit { uid: uid.clone() }).await {
+        let held = match addr.commit(uid.clone()).await {
             Ok(Ok(devices)) => Ok(devices),
             Ok(Err(NotReserved)) => match self.reserve_again(&view, &req, pod, node, &addr).await {
-                Ok(()) => match addr.send(Commit { uid: uid.clone() }).await {
+                Ok(()) => match addr.commit(uid.clone()).await {
                     Ok(Ok(devices)) => Ok(devices),
                     Ok(Err(e)) => {
                         Err(BindError::NotReserved { pod: pod.to_string(), node: node.to_owned(), source: e })
@@ -109,7 +109,7 @@ impl<B: Backend> Engine<B> {
         match bound {
             Ok(()) => {
                 // Awaited, so the next filter sees the node's lock free once this bind answers.
-                let _ = addr.send(Unlock { uid }).await;
+                let _ = addr.unlock(uid).await;
                 // With the decision written at bind (the fast path), kube-scheduler's own
                 // `Scheduled` Event tells the same as BindingSucceed, so that write is saved.
                 if !at_bind {
@@ -136,7 +136,7 @@ impl<B: Backend> Engine<B> {
         pod: &PodRef,
         node: &str,
         taken: &[LockKind],
-        addr: &Addr<NodeActor>,
+        addr: &NodeAddr,
         e: port::Error,
     ) -> Result<(), BindError> {
         let i = &*self.inner;
@@ -167,7 +167,7 @@ impl<B: Backend> Engine<B> {
                 self.unlock_node(pod, node, taken, addr).await;
             } else {
                 // This attempt's Binding: HAMi's node lock is the device plugin's to release.
-                let _ = addr.send(Unlock { uid: PodUid::new(&pod.uid) }).await;
+                let _ = addr.unlock(PodUid::new(&pod.uid)).await;
             }
             return Ok(());
         }
@@ -188,12 +188,12 @@ impl<B: Backend> Engine<B> {
         req: &Arc<PodRequest>,
         pod: &PodRef,
         node: &str,
-        addr: &Addr<NodeActor>,
+        addr: &NodeAddr,
     ) -> Result<(), BindError> {
         let i = &*self.inner;
         if i.cfg.decision_write == DecisionWrite::Bind {
             let fresh = Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
-            return self.answer_reserve(addr.send(fresh).await, pod, node, true);
+            return self.answer_reserve(addr.reserve(fresh).await, pod, node, true);
         }
         if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
             return Err(BindError::NotFiltered { pod: pod.to_string(), node: node.to_owned() });
@@ -203,7 +203,7 @@ impl<B: Backend> Engine<B> {
             Err(e) => return Err(BindError::Malformed { pod: pod.to_string(), source: e }),
         };
         let exact = Reserve { pod: req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl };
-        self.answer_reserve(addr.send(exact).await, pod, node, false)
+        self.answer_reserve(addr.reserve(exact).await, pod, node, false)
     }
 
     /// A bind's own Reserve answered (`fresh`: a new fit rather than the written devices): a
@@ -242,7 +242,7 @@ impl<B: Backend> Engine<B> {
         req: &PodRequest,
         pod: &PodRef,
         node: &str,
-        addr: &Addr<NodeActor>,
+        addr: &NodeAddr,
     ) -> Result<Vec<LockKind>, BindError> {
         let i = &*self.inner;
         let uid = PodUid::new(&pod.uid);
@@ -263,7 +263,7 @@ impl<B: Backend> Engine<B> {
         };
         // With no time to wait the lock is tried once, without queueing.
         let queue = !wait.is_zero();
-        let ask = addr.send(Lock { uid: uid.clone(), queue });
+        let ask = addr.lock(uid.clone(), queue);
         let answer = if queue { tokio::time::timeout(wait, ask).await } else { Ok(ask.await) };
         let granted = match answer {
             Ok(Ok(true)) => Ok(()),
@@ -284,7 +284,7 @@ impl<B: Backend> Engine<B> {
                         tokio::time::sleep(every).await;
                     }
                     Err(e) => {
-                        let _ = addr.send(Unlock { uid: uid.clone() }).await;
+                        let _ = addr.unlock(uid.clone()).await;
                         break Err(e);
                     }
                     Ok(taken) => break Ok(taken),
@@ -310,11 +310,11 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Lets go of HAMi's node locks this bind took, in reverse, then of the in-process lock.
-    async fn unlock_node(&self, pod: &PodRef, node: &str, taken: &[LockKind], addr: &Addr<NodeActor>) {
+    async fn unlock_node(&self, pod: &PodRef, node: &str, taken: &[LockKind], addr: &NodeAddr) {
         for t in taken.iter().rev() {
             let _ = self.inner.backend.unlock_node(node, pod, *t).await;
         }
-        let _ = addr.send(Unlock { uid: PodUid::new(&pod.uid) }).await;
+        let _ = addr.unlock(PodUid::new(&pod.uid)).await;
     }
 
     /// Drops the pod's reservation on `node` after a failed bind (a committed one too, unless
@@ -322,7 +322,7 @@ impl<B: Backend> Engine<B> {
     async fn release(&self, pod: &PodRef, node: &str, why: &str, only_reserved: bool) {
         tracing::debug!(pod = %pod, %node, why, "releasing reservation after a failed bind");
         if let Some(a) = self.inner.book.get(node).map(|e| e.addr.clone()) {
-            let _ = a.send(Release { uid: PodUid::new(&pod.uid), only_reserved }).await;
+            let _ = a.release(PodUid::new(&pod.uid), only_reserved).await;
         }
     }
 

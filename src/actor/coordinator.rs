@@ -104,10 +104,11 @@ impl Handler<Decide> for Coordinator {
                     refused.push((node, Rejection::NodeUnregistered));
                     continue;
                 };
-                match addr.send(Reserve { pod: msg.pod.clone(), exact: None, ttl }).timeout(deadline).await {
-                    Ok(Ok(reserved)) => return Decision::Reserved { node, reserved, refused },
-                    Ok(Err(r)) => refused.push((node, r)),
-                    Err(_) => refused.push((node, Rejection::Timeout)),
+                let reserve = addr.reserve(Reserve { pod: msg.pod.clone(), exact: None, ttl });
+                match tokio::time::timeout(deadline, reserve).await {
+                    Ok(Ok(Ok(reserved))) => return Decision::Reserved { node, reserved, refused },
+                    Ok(Ok(Err(r))) => refused.push((node, r)),
+                    Ok(Err(_)) | Err(_) => refused.push((node, Rejection::Timeout)),
                 }
             }
             Decision::Refused(refused)

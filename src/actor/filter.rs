@@ -59,7 +59,7 @@ impl<B: Backend> Engine<B> {
             && let Some(addr) = i.book.get(prev.as_str()).map(|e| e.addr.clone())
         {
             let bound = pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
-            let _ = addr.send(Release { uid: req.uid.clone(), only_reserved: bound }).await;
+            let _ = addr.release(req.uid.clone(), bound).await;
         }
 
         self.await_write_backlog().await;
@@ -128,7 +128,7 @@ impl<B: Backend> Engine<B> {
         };
         if let Err(e) = patched {
             if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
-                let _ = a.send(Release { uid: req.uid.clone(), only_reserved: true }).await;
+                let _ = a.release(req.uid.clone(), true).await;
             }
             if let port::Error::AlreadyBound { .. } = e {
                 // Its Binding took effect although its answer was lost: what it holds is counted

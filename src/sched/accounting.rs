@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::device::{MigSlot, TaskClass};
+use crate::model::reason::{Need, Reason, Rejection, Tally};
 use crate::model::{ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, PodDevices, VendorId};
 use crate::vendor::Vendors;
 
@@ -294,6 +295,45 @@ pub fn align(mut list: Vec<ContainerDevices>, requesting: &[bool]) -> Vec<Contai
             .collect();
     }
     list
+}
+
+/// Applies `charges` on top of `devs` (a node's usage without the pod) and checks every device
+/// they touch stays within its count, memory and cores: the invariant, checked on every
+/// reservation a node accepts. `Ok` holds the resulting usage; a rejection gives the figures the
+/// filter's reasons give (the pod's own request and what the device had free before it).
+pub fn validate(mut devs: Vec<DeviceUsage>, charges: &[Charge]) -> Result<Vec<DeviceUsage>, Rejection> {
+    let n = devs.len();
+    let um = apply(&mut devs, charges);
+    if !um.0.is_empty() {
+        let mut t = Tally::new(n);
+        t.add(Reason::CardUuidMismatch, um.0.len());
+        return Err(Rejection::Devices(t));
+    }
+    for (pos, d) in devs.iter().enumerate() {
+        let on_d = |c: &&Charge| c.uuid == d.info.id && c.vendor == d.vendor;
+        if d.within_capacity() || !charges.iter().any(|c| on_d(&c)) {
+            continue;
+        }
+        let (mut slots, mut mem, mut cores) = (0u32, 0u64, 0u32);
+        for c in charges.iter().filter(on_d) {
+            slots = slots.saturating_add(c.slots.max(1));
+            mem += c.mem.get();
+            cores = cores.saturating_add(c.cores);
+        }
+        let mut t = Tally::new(n);
+        if d.used_mem > d.info.devmem {
+            let free = d.info.devmem.get().saturating_sub(d.used_mem.get().saturating_sub(mem));
+            t.reject(Reason::CardInsufficientMemory, pos, Need::Memory { requested: mem, free });
+        } else if d.used_cores > d.info.devcore {
+            let free = d.info.devcore.saturating_sub(d.used_cores.saturating_sub(cores));
+            t.reject(Reason::CardInsufficientCore, pos, Need::Cores { requested: cores, free });
+        } else {
+            let used = d.used.saturating_sub(slots);
+            t.reject(Reason::CardTimeSlicingExhausted, pos, Need::Slots { used, count: d.info.count });
+        }
+        return Err(Rejection::Devices(t));
+    }
+    Ok(devs)
 }
 
 #[cfg(test)]

@@ -4,12 +4,17 @@
 
 use std::collections::HashSet;
 
-use super::*;
+use super::core::NodeCore;
+use super::record::Record;
+use crate::actor::messages::{Refit, RefitFailure, RefitMove, RefitPlan, RefitSettle};
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::refit::{encode_container_devices, go_quote, replace_entry};
 use crate::model::request::{ContainerRequest, ContainerRequests};
+use crate::sched::accounting::{self, Charge};
 use crate::sched::quota_book::usage_of;
+use crate::sched::{FitMemo, NodeSnapshot, Rejection, fit};
+use crate::vendor::{NoQuota, QuotaCheck};
 
 /// A move whose annotation write is not settled. The allocation meanwhile holds what covers both
 /// the old and the new devices.
@@ -35,12 +40,12 @@ fn loud(reason: String) -> RefitFailure {
     RefitFailure { reason, event: true }
 }
 
-impl NodeActor {
+impl NodeCore {
     /// The checks and the re-fit, in HAMi's order (which decides which reason a request gets).
-    fn refit(&mut self, msg: &Refit) -> Result<RefitPlan, RefitFailure> {
+    pub(super) fn refit(&mut self, msg: &Refit) -> Result<RefitPlan, RefitFailure> {
         let ask = &*msg.ask;
         let not_tracked = || quiet(format!("pod {} is not tracked by the scheduler", ask.uid));
-        let a = self.allocs.get(&ask.uid).ok_or_else(not_tracked)?;
+        let a = self.ledger.get(&ask.uid).ok_or_else(not_tracked)?;
         let parts = self.parts(&ask.uid, a).ok_or_else(not_tracked)?;
         if *parts.namespace != *ask.namespace || *parts.name != *ask.name {
             return Err(quiet(format!("pod {} does not match {}/{}", ask.uid, ask.namespace, ask.name)));
@@ -51,8 +56,8 @@ impl NodeActor {
             _ => return Err(not_tracked()),
         };
         let (ns, name) = (&*parts.namespace, &*parts.name);
-        if self.name.as_str() != ask.node {
-            return Err(loud(format!("pod {ns}/{name} is tracked on node {}, not {}", self.name, ask.node)));
+        if self.cfg.name.as_str() != ask.node {
+            return Err(loud(format!("pod {ns}/{name} is tracked on node {}, not {}", self.cfg.name, ask.node)));
         }
         if self.refits.contains_key(&ask.uid) {
             // HAMi holds one lock over the whole refit, its write included; here a second refit of
@@ -71,7 +76,7 @@ impl NodeActor {
                 go_quote(&ask.container_name)
             )));
         }
-        let word = self.vendors.get(ask.vendor).name();
+        let word = self.cfg.vendors.get(ask.vendor).name();
         // Positions come from the annotations, not from the collapsed allocation.
         let pending_raw = pod.annotation(keys::NVIDIA_TO_ALLOCATE).unwrap_or("");
         let allocated_raw = pod.annotation(keys::NVIDIA_ALLOCATED).unwrap_or("");
@@ -97,10 +102,14 @@ impl NodeActor {
                 "container {index} reserves differing amounts per device; the refit does not support heterogeneous reservations"
             )));
         }
-        if self.unusable.is_some() || self.base.is_empty() {
-            return Err(loud(format!("node {} unavailable: {}", self.name, Rejection::NodeUnregistered.hami_text())));
+        if self.devices.unusable.is_some() || self.devices.base.is_empty() {
+            return Err(loud(format!(
+                "node {} unavailable: {}",
+                self.cfg.name,
+                Rejection::NodeUnregistered.hami_text()
+            )));
         }
-        if let Some(d) = self.base.iter().find(|d| allowed.contains(d.info.id.as_str()) && d.info.is_mig()) {
+        if let Some(d) = self.devices.base.iter().find(|d| allowed.contains(d.info.id.as_str()) && d.info.is_mig()) {
             return Err(loud(format!(
                 "allowed device {} is in MIG mode; the NUMA refit does not support MIG",
                 d.info.id
@@ -121,7 +130,7 @@ impl NodeActor {
         devs.retain(|d| d.vendor != ask.vendor || allowed.contains(d.info.id.as_str()));
         // The pod's usage leaves its namespace's quota for the evaluation.
         let own = usage_of(&a.charges);
-        let view = self.quota.as_ref().and_then(|q| q.view(ns)).map(|v| v.without(ns, &own));
+        let view = self.cfg.quota.as_ref().and_then(|q| q.view(ns)).map(|v| v.without(ns, &own));
         let quota: &dyn QuotaCheck = match &view {
             Some(v) => v,
             None => &NoQuota,
@@ -149,14 +158,14 @@ impl NodeActor {
             current[0].usedcores,
         ));
         let snap = NodeSnapshot {
-            name: self.name.clone(),
+            name: self.cfg.name.clone(),
             devices: devs,
-            extras: self.extras.clone(),
+            extras: self.devices.extras.clone(),
             unusable: None,
             generation: 0,
-            memo: crate::sched::FitMemo::default(),
+            memo: FitMemo::default(),
         };
-        let new = fit::refit_container(&snap, &one, ci, ask.vendor, &seed, &self.vendors, quota, &mut self.scratch)
+        let new = fit::refit_container(&snap, &one, ci, ask.vendor, &seed, &self.cfg.vendors, quota, &mut self.scratch)
             .map_err(|r| loud(format!("no allowed device fits: {}", r.hami_text())))?;
         if new.len() != current.len() {
             return Err(loud(format!(
@@ -193,16 +202,15 @@ impl NodeActor {
 
         // Held: the old and the new devices both, checked like any reservation.
         let held = accounting::cover(&a.charges, &new_charges);
-        let usage = self
-            .validate(self.usage(Some(&ask.uid)), &held)
+        let usage = accounting::validate(self.usage(Some(&ask.uid)), &held)
             .map_err(|r| loud(format!("no allowed device fits: {}", r.hami_text())))?;
-        if let Some(q) = &self.quota
+        if let Some(q) = &self.cfg.quota
             && !q.try_swap(ns, &own, &check, &usage_of(&held))
         {
             return Err(exceeds());
         }
         let new_record = self.record(ns, name, &after_devices, &parts.layout, &parts.tags);
-        let Some(a) = self.allocs.get_mut(&ask.uid) else { return Err(not_tracked()) };
+        let Some(a) = self.ledger.get_mut(&ask.uid) else { return Err(not_tracked()) };
         let old_charges = std::mem::replace(&mut a.charges, held.into_boxed_slice());
         let pending = PendingRefit {
             old: (old_charges, a.record.clone()),
@@ -223,29 +231,23 @@ impl NodeActor {
     }
 }
 
-impl Handler<Refit> for NodeActor {
-    type Result = MessageResult<Refit>;
-    fn handle(&mut self, msg: Refit, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.refit(&msg))
-    }
-}
-
-impl Handler<RefitSettle> for NodeActor {
-    type Result = ();
-    fn handle(&mut self, msg: RefitSettle, _: &mut Context<Self>) {
+impl NodeCore {
+    /// The refit's annotation write settled: the pod holds the new devices if it was written,
+    /// else what the cluster showed meanwhile, or the old ones.
+    pub(super) fn refit_settle(&mut self, msg: RefitSettle) {
         // Gone when the pod was deleted, released or reserved again meanwhile: nothing to settle.
         let Some(p) = self.refits.remove(&msg.uid) else { return };
         let (charges, record) = if msg.written { p.new } else { p.observed.unwrap_or(p.old) };
-        let Some(a) = self.allocs.get(&msg.uid) else { return };
-        if let Some(q) = &self.quota {
-            match a.record.namespace(&self.words) {
+        let Some(a) = self.ledger.get(&msg.uid) else { return };
+        if let Some(q) = &self.cfg.quota {
+            match self.ledger.namespace(a) {
                 Some(ns) => q.replace(&ns, Some(&usage_of(&a.charges)), &usage_of(&charges)),
                 None => {
-                    tracing::error!(node = %self.name, pod = %msg.uid, "allocation record does not read; its quota stays as held")
+                    tracing::error!(node = %self.cfg.name, pod = %msg.uid, "allocation record does not read; its quota stays as held")
                 }
             }
         }
-        if let Some(a) = self.allocs.get_mut(&msg.uid) {
+        if let Some(a) = self.ledger.get_mut(&msg.uid) {
             a.charges = charges;
             a.record = record;
         }

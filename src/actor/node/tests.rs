@@ -1,9 +1,14 @@
 //! The node actor message by message: reservations and their expiry, commit and release, the bind
 //! lock, registrations, reports and many threads reserving at once.
 
+use std::time::Duration;
+
+use super::ledger::State;
 use super::*;
+use crate::model::PodRequest;
 use crate::model::annotations as keys;
 use crate::model::{ContainerDevice, VendorId};
+use crate::sched::accounting::Layout;
 use crate::testing::*;
 
 const NV: VendorId = VendorId(0);
@@ -12,7 +17,7 @@ const TTL: Duration = Duration::from_secs(30);
 /// One node actor on the test's own arbiter (so paused tokio time applies to its timers), with
 /// the address book entry it publishes snapshots into.
 struct Harness {
-    addr: actix::Addr<NodeActor>,
+    addr: NodeAddr,
     book: Arc<Book>,
     placements: Arc<DashMap<PodUid, NodeName>>,
     vendors: Arc<Vendors>,
@@ -27,16 +32,9 @@ impl Harness {
         let name = NodeName::new(&n.name);
         let binds = Arc::new(BindState::default());
         let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
-        let addr = NodeActor::new(
-            name.clone(),
-            vendors.clone(),
-            snap.clone(),
-            placements.clone(),
-            None,
-            binds.clone(),
-            Default::default(),
-        )
-        .start();
+        let cfg = config(&name, &vendors, &snap, &placements, &binds);
+        // On the test's own arbiter, so paused tokio time applies to its timers.
+        let addr = NodeAddr::start(cfg, &actix::Arbiter::current());
         book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, binds });
         let h = Harness { addr, book, placements, vendors, name };
         let r = h.register(n.view()).await;
@@ -56,8 +54,9 @@ impl Harness {
         self.addr.send(Filter { pod: self.req(p) }).await.unwrap()
     }
 
+    /// A reservation as the coordinator makes it: on this thread when the actor is idle.
     async fn reserve(&self, p: &PodBuilder, ttl: Duration) -> Result<Reserved, Rejection> {
-        self.addr.send(Reserve { pod: self.req(p), exact: None, ttl }).await.unwrap()
+        self.addr.reserve(Reserve { pod: self.req(p), exact: None, ttl }).await.unwrap()
     }
 
     async fn report(&self) -> NodeReport {
@@ -78,6 +77,24 @@ impl Harness {
 
     async fn state_of(&self, uid: &str) -> Option<AllocState> {
         self.report().await.allocs.iter().find(|a| a.uid.as_str() == uid).map(|a| a.state)
+    }
+}
+
+fn config(
+    name: &NodeName,
+    vendors: &Arc<Vendors>,
+    snap: &Arc<SnapCell>,
+    placements: &Arc<DashMap<PodUid, NodeName>>,
+    binds: &Arc<BindState>,
+) -> NodeConfig {
+    NodeConfig {
+        name: name.clone(),
+        vendors: vendors.clone(),
+        snap: snap.clone(),
+        placements: placements.clone(),
+        quota: None,
+        binds: binds.clone(),
+        shapes: Default::default(),
     }
 }
 
@@ -461,10 +478,7 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
     let arbiter = actix::Arbiter::new();
     let binds = Arc::new(BindState::default());
     let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
-    let addr = {
-        let (n, v, c, p, l) = (name.clone(), vendors.clone(), snap.clone(), placements.clone(), binds.clone());
-        NodeActor::start_in_arbiter(&arbiter.handle(), move |_| NodeActor::new(n, v, c, p, None, l, Default::default()))
-    };
+    let addr = NodeAddr::start(config(&name, &vendors, &snap, &placements, &binds), &arbiter.handle());
     book.insert(name.clone(), NodeEntry { addr: addr.clone(), snap, binds });
     addr.send(NodeRegistered { node: Arc::new(one_gpu().view()) }).await.unwrap();
 
@@ -474,7 +488,10 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
             std::thread::spawn(move || {
                 let sends = (0..25).map(|i| {
                     let p = pod().gpu(1).mem_mib(100).name(&format!("t{t}-{i}"));
-                    addr.send(Reserve { pod: Arc::new(p.request_with(&vendors)), exact: None, ttl: TTL })
+                    let reserve = Reserve { pod: Arc::new(p.request_with(&vendors)), exact: None, ttl: TTL };
+                    // On the sending thread whenever the actor is idle, through its mailbox otherwise.
+                    let addr = addr.clone();
+                    async move { addr.reserve(reserve).await }
                 });
                 let answers = futures::executor::block_on(futures::future::join_all(sends));
                 answers.into_iter().filter(|a| matches!(a, Ok(Ok(_)))).count()
@@ -528,26 +545,26 @@ async fn a_record_that_does_not_read_never_reads_after_the_devices_change() {
     let name = NodeName::new("a");
     let snap = SnapCell::new(NodeActor::initial_snapshot(&name, &vendors));
     let (placements, binds) = (Arc::new(DashMap::new()), Arc::new(BindState::default()));
-    let mut actor = NodeActor::new(name, vendors, snap, placements, None, binds, Default::default());
+    let mut core = NodeCore::new(config(&name, &vendors, &snap, &placements, &binds));
     let two = one_gpu().gpu(gpu("GPU-1", 8192));
     let four = two.clone().gpu(gpu("GPU-2", 8192)).gpu(gpu("GPU-3", 8192));
-    assert_eq!(actor.register(Arc::new(four.view())), Registration::Ok { devices: 4, changed: true });
+    assert_eq!(core.register(Arc::new(four.view())), Registration::Ok { devices: 4, changed: true });
     let layout = Layout { n_init: 0, sidecars: vec![false], init_released: false };
     let devices = on_gpu("GPU-3", 1024, 10);
     // Written against four devices, it names the fourth, beyond a list of two.
-    let record = actor.record("default", "p1", &devices, &layout, &[]);
-    assert_eq!(actor.register(Arc::new(two.view())), Registration::Ok { devices: 2, changed: true });
+    let record = core.record("default", "p1", &devices, &layout, &[]);
+    assert_eq!(core.register(Arc::new(two.view())), Registration::Ok { devices: 2, changed: true });
     let uid = PodUid::new("uid-p1");
-    let charges = actor.collapse(&devices, &layout, &[]).into_boxed_slice();
-    actor.allocs.insert(uid.clone(), Alloc { state: State::Committed, charges, record });
-    assert!(actor.parts(&uid, &actor.allocs[&uid]).is_none(), "does not read against two devices");
+    let charges = core.collapse(&devices, &layout, &[]).into_boxed_slice();
+    core.ledger.hold(&uid, true, (charges, record), tokio::time::Instant::now() + TTL);
+    assert!(core.parts(&uid, core.ledger.get(&uid).unwrap()).is_none(), "does not read against two devices");
 
-    assert_eq!(actor.register(Arc::new(four.view())), Registration::Ok { devices: 4, changed: true });
-    let a = &actor.allocs[&uid];
-    assert!(actor.parts(&uid, a).is_none(), "still does not read against four devices");
+    assert_eq!(core.register(Arc::new(four.view())), Registration::Ok { devices: 4, changed: true });
+    let a = core.ledger.get(&uid).unwrap();
+    assert!(core.parts(&uid, a).is_none(), "still does not read against four devices");
     assert!(matches!(a.state, State::Committed), "its devices stay counted");
-    assert_eq!(&*a.charges, &*actor.collapse(&devices, &layout, &[]), "its charges, placed on the new list");
-    assert_eq!(actor.usage(None)[3].used_mem.get(), 1024);
+    assert_eq!(&*a.charges, &*core.collapse(&devices, &layout, &[]), "its charges, placed on the new list");
+    assert_eq!(core.usage(None)[3].used_mem.get(), 1024);
 }
 
 mod observe;

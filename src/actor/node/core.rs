@@ -1,0 +1,399 @@
+//! `NodeCore`: everything a node actor owns and every change it makes, made of named parts: the
+//! node's registered devices, the [`Ledger`] of allocations, the [`BindQueue`], the refits held
+//! until their write settles, and the snapshot it publishes after each change. Only the node's
+//! actor runs it, one message at a time, or a sender on its own thread while the actor is idle
+//! (see `NodeAddr`); either way under the one lock that makes it a single executor.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use dashmap::DashMap;
+use tokio::time::Instant as Deadline;
+
+use super::bind_queue::{BindQueue, BindState};
+use super::ledger::{Alloc, Ledger, State, Written};
+use super::record::Parts;
+use super::refit::PendingRefit;
+use super::{NodeActor, SnapCell};
+use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, Reserve, Reserved};
+use crate::actor::quota::{QuotaBook, usage_of};
+use crate::actor::shapes::Shapes;
+use crate::model::device::MigSlot;
+use crate::model::pod::NodeView;
+use crate::model::{DeviceUsage, DeviceUuid, NodeName, PodDevices, PodRequest, PodUid, VendorId};
+use crate::sched::accounting::{self, Charge, Layout, Tag};
+use crate::sched::reason::{Reason, Tally};
+use crate::sched::{FitMemo, NodeSnapshot, Rejection, Scratch, fit};
+use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
+
+/// The namespace quota book, shared by every node actor.
+pub type SharedQuota = Arc<QuotaBook>;
+
+/// What a node actor is built from: its name and the engine's parts it writes to.
+#[derive(Clone)]
+pub struct NodeConfig {
+    pub name: NodeName,
+    pub vendors: Arc<Vendors>,
+    /// Where the actor publishes its snapshots.
+    pub snap: Arc<SnapCell>,
+    /// Which node holds each pod's allocation (the engine reads it; each actor writes its own).
+    pub placements: Arc<DashMap<PodUid, NodeName>>,
+    pub quota: Option<SharedQuota>,
+    /// What Filter reads of the node's binds.
+    pub binds: Arc<BindState>,
+    /// The shapes filtered lately, answered ahead on each new snapshot (`Prefill`).
+    pub shapes: Arc<Shapes>,
+}
+
+/// The node's registered devices as the cluster shows them.
+#[derive(Default)]
+pub(super) struct Devices {
+    pub base: Vec<DeviceUsage>,
+    pub extras: Vec<Option<NodeExtra>>,
+    /// Why the node's devices cannot be used (a malformed annotation), when they cannot.
+    pub unusable: Option<Arc<str>>,
+    pub registered: bool,
+    /// The last node object seen, to re-read devices when vendor health changes.
+    pub last_view: Option<Arc<NodeView>>,
+    pub unhealthy: Vec<VendorId>,
+    /// No two registered devices share an id, so a charge's device position can be resolved once.
+    pub unique_ids: bool,
+}
+
+/// The one timer a node keeps, for its earliest reservation deadline: actix polls every timer an
+/// actor holds on each of its messages, so a timer per reservation would make every message cost
+/// one poll per reservation of the last TTL.
+#[derive(Default)]
+pub(super) struct Timer {
+    /// The deadline the armed timer fires at.
+    pub at: Option<Deadline>,
+    /// A sender that changed the ledger on its own thread asked the actor to arm it.
+    pub asked: bool,
+}
+
+pub struct NodeCore {
+    pub(super) cfg: NodeConfig,
+    pub(super) devices: Devices,
+    pub(super) ledger: Ledger,
+    pub(super) binds: BindQueue,
+    /// NUMA refits held until their annotation write settles.
+    pub(super) refits: HashMap<PodUid, PendingRefit>,
+    pub(super) scratch: Scratch,
+    pub(super) timer: Timer,
+    /// This node's actor, weak so it never keeps the actor alive, and whether a `Prefill` is
+    /// queued to it.
+    pub(super) prefill: (Option<actix::WeakAddr<NodeActor>>, bool),
+    /// Messages sent through `NodeAddr` that were applied (see `NodeAddr::idle`).
+    pub(super) done: u64,
+    /// The node left the cluster: its actor stopped, and nothing more is applied.
+    pub(super) stopped: bool,
+}
+
+/// Points each charge at its device in `base`, the node's list: the node's own copy of the id,
+/// not one per pod decoded from its annotations, and, when ids are unique, its position, so
+/// rebuilding usage costs one lookup per charge, not a scan (a position is only a hint; usage
+/// falls back to the id).
+pub(super) fn place(base: &[DeviceUsage], unique_ids: bool, charges: &mut [Charge]) {
+    for c in charges {
+        let pos = base.iter().position(|d| d.vendor == c.vendor && d.info.id == c.uuid);
+        if let Some(p) = pos {
+            c.uuid = base[p].info.id.clone();
+        }
+        c.pos = pos.filter(|_| unique_ids).map(|p| p as u16);
+    }
+}
+
+impl NodeCore {
+    pub fn new(cfg: NodeConfig) -> NodeCore {
+        let devices = Devices { extras: vec![None; cfg.vendors.len()], unique_ids: true, ..Devices::default() };
+        NodeCore {
+            binds: BindQueue::new(cfg.binds.clone()),
+            cfg,
+            devices,
+            ledger: Ledger::default(),
+            refits: HashMap::new(),
+            scratch: Scratch::default(),
+            timer: Timer::default(),
+            prefill: (None, false),
+            done: 0,
+            stopped: false,
+        }
+    }
+
+    /// Writes a pod's record against this node's devices and words.
+    pub(super) fn record(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        devices: &PodDevices,
+        layout: &Layout,
+        tags: &[Tag],
+    ) -> super::record::Record {
+        let w = Written { namespace, name, devices, layout, tags };
+        self.ledger.record(&self.devices.base, &w)
+    }
+
+    /// Reads an allocation's record. One that does not read is a bug in this node: it is logged,
+    /// and the caller refuses what needed it rather than guess.
+    pub(super) fn parts(&self, uid: &PodUid, a: &Alloc) -> Option<Parts> {
+        let parts = self.ledger.parts(&self.devices.base, a);
+        if parts.is_none() {
+            tracing::error!(node = %self.cfg.name, pod = %uid, bytes = a.record.len(), "allocation record does not read");
+        }
+        parts
+    }
+
+    /// Takes an allocation's usage out of its namespace's quota.
+    pub(super) fn unquote(&self, q: &SharedQuota, uid: &PodUid, a: &Alloc) {
+        match self.ledger.namespace(a) {
+            Some(ns) => q.remove(&ns, &usage_of(&a.charges)),
+            // Left counted: the namespace then has less room, never more.
+            None => {
+                tracing::error!(node = %self.cfg.name, pod = %uid, "allocation record does not read; its quota stays taken")
+            }
+        }
+    }
+
+    /// Usage = registered devices + every allocation (but `skip`'s).
+    pub(super) fn usage(&self, skip: Option<&PodUid>) -> Vec<DeviceUsage> {
+        self.ledger.usage(&self.devices.base, skip)
+    }
+
+    pub(super) fn snapshot_of(&self, devices: Vec<DeviceUsage>) -> NodeSnapshot {
+        NodeSnapshot {
+            name: self.cfg.name.clone(),
+            devices,
+            extras: self.devices.extras.clone(),
+            unusable: self.devices.unusable.clone(),
+            generation: self.ledger.generation(),
+            memo: FitMemo::default(),
+        }
+    }
+
+    pub(super) fn publish(&mut self) {
+        let devs = self.usage(None);
+        self.publish_devices(devs);
+    }
+
+    /// Publishes usage the caller already built (a reservation applied on top of the snapshot).
+    pub(super) fn publish_devices(&mut self, devs: Vec<DeviceUsage>) {
+        self.count_pending();
+        self.ledger.next_seq();
+        self.cfg.snap.store(Arc::new(self.snapshot_of(devs)));
+        if !self.prefill.1
+            && let Some(me) = self.prefill.0.as_ref().and_then(actix::WeakAddr::upgrade)
+        {
+            self.prefill.1 = true;
+            me.do_send(super::Prefill);
+        }
+    }
+
+    pub(super) fn count_pending(&self) {
+        self.binds.set_pending(self.ledger.reserved());
+    }
+
+    pub(super) fn current(&self) -> Arc<NodeSnapshot> {
+        self.cfg.snap.load()
+    }
+
+    pub(super) fn collapse(&self, devices: &PodDevices, layout: &Layout, tags: &[Tag]) -> Vec<Charge> {
+        self.collapse_held(devices, &[], layout, tags)
+    }
+
+    /// `collapse`, plus placements the pod holds beyond its entries.
+    pub(super) fn collapse_held(
+        &self,
+        devices: &PodDevices,
+        held: &[(VendorId, DeviceUuid, MigSlot)],
+        layout: &Layout,
+        tags: &[Tag],
+    ) -> Vec<Charge> {
+        let base = &self.devices.base;
+        let info = |u: &DeviceUuid| base.iter().find(|d| d.info.id == *u).map(|d| d.info.clone());
+        let mut charges = accounting::collapse(devices, layout, &self.cfg.vendors, &info);
+        accounting::add_held(&mut charges, held);
+        accounting::tag(&mut charges, tags);
+        place(base, self.devices.unique_ids, &mut charges);
+        // Kept with the allocation for as long as the pod holds its devices.
+        charges.shrink_to_fit();
+        charges
+    }
+
+    pub(super) fn layout_of(pod: &PodRequest) -> Layout {
+        Layout { n_init: pod.n_init, sidecars: pod.sidecars.clone(), init_released: false }
+    }
+
+    /// Whether the timer must be armed (again) for the earliest deadline.
+    pub(super) fn timer_needed(&self) -> bool {
+        match (self.ledger.next_deadline(), self.timer.at) {
+            (Some(next), Some(at)) => next < at,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    /// After a change applied on a sender's thread: asks the actor to arm the timer if needed.
+    pub(super) fn ask_timer(&mut self, addr: &actix::Addr<NodeActor>) {
+        if self.timer_needed() && !self.timer.asked {
+            self.timer.asked = true;
+            addr.do_send(super::ArmTimer);
+        }
+    }
+
+    /// Drops every reservation whose deadline passed and that is still the one it was set for.
+    pub(super) fn expire_due(&mut self) {
+        let due = self.ledger.due(Deadline::now());
+        for uid in &due {
+            tracing::debug!(node = %self.cfg.name, pod = %uid, "reservation expired without a bind");
+            crate::metrics::reservation_expired();
+            self.drop_alloc(uid);
+        }
+        if !due.is_empty() {
+            self.publish();
+        }
+    }
+
+    pub(super) fn drop_alloc(&mut self, uid: &PodUid) -> bool {
+        self.refits.remove(uid);
+        let Some(a) = self.ledger.remove(uid, Instant::now()) else { return false };
+        if let Some(q) = &self.cfg.quota {
+            self.unquote(q, uid, &a);
+        }
+        self.cfg.placements.remove_if(uid, |_, n| *n == self.cfg.name);
+        if self.binds.holder() == Some(uid) {
+            self.binds.pass();
+        }
+        true
+    }
+
+    /// The pod's fit on the published snapshot, which already counts live reservations, so
+    /// Filter sees what Reserve will.
+    pub(super) fn filter(&mut self, pod: &PodRequest) -> Result<f32, Rejection> {
+        let snap = self.current();
+        let view = self.cfg.quota.as_ref().and_then(|q| q.view(&pod.namespace));
+        let quota: &dyn QuotaCheck = match &view {
+            Some(v) => v,
+            None => &NoQuota,
+        };
+        fit::fit_pod_score(&snap, pod, &self.cfg.vendors, quota, &mut self.scratch)
+    }
+
+    /// Fits the pod again on live usage (or takes the exact devices asked for), checks the
+    /// invariant and the namespace quota, and holds the devices until `msg.ttl` unless committed.
+    pub(super) fn reserve(&mut self, msg: Reserve) -> Result<Reserved, Rejection> {
+        let uid = &msg.pod.uid;
+        if let Some(a) = self.ledger.get(uid).filter(|a| a.state == State::Committed) {
+            // Already bound here: reserving again changes nothing.
+            return match self.parts(uid, a) {
+                Some(p) => Ok(Reserved { devices: p.devices, score: 0.0 }),
+                None => Err(Rejection::NodeUnusable),
+            };
+        }
+        let layout = Self::layout_of(&msg.pod);
+        // Against usage without this pod's own earlier reservation (the published snapshot is
+        // exactly that when the pod holds nothing here).
+        let snap =
+            if self.ledger.contains(uid) { Arc::new(self.snapshot_of(self.usage(Some(uid)))) } else { self.current() };
+        let (devices, score) = match msg.exact {
+            Some(d) => (d, 0.0),
+            None => {
+                // The pod's own earlier reservation must not count against its quota either.
+                let own = self.ledger.get(uid).map(|a| usage_of(&a.charges));
+                let ns = &msg.pod.namespace;
+                let view = self.cfg.quota.as_ref().and_then(|q| q.view(ns)).map(|v| match &own {
+                    Some(u) => v.without(ns, u),
+                    None => v,
+                });
+                let quota: &dyn QuotaCheck = match &view {
+                    Some(v) => v,
+                    None => &NoQuota,
+                };
+                let score = fit::fit_pod(&snap, &msg.pod, &self.cfg.vendors, quota, &mut self.scratch)?;
+                (self.scratch.result.clone(), score)
+            }
+        };
+        let tags = accounting::tags_of(&self.cfg.vendors, &msg.pod.annotations, |v| devices.vendor(v).is_some());
+        let charges = self.collapse(&devices, &layout, &tags);
+        let (pod, quota, n) = (&msg.pod, self.cfg.quota.clone(), self.devices.base.len());
+        // Quota is checked and taken in one step per namespace, so reservations racing on other
+        // nodes cannot exceed a limit together.
+        let admit = |old: Option<&[Charge]>, new: &[Charge]| match &quota {
+            Some(q) if !q.try_replace(&pod.namespace, old.map(usage_of).as_ref(), &usage_of(new)) => {
+                let mut t = Tally::new(n);
+                t.add(Reason::ResourceQuotaNotFit, 1);
+                Err(Rejection::Devices(t))
+            }
+            _ => Ok(()),
+        };
+        let written =
+            Written { namespace: &pod.namespace, name: &pod.name, devices: &devices, layout: &layout, tags: &tags };
+        let deadline = Deadline::now() + msg.ttl;
+        let base = &self.devices.base;
+        let after = self.ledger.try_reserve(base, snap.devices.clone(), uid, charges, &written, deadline, admit)?;
+        // A refit held for the pod is superseded: its settlement finds nothing to settle.
+        self.refits.remove(uid);
+        self.cfg.placements.insert(uid.clone(), self.cfg.name.clone());
+        self.publish_devices(after);
+        Ok(Reserved { devices, score })
+    }
+
+    /// Answers of a shape depend on the snapshot and the shape alone, and no namespace quota
+    /// applies to the shapes noted, so these are the answers a filter would compute.
+    pub(super) fn prefill(&mut self) {
+        self.prefill.1 = false;
+        let snap = self.current();
+        let (vendors, scratch) = (&self.cfg.vendors, &mut self.scratch);
+        for req in self.cfg.shapes.recent() {
+            let _ = snap.memo.answer(req.fit_key, || fit::fit_pod_score(&snap, &req, vendors, &NoQuota, scratch));
+        }
+    }
+
+    /// Makes the reservation binding, returning the devices the bind writes.
+    pub(super) fn commit(&mut self, uid: &PodUid) -> Result<PodDevices, NotReserved> {
+        let a = self.ledger.get(uid).ok_or(NotReserved)?;
+        // Read before committing: a bind must not go ahead without the devices it writes.
+        let devices = self.parts(uid, a).ok_or(NotReserved)?.devices;
+        self.ledger.commit(uid);
+        self.count_pending();
+        Ok(devices)
+    }
+
+    /// Drops the pod's allocation (only a reservation when `only_reserved`).
+    pub(super) fn release(&mut self, uid: &PodUid, only_reserved: bool) -> bool {
+        if only_reserved && self.ledger.is_committed(uid) {
+            return false;
+        }
+        let removed = self.drop_alloc(uid);
+        if removed {
+            self.publish();
+        }
+        removed
+    }
+
+    pub(super) fn report(&self) -> NodeReport {
+        let mut allocs: Vec<AllocReport> = self
+            .ledger
+            .iter()
+            .map(|(uid, a)| {
+                // A record that does not read is reported under the uid, holding nothing listed.
+                let (namespace, name, devices) = match self.parts(uid, a) {
+                    Some(p) => (p.namespace, p.name, p.devices),
+                    None => (Arc::from(""), Arc::from(uid.as_str()), PodDevices::default()),
+                };
+                let state = match a.state {
+                    State::Reserved { .. } => AllocState::Reserved,
+                    State::Committed => AllocState::Committed,
+                };
+                AllocReport { uid: uid.clone(), namespace, name, state, devices }
+            })
+            .collect();
+        allocs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        NodeReport {
+            name: self.cfg.name.clone(),
+            snapshot: self.current(),
+            allocs,
+            locked_by: self.binds.holder().cloned(),
+        }
+    }
+}
