@@ -11,45 +11,44 @@
 //!  watchers     ──▶ Engine::{register_node, observe_pod, delete_pod} ──▶ NodeActor
 //! ```
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::{Actor, Addr, Arbiter};
 use dashmap::DashMap;
 
-use crate::model::annotations as keys;
-use crate::model::pod::NodeView;
 use crate::model::request::PolicyDefaults;
-use crate::model::{NodeName, PodDevices, PodRequest, PodUid, PodView};
-use crate::port::{self, Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
-use crate::sched::accounting::{self, Layout};
-use crate::sched::{NodeSnapshot, Rejection, Scratch, fit, score};
-use crate::vendor::{LockKind, NoQuota, QuotaCheck, Vendors, WriteCx};
+use crate::model::{NodeName, PodDevices, PodRequest, PodUid};
+use crate::port::{Backend, Event, EventType, ObjectKind, PodPatch, PodRef};
+use crate::sched::{NodeSnapshot, Rejection, Scratch};
+use crate::vendor::Vendors;
 
 mod bind;
 mod board;
 mod candidates;
 pub mod coordinator;
+mod decision;
 pub mod error;
+mod evaluate;
 mod filter;
 pub mod messages;
 pub mod node;
 mod observe;
 pub mod refit;
 mod shapes;
+mod simulate;
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;
 
-use coordinator::{Coordinator, Decide, Decision, FanOut};
+use coordinator::Coordinator;
 pub use error::{BindError, FilterError};
 use messages::*;
 use node::{Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
+pub use simulate::Simulation;
 
 /// How Filter evaluates candidate nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,8 +205,6 @@ pub struct RecentDecision {
 const RECENT_DECISIONS: usize = 50;
 /// How many of the best fitting nodes the coordinator may try to reserve on.
 const RESERVE_CANDIDATES: usize = 16;
-/// How many fitting nodes the FilteringSucceed Event names.
-const EVENT_FIT_NODES: usize = 10;
 
 struct Inner<B: Backend> {
     cfg: EngineConfig,
@@ -269,10 +266,6 @@ fn unix_now() -> (i64, i128) {
     (d.as_secs() as i64, d.as_nanos() as i128)
 }
 
-/// Label values are at most 63 characters; HAMi's patch fails for longer node names, so such
-/// nodes never get pods. hami-rs writes the annotation and skips the label instead.
-const MAX_LABEL_VALUE: usize = 63;
-
 impl<B: Backend> Engine<B> {
     /// Starts the arbiters, the coordinator and an empty address book.
     pub fn start(cfg: EngineConfig, vendors: Arc<Vendors>, backend: B, quota: Option<SharedQuota>) -> Engine<B> {
@@ -303,6 +296,13 @@ impl<B: Backend> Engine<B> {
                 recent: Mutex::new(VecDeque::new()),
             }),
         }
+    }
+
+    /// The decision patch for `devices` on `node`, now, against the node's latest devices.
+    fn decision_patch(&self, node: &NodeName, req: &PodRequest, devices: &PodDevices) -> PodPatch {
+        let snap = self.snapshot(node.as_str());
+        let devs = snap.as_ref().map_or(&[][..], |s| &s.devices);
+        decision::decision_patch(&self.inner.vendors, node, devs, req, devices, unix_now())
     }
 
     pub fn backend(&self) -> &B {

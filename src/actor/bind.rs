@@ -1,8 +1,17 @@
 //! kube-scheduler's bind call: the node's in-process lock (a FIFO queue in its actor), HAMi's
 //! node locks, the reservation held through the Binding, and the Events of the outcome.
 
-use super::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use super::messages::{NotReserved, Reserve, Reserved, Unlock};
+use super::node::NodeAddr;
+use super::{BindError, DecisionWrite, Engine, unix_now};
+use crate::model::annotations as keys;
+use crate::model::{NodeName, PodDevices, PodRequest, PodUid, PodView};
+use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
+use crate::sched::Rejection;
+use crate::vendor::LockKind;
 impl<B: Backend> Engine<B> {
     /// kube-scheduler's bind call: lock, write bind-phase and the Binding, commit. On any failure
     /// the locks and the reservation are released, a BindingFailed Event is recorded and the
@@ -10,7 +19,7 @@ impl<B: Backend> Engine<B> {
     /// is already bound to that node succeeds without doing anything.
     pub async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
         let started = Instant::now();
-        let r = self.bind_inner(pod, node).await;
+        let r = self.bind_steps(pod, node).await;
         crate::metrics::bind_done(
             if r.is_ok() { crate::metrics::Outcome::Scheduled } else { crate::metrics::Outcome::Error },
             started,
@@ -27,7 +36,40 @@ impl<B: Backend> Engine<B> {
         r
     }
 
-    pub(super) async fn bind_inner(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
+    /// The bind's steps: find the pod and the node, make sure the pod holds its reservation
+    /// there, take the locks, make the reservation binding, write the decision and the Binding.
+    async fn bind_steps(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
+        let (view, addr) = self.bind_target(pod, node).await?;
+        if let Some(done) = self.bound_already(&view, pod, node, &addr).await {
+            return done;
+        }
+        let i = &*self.inner;
+        let req = Arc::new(i.vendors.pod_request(&view, &i.cfg.defaults).map_err(BindError::Request)?);
+        // Make sure the reservation is still there; one that expired is taken again (see
+        // `reserve_again`).
+        if i.placements.get(&req.uid).is_none_or(|n| n.as_str() != node) {
+            self.reserve_again(&view, &req, pod, node, &addr).await?;
+        }
+        let taken = match self.lock_node(&view, &req, pod, node, &addr).await {
+            Ok(taken) => taken,
+            Err(e) => {
+                self.release(pod, node, "node lock not taken", true).await;
+                return Err(e);
+            }
+        };
+        let devices = match self.commit_held(&view, &req, pod, node, &addr).await {
+            Ok(d) => d,
+            Err(e) => {
+                self.unlock_node(pod, node, &taken, &addr).await;
+                return Err(e);
+            }
+        };
+        self.write_binding(&view, &req, pod, node, &addr, &taken, &devices).await
+    }
+
+    /// The pod as the API server has it now and the node's actor; a pod or node that is gone
+    /// drops what the pod held.
+    async fn bind_target(&self, pod: &PodRef, node: &str) -> Result<(Arc<PodView>, NodeAddr), BindError> {
         let i = &*self.inner;
         let uid = PodUid::new(&pod.uid);
         // A pod created a moment ago may not have reached the watch cache yet.
@@ -39,91 +81,91 @@ impl<B: Backend> Engine<B> {
             self.delete_pod(&uid);
             return Err(port::Error::NodeNotFound(node.to_owned()).into());
         };
-        match view.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
-            Some(n) if n == node => {
-                let _ = addr.commit(uid.clone()).await;
-                return Ok(());
+        Ok((view, addr))
+    }
+
+    /// A pod already bound: to this node, the bind succeeds without a write; elsewhere (an
+    /// earlier Binding took effect although its answer was lost), nothing is written, since the
+    /// decision on the pod must stay the one for the node it runs on.
+    async fn bound_already(
+        &self,
+        view: &PodView,
+        pod: &PodRef,
+        node: &str,
+        addr: &NodeAddr,
+    ) -> Option<Result<(), BindError>> {
+        match view.spec.node_name.as_deref().filter(|n| !n.is_empty())? {
+            n if n == node => {
+                let _ = addr.commit(PodUid::new(&pod.uid)).await;
+                Some(Ok(()))
             }
-            Some(n) => {
-                // An earlier Binding took effect although its answer was lost: nothing is written
-                // (the decision on the pod must stay the one for the node it runs on).
+            n => {
                 self.release(pod, node, "already bound elsewhere", false).await;
-                self.observe_pod(&view);
-                return Err(port::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into());
+                self.observe_pod(view);
+                Some(Err(port::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into()))
             }
-            None => {}
         }
-        let req = match i.vendors.pod_request(&view, &i.cfg.defaults) {
-            Ok(r) => Arc::new(r),
-            Err(e) => return Err(BindError::Request(e)),
-        };
+    }
+
+    /// Makes the reservation binding before the Binding is written, so it cannot lapse between
+    /// the two: one that expired while the bind waited for the locks is taken again, or the bind
+    /// fails. A bound pod is then always counted. Returns the devices held.
+    async fn commit_held(
+        &self,
+        view: &PodView,
+        req: &Arc<PodRequest>,
+        pod: &PodRef,
+        node: &str,
+        addr: &NodeAddr,
+    ) -> Result<PodDevices, BindError> {
+        let uid = PodUid::new(&pod.uid);
+        let mailbox = |e| BindError::Mailbox { node: node.to_owned(), source: e };
+        match addr.commit(uid.clone()).await.map_err(mailbox)? {
+            Ok(devices) => return Ok(devices),
+            Err(NotReserved) => self.reserve_again(view, req, pod, node, addr).await?,
+        }
+        addr.commit(uid).await.map_err(mailbox)?.map_err(|e| BindError::NotReserved {
+            pod: pod.to_string(),
+            node: node.to_owned(),
+            source: e,
+        })
+    }
+
+    /// Decision and bind-phase go in one patch, before the Binding: the device plugin finds
+    /// everything it reads at Allocate in place, as when Filter wrote the decision.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_binding(
+        &self,
+        view: &PodView,
+        req: &PodRequest,
+        pod: &PodRef,
+        node: &str,
+        addr: &NodeAddr,
+        taken: &[LockKind],
+        devices: &PodDevices,
+    ) -> Result<(), BindError> {
+        let i = &*self.inner;
         let at_bind = i.cfg.decision_write == DecisionWrite::Bind;
-        // Make sure the reservation is still there; one that expired is taken again (see
-        // `reserve_again`).
-        if i.placements.get(&uid).is_none_or(|n| n.as_str() != node) {
-            self.reserve_again(&view, &req, pod, node, &addr).await?;
-        }
-
-        let taken = match self.lock_node(&view, &req, pod, node, &addr).await {
-            Ok(taken) => taken,
-            Err(e) => {
-                self.release(pod, node, "node lock not taken", true).await;
-                return Err(e);
-            }
-        };
-        // The reservation is made binding before the Binding is written, so it cannot lapse
-        // between the two: one that expired while the bind waited for the locks is taken again,
-        // or the bind fails. A bound pod is then always counted.
-        let held = match addr.commit(uid.clone()).await {
-            Ok(Ok(devices)) => Ok(devices),
-            Ok(Err(NotReserved)) => match self.reserve_again(&view, &req, pod, node, &addr).await {
-                Ok(()) => match addr.commit(uid.clone()).await {
-                    Ok(Ok(devices)) => Ok(devices),
-                    Ok(Err(e)) => {
-                        Err(BindError::NotReserved { pod: pod.to_string(), node: node.to_owned(), source: e })
-                    }
-                    Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
-                },
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
-        };
-        let devices = match held {
-            Ok(d) => d,
-            Err(e) => {
-                self.unlock_node(pod, node, &taken, &addr).await;
-                return Err(e);
-            }
-        };
-
         let (bind_time, _) = unix_now();
-        // Decision and bind-phase go in one patch, before the Binding: the device plugin finds
-        // everything it reads at Allocate in place, as when Filter wrote the decision.
         let mut patch =
-            if at_bind { self.decision_patch(&NodeName::new(node), &req, &devices) } else { PodPatch::default() };
+            if at_bind { self.decision_patch(&NodeName::new(node), req, devices) } else { PodPatch::default() };
         patch.annotations.extend(PodPatch::bind_phase(bind_time).annotations);
         patch.while_unbound = Some(view.metadata.resource_version.clone().unwrap_or_default());
         let write = Instant::now();
         let bound = i.backend.bind(pod, node, &patch).await;
         crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
-        match bound {
-            Ok(()) => {
-                // Awaited, so the next filter sees the node's lock free once this bind answers.
-                let _ = addr.unlock(uid).await;
-                // With the decision written at bind (the fast path), kube-scheduler's own
-                // `Scheduled` Event tells the same as BindingSucceed, so that write is saved.
-                if !at_bind {
-                    self.event(
-                        pod,
-                        reasons::BINDING_SUCCEED,
-                        EventType::Normal,
-                        format!("Successfully binding node [{node}] to {pod}"),
-                    );
-                }
-                Ok(())
-            }
-            Err(e) => self.bind_failed(pod, node, &taken, &addr, e).await,
+        if let Err(e) = bound {
+            return self.bind_failed(pod, node, taken, addr, e).await;
         }
+        // Awaited, so the next filter sees the node's lock free once this bind answers.
+        let _ = addr.unlock(PodUid::new(&pod.uid)).await;
+        // With the decision written at bind (the fast path), kube-scheduler's own `Scheduled`
+        // Event tells the same as BindingSucceed, so that write is saved.
+        if !at_bind {
+            let message = format!("Successfully binding node [{node}] to {pod}");
+            self.event(pod, reasons::BINDING_SUCCEED, EventType::Normal, message);
+        }
+        Ok(())
     }
 
     /// The patch or the Binding failed after the devices were committed. The devices go back for

@@ -1,8 +1,16 @@
 //! What the cluster shows the engine: nodes registered, changed or removed, pods observed or
 //! deleted. Each observation goes to the owning node actor as a message.
 
-use super::*;
+use std::sync::Arc;
 
+use super::Engine;
+use super::messages::{NodeRegistered, NodeRemoved, PodDeleted, PodObserved, Registration, VendorHealth};
+use crate::model::annotations as keys;
+use crate::model::pod::NodeView;
+use crate::model::{NodeName, PodDevices, PodUid, PodView};
+use crate::port::{Backend, Event, EventType, ObjectKind, PodRef, reasons};
+use crate::sched::accounting::{self, Layout};
+use crate::vendor::Vendors;
 impl<B: Backend> Engine<B> {
     /// A node was added or its labels/annotations changed. A malformed registration marks the
     /// node's devices unusable, logs why and records an Event; other nodes are unaffected.

@@ -8,9 +8,13 @@
 //!        ─▶ RefitSettle { written } (keep new, or restore old) ─▶ Event
 //! ```
 
+use super::Engine;
+use super::messages::{Refit, RefitAsk, RefitFailure, RefitPlan, RefitSettle};
+use crate::model::PodUid;
+use crate::model::annotations as keys;
+use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
 use std::sync::Arc;
 
-use super::*;
 use crate::model::refit::{go_list, go_quote};
 
 /// The most allowed device ids a request may carry.

@@ -2,17 +2,14 @@
 //! names borrowed from it; every answer carries every field with Go's names.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use actix_web::{HttpResponse, web};
 use serde_json::value::RawValue;
 
-use crate::actor::FilterOutcome;
+use crate::actor::{FilterOutcome, Simulation};
 use crate::backend::{Backend, PodRef};
 use crate::model::pod::NodeView;
-use crate::sched::{NodeSnapshot, Scratch, fit, score};
-use crate::vendor::NoQuota;
 
 use super::AppState;
 use super::error::{Error, read_body};
@@ -59,7 +56,6 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
                 failed_and_unresolvable_nodes: None,
                 error: String::new(),
             };
-            crate::metrics::filter_done(crate::metrics::Outcome::PassThrough, started);
             (res, None, "pass-through")
         }
         FilterOutcome::Chosen { node, failed } => {
@@ -91,60 +87,26 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     Ok(json(&res))
 }
 
-/// Simulation mode (`Nodes` given, as the cluster autoscaler sends them): each Node is read
-/// directly, usage starts at zero, and the single best Node object is answered. Nothing is
-/// reserved or written. A pod that asks for no device gets back every Node (and any names) it
-/// was sent, so the autoscaler's ordinary pods are not refused everywhere.
+/// Simulation mode (`Nodes` given, as the cluster autoscaler sends them): the single best Node
+/// object is answered as it was sent. A pod that asks for no device gets back every Node (and
+/// any names) it was sent, so the autoscaler's ordinary pods are not refused everywhere.
 fn simulate_nodes<'a, B: Backend>(
     st: &AppState<B>,
     pod: &crate::model::PodView,
     items: &[&RawValue],
     names: Option<&[super::wire::NameRef<'a>]>,
 ) -> ExtenderFilterResult<'a> {
-    let vendors = st.engine.vendors();
-    let req = match vendors.pod_request(pod, &st.engine.config().defaults) {
-        Ok(r) => r,
-        Err(e) => return ExtenderFilterResult::error(e.to_string()),
+    let views = items
+        .iter()
+        .map(|raw| serde_json::from_str::<NodeView>(raw.get()).map_err(|e| format!("invalid node in Nodes: {e}")));
+    let (nodes, node_names, failed_nodes) = match st.engine.simulate(pod, views) {
+        Simulation::Error(e) => return ExtenderFilterResult::error(e),
+        Simulation::PassThrough => (node_list(items), names.map(|n| n.iter().map(|n| n.0.clone()).collect()), None),
+        Simulation::Ranked { best, failed } => {
+            (best.and_then(|k| items.get(k)).and_then(|raw| node_list(&[raw])), None, Some(failed))
+        }
     };
-    if !req.requests_devices() {
-        return ExtenderFilterResult {
-            nodes: node_list(items),
-            node_names: names.map(|n| n.iter().map(|n| n.0.clone()).collect()),
-            failed_nodes: None,
-            failed_and_unresolvable_nodes: None,
-            error: String::new(),
-        };
-    }
-    let mut failed = BTreeMap::new();
-    let mut fits: Vec<(crate::model::NodeName, f32, &RawValue)> = Vec::new();
-    let mut s = Scratch::default();
-    for raw in items {
-        let view: NodeView = match serde_json::from_str(raw.get()) {
-            Ok(v) => v,
-            Err(e) => return ExtenderFilterResult::error(format!("invalid node in Nodes: {e}")),
-        };
-        let nd = vendors.discover(&view);
-        let name = crate::model::NodeName::new(view.name());
-        let mut snap = NodeSnapshot::new(name.clone(), nd.devices, nd.extras);
-        if let Some((_, key, err)) = nd.malformed.first() {
-            snap.unusable = Some(format!("annotation {key} is malformed: {err}").into());
-        }
-        match fit::fit_pod(&snap, &req, vendors, &NoQuota, &mut s) {
-            Ok(score) => fits.push((name, score, raw)),
-            Err(r) => {
-                failed.insert(view.name().to_owned(), r.answer(snap.unusable.as_deref()));
-            }
-        }
-    }
-    score::rank_nodes(&mut fits, req.node_policy);
-    let nodes = fits.first().and_then(|(_, _, raw)| node_list(&[raw]));
-    ExtenderFilterResult {
-        nodes,
-        node_names: None,
-        failed_nodes: Some(failed),
-        failed_and_unresolvable_nodes: None,
-        error: String::new(),
-    }
+    ExtenderFilterResult { nodes, node_names, failed_nodes, failed_and_unresolvable_nodes: None, error: String::new() }
 }
 
 /// A NodeList holding `items` as they were sent.

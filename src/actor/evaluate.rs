@@ -1,0 +1,271 @@
+//! Filter's evaluation of the candidates: each candidate's answer for the pod, from the answer
+//! table kept for its candidate list and shape where the node's snapshot has not changed since,
+//! fitted afresh (in slices on every arbiter for long lists) where it has; or, in message mode,
+//! from every node actor. The fitting nodes come out ranked by the pod's node policy.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::candidates::{Listed, Resolution, Table};
+use super::coordinator::FanOut;
+use super::quota::QuotaBook;
+use super::{Engine, Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
+use crate::model::request::NodePolicy;
+use crate::model::{NodeName, PodRequest};
+use crate::port::Backend;
+use crate::sched::{NodeSnapshot, Rejection, fit, score};
+use crate::vendor::{NoQuota, QuotaCheck, Vendors};
+
+impl<B: Backend> Engine<B> {
+    /// Every candidate's answer, the fitting ones ranked; `None` when an arbiter is gone (the
+    /// engine is stopping).
+    pub(super) async fn evaluate(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
+        let fan_out = Instant::now();
+        let eval = match self.inner.cfg.filter_mode {
+            FilterMode::Snapshot => self.evaluate_snapshots(req, names).await?,
+            FilterMode::Messages => self.evaluate_messages(req, names).await,
+        };
+        crate::metrics::phase(crate::metrics::Phase::FanOut, fan_out);
+        Some(eval)
+    }
+
+    /// Fits the pod on the candidates whose snapshot changed since a pod of its shape was last
+    /// answered over this list, and answers the others from the list's table. A pod under a
+    /// namespace quota is fitted on every candidate. `None` when an arbiter is gone (the engine is
+    /// stopping).
+    async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
+        let i = &*self.inner;
+        let list = self.resolve(names);
+        // A namespace quota changes with allocations on other nodes: such answers are not kept.
+        let keep = i.quota.as_deref().is_none_or(|q| q.view(&req.namespace).is_none());
+        let mut table = if keep {
+            i.shapes.note(req);
+            list.take_table(req.fit_key)
+        } else {
+            Table::fresh(req.fit_key, list.len())
+        };
+        let mut moved = Vec::new();
+        let mut snaps = Vec::new();
+        let mut kept = 0;
+        for (k, g) in list.generations().enumerate() {
+            let (k, Some(g)) = (k as u32, g) else { continue };
+            if table.current(k, g) {
+                kept += 1;
+            } else if let Some(c) = list.cell(k) {
+                moved.push(k);
+                snaps.push(c.load());
+            }
+        }
+        let (fitted, remembered) = self.fit_all(req, snaps, keep, &moved, &mut table).await?;
+        let mut counts = *table.counts();
+        let answers = table.answers();
+        if keep {
+            list.put_table(table);
+        }
+        let mut fits = Vec::with_capacity(list.len());
+        let mut failed = 0;
+        for (k, score) in answers.scores().iter().enumerate() {
+            let k = k as u32;
+            if list.cell(k).is_none() {
+                counts.add(&Rejection::NodeUnregistered);
+                failed += 1;
+                continue;
+            }
+            match score {
+                Some(score) => fits.push((score::rank_key(req.node_policy, *score, list.name_rank(k)), *score, k)),
+                None => failed += 1,
+            }
+        }
+        crate::metrics::rejections(&counts);
+        crate::metrics::nodes_evaluated(fitted, remembered + kept);
+        let failed = Failures { nodes: Vec::new(), listed: Some(Listed::new(list.clone(), answers, failed)) };
+        Some(Evaluation::of_list(list, fits, failed))
+    }
+
+    /// Answers the pod on each snapshot (from its memo when `memo`) into `table` at `places`.
+    /// Long lists (at least `EngineConfig::slice_min`) are cut into one slice per arbiter: this
+    /// thread fits the first, the arbiters the others, at the same time, each on its own core.
+    /// Returns how many were fitted and how many answered from memos.
+    async fn fit_all(
+        &self,
+        req: &Arc<PodRequest>,
+        mut snaps: Vec<Arc<NodeSnapshot>>,
+        memo: bool,
+        places: &[u32],
+        table: &mut Table,
+    ) -> Option<(u64, u64)> {
+        let i = &*self.inner;
+        let slices = if snaps.len() >= i.cfg.slice_min { i.arbiters.len().max(1) } else { 1 };
+        let per = snaps.len().div_ceil(slices).max(1);
+        let mut pending = Vec::with_capacity(slices.saturating_sub(1));
+        for k in (1..slices).rev() {
+            let start = (k * per).min(snaps.len());
+            let tail = snaps.split_off(start);
+            if tail.is_empty() {
+                continue;
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (vendors, quota, req) = (i.vendors.clone(), i.quota.clone(), req.clone());
+            i.arbiters[k].spawn(async move {
+                let _ = tx.send(fit_slice(&vendors, quota.as_deref(), &req, memo, tail));
+            });
+            pending.push((start, rx));
+        }
+        let mut parts = vec![(0, fit_slice(&i.vendors, i.quota.as_deref(), req, memo, snaps))];
+        for (start, rx) in pending {
+            parts.push((start, rx.await.ok()?));
+        }
+        let (mut fitted, mut remembered) = (0, 0);
+        for (start, part) in parts {
+            fitted += part.fitted;
+            remembered += part.remembered;
+            for (n, (snap, answer)) in part.answers.into_iter().enumerate() {
+                table.set(places[start + n], &snap, answer);
+            }
+        }
+        Some((fitted, remembered))
+    }
+
+    /// Each candidate's snapshot handle (`None`: not a node the engine knows), from the lists
+    /// resolved lately when `names` is one of them and no node joined or left since.
+    fn resolve(&self, names: &[Cow<'_, str>]) -> Arc<Resolution> {
+        let i = &*self.inner;
+        let generation = i.book_generation.load(Ordering::SeqCst);
+        {
+            let recent = i.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(r) = recent.iter().find(|r| r.generation == generation && r.is_for(names)) {
+                return r.clone();
+            }
+        }
+        let r =
+            Arc::new(Resolution::new(generation, names, i.board.clone(), |n| i.book.get(n).map(|e| e.snap.clone())));
+        let mut recent = i.resolved.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        recent.retain(|old| old.generation == generation);
+        if recent.len() == RESOLUTIONS_KEPT {
+            recent.pop_front();
+        }
+        recent.push_back(r.clone());
+        r
+    }
+
+    /// Sends `Filter` to every candidate node actor through the coordinator.
+    async fn evaluate_messages(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Evaluation {
+        let ids: Vec<NodeName> = names.iter().map(|n| NodeName::new(n)).collect();
+        let answers = self.coordinator().send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();
+        let mut fits = Vec::with_capacity(answers.len());
+        let mut failed = Failures::default();
+        let mut counts = crate::metrics::RejectionCounts::default();
+        for (n, r) in answers {
+            match r {
+                Ok(s) => fits.push((n, s, ())),
+                Err(r) => {
+                    counts.add(&r);
+                    // A name the engine does not know reads as in snapshot mode: HAMi's bare text.
+                    let snap = self.snapshot(n.as_str());
+                    failed.push(n, r, snap);
+                }
+            }
+        }
+        crate::metrics::rejections(&counts);
+        Evaluation::of_nodes(fits, failed, req.node_policy)
+    }
+}
+
+/// Candidate lists kept resolved: kube-scheduler repeats one list while the nodes passing its own
+/// filters stay the same; a few more cover pods with different node selectors taking turns.
+const RESOLUTIONS_KEPT: usize = 4;
+
+/// Fitting nodes ranked first from a resolved list; the rest are ranked only when the coordinator
+/// needs more of them (see `Engine::filter`).
+pub(super) const RANKED_FIRST: usize = 4 * RESERVE_CANDIDATES;
+
+/// A fitting candidate: its key in rank order (`score::rank_key`), score, and place in its
+/// resolved list.
+pub(super) type Placed = (u64, f32, u32);
+
+/// What evaluating the candidates came to.
+pub(super) struct Evaluation {
+    /// Fitting nodes, best first: every one, or the best `RANKED_FIRST` while `rest` is set.
+    pub(super) ranked: Vec<(NodeName, f32, ())>,
+    /// How many candidates fit.
+    pub(super) n_fit: usize,
+    /// Every fitting candidate of a resolved list, by place, when `ranked` holds only the best.
+    pub(super) rest: Option<(Arc<Resolution>, Vec<Placed>)>,
+    pub(super) failed: Failures,
+}
+
+impl Evaluation {
+    fn of_nodes(mut fits: Vec<(NodeName, f32, ())>, failed: Failures, policy: NodePolicy) -> Evaluation {
+        score::rank_nodes(&mut fits, policy);
+        Evaluation { n_fit: fits.len(), ranked: fits, rest: None, failed }
+    }
+
+    /// Ranks the best `RANKED_FIRST` of a list's fitting candidates (selected, not sorted, from
+    /// the rest), in `score::rank_nodes`'s order.
+    pub(super) fn of_list(list: Arc<Resolution>, mut fits: Vec<Placed>, failed: Failures) -> Evaluation {
+        let n_fit = fits.len();
+        // Keys are unique (no two candidates share a place in name order): unstable is exact.
+        let first = RANKED_FIRST.min(n_fit);
+        if first < n_fit {
+            fits.select_nth_unstable_by_key(first, |p| p.0);
+        }
+        fits[..first].sort_unstable_by_key(|p| p.0);
+        let ranked = fits[..first].iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
+        let rest = (first < n_fit).then_some((list, fits));
+        Evaluation { ranked, n_fit, rest, failed }
+    }
+
+    /// Ranks every fitting candidate, when only the best were.
+    pub(super) fn rank_all(&mut self) {
+        if let Some((list, mut fits)) = self.rest.take() {
+            fits.sort_unstable_by_key(|p| p.0);
+            self.ranked = fits.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
+        }
+    }
+}
+
+/// What one slice of the snapshots came to.
+struct Part {
+    /// Per snapshot, in order.
+    answers: Vec<(Arc<NodeSnapshot>, Result<f32, Rejection>)>,
+    /// Snapshots fitted, and answered from a memo.
+    fitted: u64,
+    remembered: u64,
+}
+
+/// Answers the pod on each snapshot with this thread's buffers (from the snapshot's memo when
+/// `memo`, which the caller sets only for a pod no namespace quota applies to).
+fn fit_slice(
+    vendors: &Vendors,
+    quota: Option<&QuotaBook>,
+    req: &PodRequest,
+    memo: bool,
+    snaps: Vec<Arc<NodeSnapshot>>,
+) -> Part {
+    let view = quota.and_then(|q| q.view(&req.namespace));
+    let quota: &dyn QuotaCheck = match &view {
+        Some(v) => v,
+        None => &NoQuota,
+    };
+    let mut part = Part { answers: Vec::with_capacity(snaps.len()), fitted: 0, remembered: 0 };
+    SCRATCH.with(|s| {
+        let s = &mut *s.borrow_mut();
+        for snap in snaps {
+            let mut fitted = false;
+            let mut fit = || {
+                fitted = true;
+                fit::fit_pod_score(&snap, req, vendors, quota, s)
+            };
+            let answer = if memo { snap.memo.answer(req.fit_key, fit) } else { fit() };
+            if fitted {
+                part.fitted += 1;
+            } else {
+                part.remembered += 1;
+            }
+            part.answers.push((snap, answer));
+        }
+    });
+    part
+}
