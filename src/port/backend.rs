@@ -1,0 +1,112 @@
+//! The `Backend` trait, every read and write the engine makes of a cluster, and the error its
+//! calls fail with.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::model::PodView;
+use crate::model::pod::NodeView;
+use crate::vendor::LockKind;
+
+use super::{Event, PodPatch, PodRef};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("pod {0} not found")]
+    PodNotFound(String),
+    #[error("failed to get node {0}")]
+    NodeNotFound(String),
+    /// Lock held by another pod (HAMi's wording, so tools matching it keep working).
+    #[error("node {node} has been locked within {within}: node lock contention")]
+    LockContention { node: String, within: String },
+    #[error("node {node}: lock annotation is malformed: {why}")]
+    LockMalformed { node: String, why: String },
+    /// The API server answered with an error status.
+    #[error("{message} ({reason})")]
+    Status { code: u16, message: String, reason: String },
+    /// The request did not get an answer (connection, timeout, decoding): the error and its
+    /// causes.
+    #[error("{0}")]
+    Transport(String),
+    /// Releasing HAMi's node lock kept conflicting with other writers.
+    #[error("node {node}: could not release the node lock")]
+    UnlockFailed { node: String },
+    /// Cambricon's own node lock is fresh.
+    #[error("node {node} has been locked within 2 minutes")]
+    CambriconLocked { node: String },
+    /// A write meant for an unbound pod found it bound (see [`PodPatch::while_unbound`]); the
+    /// backend's cache holds the pod as read then.
+    #[error("pod {pod} is already bound to node {node}")]
+    AlreadyBound { pod: String, node: String },
+    /// A write refused (the in-memory backend's stand-in for the API server's refusals).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl Error {
+    pub fn is_contention(&self) -> bool {
+        matches!(self, Error::LockContention { .. })
+    }
+
+    /// The request may have taken effect although it failed: no answer came, or the API server
+    /// failed while serving it.
+    pub fn is_ambiguous(&self) -> bool {
+        matches!(self, Error::Transport(_)) || matches!(self, Error::Status { code, .. } if *code >= 500)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything the engine needs from a cluster.
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// The pod as the backend's cache holds it.
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>>;
+
+    /// The pod from the cache or, when the cache does not hold it (its watch event may still be
+    /// on the way), from the source; `Ok(None)` when it does not exist.
+    fn pod_fresh(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Arc<PodView>>>> + Send {
+        let cached = self.pod(namespace, name);
+        async move { Ok(cached) }
+    }
+
+    /// The pod read from the source, past the cache (which may lag behind a write whose answer
+    /// was lost); `Ok(None)` when it does not exist.
+    fn pod_read(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Arc<PodView>>>> + Send {
+        let cached = self.pod(namespace, name);
+        async move { Ok(cached) }
+    }
+
+    /// How long a write asked for now would wait behind the writes already queued (the client's
+    /// rate limit). Filter waits while it is long, so kube-scheduler does not schedule faster
+    /// than the binds can be written.
+    fn write_backlog(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
+    /// The node as the backend's cache holds it.
+    fn node(&self, name: &str) -> Option<Arc<NodeView>>;
+
+    /// Merge-patches the pod's annotations and labels (Filter's one write), honouring
+    /// [`PodPatch::while_unbound`].
+    fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> impl Future<Output = Result<()>> + Send;
+
+    /// Takes one of HAMi's node locks for `pod`, the value HAMi's device plugins expect and
+    /// release. Idempotent for the holder.
+    fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> impl Future<Output = Result<()>> + Send;
+
+    /// Releases a node lock this pod holds; a lock held by someone else is left alone.
+    fn unlock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> impl Future<Output = Result<()>> + Send;
+
+    /// Merge-patches `patch` onto the pod (`hami.io/bind-phase: allocating`, `hami.io/bind-time`,
+    /// and the decision when it is written at bind: one write either way), honouring
+    /// [`PodPatch::while_unbound`], then creates the Binding.
+    fn bind(&self, pod: &PodRef, node: &str, patch: &PodPatch) -> impl Future<Output = Result<()>> + Send;
+
+    /// Records an Event; never fails the caller (Events are best effort).
+    fn record_event(&self, event: Event);
+
+    /// A pod seen in a filter request. Backends whose cache is fed by a watch ignore it; the
+    /// in-memory backend adds a pod it does not know yet, so a client can drive
+    /// `serve --cluster-file` with pods that are not in the file.
+    fn learn_pod(&self, _pod: &PodView) {}
+}
