@@ -28,7 +28,6 @@ use crate::sched::{NodeSnapshot, Rejection, Scratch};
 use crate::vendor::Vendors;
 
 mod bind;
-mod board;
 mod candidates;
 pub mod coordinator;
 mod decision;
@@ -38,6 +37,7 @@ mod filter;
 pub mod messages;
 pub mod node;
 mod observe;
+mod read_side;
 pub mod refit;
 mod shapes;
 mod simulate;
@@ -211,7 +211,7 @@ struct Inner<B: Backend> {
     vendors: Arc<Vendors>,
     backend: B,
     book: Arc<Book>,
-    placements: Arc<DashMap<PodUid, NodeName>>,
+    placements: Arc<read_side::Placements>,
     /// Pods whose Binding failed without an answer while the pod could not be read back: it may
     /// have taken effect, so the devices stay committed on that node until the pod is seen bound,
     /// deleted, or read unbound by its next filter.
@@ -222,7 +222,7 @@ struct Inner<B: Backend> {
     /// Bumped after a node joins or leaves the address book: resolutions made before are stale.
     book_generation: AtomicU64,
     /// Every node's snapshot generation, densely (Filter's answer tables read it).
-    board: Arc<board::Board>,
+    board: Arc<read_side::Board>,
     /// Candidate lists Filter resolved lately (kube-scheduler sends the same list pod after pod).
     resolved: RwLock<VecDeque<Arc<candidates::Resolution>>>,
     arbiters: Vec<Arbiter>,
@@ -288,7 +288,7 @@ impl<B: Backend> Engine<B> {
                 unsettled: DashMap::new(),
                 removed: DashMap::new(),
                 book_generation: AtomicU64::new(0),
-                board: Arc::new(board::Board::default()),
+                board: Arc::new(read_side::Board::default()),
                 resolved: RwLock::new(VecDeque::new()),
                 arbiters,
                 coordinator,

@@ -17,8 +17,8 @@ use crate::model::NodeName;
 use crate::model::request::FitKey;
 use crate::sched::{NodeSnapshot, Rejection};
 
-use super::board::Board;
 use super::node::SnapCell;
+use super::read_side::Board;
 
 /// Tables kept per list: the pod shapes in flight at once each find theirs (the load test's
 /// default mix draws 14).

@@ -29,8 +29,8 @@ use crate::sched::{NodeSnapshot, Rejection};
 use crate::vendor::Vendors;
 
 pub use self::core::{NodeConfig, NodeCore, SharedQuota};
-pub use super::board::SnapCell;
-pub use bind_queue::BindState;
+pub use super::read_side::BindState;
+pub use super::read_side::SnapCell;
 use bind_queue::LockAnswer;
 
 mod bind_queue;
@@ -155,6 +155,26 @@ impl NodeAddr {
             LockAnswer::Now(taken) => taken,
             LockAnswer::Queued(rx) => rx.await.is_ok(),
         })
+    }
+
+    /// A pod the cluster shows on the node, applied on this thread when the actor is idle (a
+    /// watcher's observations then cost no wake-up either).
+    pub fn pod_observed(&self, msg: PodObserved) {
+        if let Some(mut core) = self.idle() {
+            core.observe(msg);
+            core.ask_timer(&self.addr);
+            return;
+        }
+        self.do_send(msg);
+    }
+
+    /// The pod is gone, applied on this thread when the actor is idle.
+    pub fn pod_deleted(&self, uid: PodUid) {
+        if let Some(mut core) = self.idle() {
+            core.release(&uid, false);
+            return;
+        }
+        self.do_send(PodDeleted { uid });
     }
 
     /// `Unlock`, on this thread when the actor is idle.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::Engine;
-use super::messages::{NodeRegistered, NodeRemoved, PodDeleted, PodObserved, Registration, VendorHealth};
+use super::messages::{NodeRegistered, NodeRemoved, PodObserved, Registration, VendorHealth};
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
 use crate::model::{NodeName, PodDevices, PodUid, PodView};
@@ -105,9 +105,9 @@ impl<B: Backend> Engine<B> {
             && prev.as_str() != node
             && let Some(e) = self.inner.book.get(prev.as_str())
         {
-            e.addr.do_send(PodDeleted { uid: uid.clone() });
+            e.addr.pod_deleted(uid.clone());
         }
-        self.actor(node).do_send(obs);
+        self.actor(node).pod_observed(obs);
     }
 
     /// Observes the pod as the backend's cache holds it now (just read from the source after a
@@ -137,7 +137,7 @@ impl<B: Backend> Engine<B> {
         if let Some((_, node)) = self.inner.placements.remove(uid)
             && let Some(e) = self.inner.book.get(node.as_str())
         {
-            e.addr.do_send(PodDeleted { uid: uid.clone() });
+            e.addr.pod_deleted(uid.clone());
         }
     }
 }

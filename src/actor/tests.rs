@@ -1,7 +1,13 @@
+use std::borrow::Cow;
+
+use super::coordinator::{Decide, Decision};
 use super::*;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::model::VendorId;
+use crate::model::annotations as keys;
 use crate::model::codec;
+use crate::port::{self, reasons};
+use crate::sched::score;
 use crate::testing::*;
 
 type Mem = Engine<MemoryBackend>;

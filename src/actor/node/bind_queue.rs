@@ -1,32 +1,14 @@
 //! A node's bind lock: one pod's bind holds it at a time, later binds wait in a FIFO queue and
 //! are answered when the lock is handed to them, in arrival order. What Filter may read of it
-//! (taken or not, how many reservations wait for their bind) is published in [`BindState`].
+//! (taken or not, how many reservations wait for their bind) is published in `BindState`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use tokio::sync::oneshot;
 
+use crate::actor::read_side::BindState;
 use crate::model::PodUid;
-
-/// What Filter may read of a node's binds without a message.
-#[derive(Debug, Default)]
-pub struct BindState {
-    /// A bind holds the node's in-process lock.
-    locked: AtomicBool,
-    /// Pods reserved here that have not been bound yet (their binds are coming or waiting).
-    pending: AtomicU32,
-}
-
-impl BindState {
-    pub fn locked(&self) -> bool {
-        self.locked.load(Ordering::Relaxed)
-    }
-    pub fn pending(&self) -> u32 {
-        self.pending.load(Ordering::Relaxed)
-    }
-}
 
 /// The answer to a lock request.
 pub enum LockAnswer {
@@ -62,7 +44,7 @@ impl BindQueue {
             }
             _ => {
                 self.holder = Some(uid);
-                self.state.locked.store(true, Ordering::Relaxed);
+                self.state.set_locked(true);
                 LockAnswer::Now(true)
             }
         }
@@ -86,11 +68,11 @@ impl BindQueue {
                 return;
             }
         }
-        self.state.locked.store(false, Ordering::Relaxed);
+        self.state.set_locked(false);
     }
 
     /// Publishes how many reservations wait for their bind.
     pub fn set_pending(&self, n: usize) {
-        self.state.pending.store(u32::try_from(n).unwrap_or(u32::MAX), Ordering::Relaxed);
+        self.state.set_pending(n);
     }
 }

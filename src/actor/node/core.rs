@@ -8,16 +8,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use dashmap::DashMap;
 use tokio::time::Instant as Deadline;
 
-use super::bind_queue::{BindQueue, BindState};
+use super::bind_queue::BindQueue;
 use super::ledger::{Alloc, Ledger, State, Written};
 use super::record::Parts;
 use super::refit::PendingRefit;
 use super::{NodeActor, SnapCell};
 use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, Reserve, Reserved};
 use crate::actor::quota::{QuotaBook, usage_of};
+use crate::actor::read_side::{BindState, Placements};
 use crate::actor::shapes::Shapes;
 use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
@@ -38,7 +38,7 @@ pub struct NodeConfig {
     /// Where the actor publishes its snapshots.
     pub snap: Arc<SnapCell>,
     /// Which node holds each pod's allocation (the engine reads it; each actor writes its own).
-    pub placements: Arc<DashMap<PodUid, NodeName>>,
+    pub placements: Arc<Placements>,
     pub quota: Option<SharedQuota>,
     /// What Filter reads of the node's binds.
     pub binds: Arc<BindState>,

@@ -127,6 +127,7 @@ impl Ledger {
     /// Reserves `charges` for `uid` until `deadline` if they fit on `without` (the node's usage
     /// without whatever `uid` holds) and `admit` (the namespace quota, given what the pod held
     /// before) agrees. Replaces what `uid` held. `Ok` holds the node's usage with the pod.
+    #[allow(clippy::too_many_arguments)]
     pub fn try_reserve(
         &mut self,
         base: &[DeviceUsage],

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::candidates::{Resolution, Table};
-use super::filter::{Evaluation, Placed, RANKED_FIRST};
+use super::evaluate::{Evaluation, Placed, RANKED_FIRST};
 use super::*;
 use crate::model::request::NodePolicy;
 

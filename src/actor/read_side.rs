@@ -1,11 +1,30 @@
-//! Node snapshot handles (`SnapCell`), and every node's current snapshot generation in one dense
-//! array (`Board`), by the slot its handle got when the node joined. Filter reads the generations
-//! of a thousand candidates in order from a few contiguous pages instead of following a pointer to
-//! each handle on the heap.
+//! The read side: what node actors publish for everyone else to read without a message, and
+//! why no read can over-commit a device. Node actors own and write; Filter, binds, the status
+//! page and metrics read:
+//!
+//! - [`SnapCell`]: a node's latest immutable snapshot, swapped by its actor after every change.
+//!   Filter fits on it only to propose; the reservation fits again on the actor's live usage.
+//! - [`Board`]: every snapshot's generation in one dense array, set under the cell's write lock.
+//!   Generations only grow, so an answer tagged with the current generation is an answer on the
+//!   snapshot held (Filter's answer tables rest on this).
+//! - [`BindState`]: whether a bind holds the node's in-process lock and how many reservations
+//!   wait for their bind. Filter reads it to prefer free nodes among those that fit, nothing more.
+//! - [`Placements`]: which node holds each pod's allocation. A pointer to the actor to ask; that
+//!   actor decides from what it holds.
+//!
+//! The answers kept inside a snapshot (`FitMemo`) die with it, and the namespace quota book is
+//! checked and taken in one step per namespace, so neither can let two reservations through
+//! where one fits. docs/architecture.md draws the whole read side.
+//!
+//! The board lets Filter read the generations of a thousand candidates in order from a few
+//! contiguous pages instead of following a pointer to each handle on the heap.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
+use dashmap::DashMap;
+
+use crate::model::{NodeName, PodUid};
 use crate::sched::NodeSnapshot;
 
 /// A node's latest snapshot, replaced by its actor only. Filter keeps these handles for the
@@ -65,6 +84,33 @@ impl SnapCell {
 impl std::fmt::Debug for SnapCell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SnapCell(generation {})", self.generation())
+    }
+}
+
+/// Which node holds each pod's allocation: written by that node's actor only.
+pub type Placements = DashMap<PodUid, NodeName>;
+
+/// What Filter may read of a node's binds without a message; written by the node's actor only.
+#[derive(Debug, Default)]
+pub struct BindState {
+    /// A bind holds the node's in-process lock.
+    locked: AtomicBool,
+    /// Pods reserved here that have not been bound yet (their binds are coming or waiting).
+    pending: AtomicU32,
+}
+
+impl BindState {
+    pub fn locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
+    }
+    pub fn pending(&self) -> u32 {
+        self.pending.load(Ordering::Relaxed)
+    }
+    pub(super) fn set_locked(&self, locked: bool) {
+        self.locked.store(locked, Ordering::Relaxed);
+    }
+    pub(super) fn set_pending(&self, n: usize) {
+        self.pending.store(u32::try_from(n).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 }
 
