@@ -25,7 +25,8 @@ use dashmap::DashMap;
 
 use super::messages::*;
 use crate::model::{NodeName, PodDevices, PodUid};
-use crate::sched::{NodeSnapshot, Rejection};
+use crate::sched::{NodeSnapshot, Rejection, Scratch, fit};
+use crate::vendor::NoQuota;
 use crate::vendor::Vendors;
 
 pub use self::core::{NodeConfig, NodeCore, SharedQuota};
@@ -190,6 +191,8 @@ impl NodeAddr {
 /// The actor around a node's core: its mailbox and its timer.
 pub struct NodeActor {
     cell: Arc<NodeCell>,
+    /// Fit buffers for answering ahead, which runs outside the core's lock.
+    scratch: Scratch,
     /// The timer armed for the earliest reservation deadline.
     armed: Option<actix::SpawnHandle>,
 }
@@ -208,7 +211,7 @@ impl NodeActor {
     }
 
     fn of(cell: Arc<NodeCell>) -> NodeActor {
-        NodeActor { cell, armed: None }
+        NodeActor { cell, scratch: Scratch::default(), armed: None }
     }
 
     /// The empty snapshot a node starts with, before its actor has read any device.
@@ -261,8 +264,15 @@ struct ArmTimer;
 
 impl Handler<Prefill> for NodeActor {
     type Result = ();
+    /// Answers of a shape depend on the snapshot and the shape alone, and no namespace quota
+    /// applies to the shapes noted, so these are the answers a filter would compute. A newer
+    /// snapshot published meanwhile queues its own `Prefill`.
     fn handle(&mut self, _: Prefill, _: &mut Context<Self>) {
-        self.cell.lock().prefill();
+        let (snap, vendors, shapes) = self.cell.lock().prefill_work();
+        for req in shapes.recent() {
+            let scratch = &mut self.scratch;
+            let _ = snap.memo.answer(req.fit_key, || fit::fit_pod_score(&snap, &req, &vendors, &NoQuota, scratch));
+        }
     }
 }
 

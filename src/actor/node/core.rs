@@ -338,15 +338,12 @@ impl NodeCore {
         Ok(Reserved { devices, score })
     }
 
-    /// Answers of a shape depend on the snapshot and the shape alone, and no namespace quota
-    /// applies to the shapes noted, so these are the answers a filter would compute.
-    pub(super) fn prefill(&mut self) {
+    /// What answering ahead needs: the latest snapshot and the shapes filtered lately. The
+    /// answers are computed outside the lock (see `NodeActor`'s `Prefill`), so a sender finds
+    /// the node idle meanwhile.
+    pub(super) fn prefill_work(&mut self) -> (Arc<NodeSnapshot>, Arc<Vendors>, Arc<Shapes>) {
         self.prefill.1 = false;
-        let snap = self.current();
-        let (vendors, scratch) = (&self.cfg.vendors, &mut self.scratch);
-        for req in self.cfg.shapes.recent() {
-            let _ = snap.memo.answer(req.fit_key, || fit::fit_pod_score(&snap, &req, vendors, &NoQuota, scratch));
-        }
+        (self.current(), self.cfg.vendors.clone(), self.cfg.shapes.clone())
     }
 
     /// Makes the reservation binding, returning the devices the bind writes.
