@@ -67,9 +67,9 @@ pub struct Used {
     pub cores: u32,
 }
 
-/// Whether a task of `mem` MiB and `cores` fits on a device, by HAMi's rules (scheduling.md §5.7
-/// steps 6 and 11–14: a free slot, memory, cores, 100 cores is exclusive, a core-less task may not
-/// join a fully booked device).
+/// Whether a task of `mem` MiB and `cores` fits on a device, by HAMi's rules: a free slot, the
+/// memory, the cores; a task of 100 cores needs the device to itself, and a core-less task may not
+/// join a device whose cores are fully booked.
 pub fn fits(u: Used, split: u32, devmem: u64, mem: u64, cores: u32) -> bool {
     u.slots < split
         && devmem.saturating_sub(u.mem) >= mem
@@ -164,8 +164,8 @@ impl Synthetic {
         serde_json::to_value(fake_plugin::node_object(&self.spec.plugin_args(), name)).unwrap_or(Value::Null)
     }
 
-    /// A running pod as HAMi leaves it after the plugin served it (protocol.md §4.1, §4.4):
-    /// assigned node and time, the allocated list, an emptied to-allocate list, bind-phase success.
+    /// A running pod as HAMi leaves it after the plugin served it: assigned node and time, the
+    /// allocated list, an emptied to-allocate list, bind-phase success.
     pub fn running_pod_json(p: &Running, scheduler_name: &str, now: i64) -> Value {
         let mut v = mix::pod_json(&p.id, &p.req, scheduler_name);
         let emptied = ";".repeat(p.allocated.matches(';').count() + 1);

@@ -101,8 +101,8 @@ pub fn usage_devices(usage: &Value) -> Result<Vec<Device>, String> {
     Ok(out)
 }
 
-/// What a pod holds per device, collapsed as HAMi does (scheduling.md §8.2): over init containers
-/// the peak, over regular containers the sum, slots = max(init slots, app entries, 1).
+/// What a pod holds per device, collapsed as HAMi does: over init containers the peak, over
+/// regular containers the sum, slots = max(init slots, app entries, 1).
 pub fn pod_holdings(allocated: &str, init_containers: usize) -> Result<Vec<(String, Held)>, codec::Error> {
     let containers = codec::decode_pod_devices(allocated)?;
     let mut init: BTreeMap<String, Held> = BTreeMap::new();

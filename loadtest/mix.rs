@@ -157,7 +157,7 @@ impl Request {
         }
     }
 
-    /// The container limits: HAMi's resource names (protocol.md §5), quantities as strings.
+    /// The container limits under HAMi's NVIDIA resource names, quantities as strings.
     pub fn limits(&self) -> serde_json::Map<String, Value> {
         let mut m = serde_json::Map::new();
         m.insert("nvidia.com/gpu".into(), self.gpus.to_string().into());
@@ -173,8 +173,9 @@ impl Request {
         m
     }
 
-    /// Memory this request reserves on each of its devices, on a device of `devmem` MiB
-    /// (scheduling.md §4.1 defaults and §5.7 step 9; no default memory is configured).
+    /// Memory this request reserves on each of its devices, on a device of `devmem` MiB: the
+    /// MiB asked for, else the percentage of the device, else the whole device (no default memory
+    /// is configured).
     pub fn mem_on(&self, devmem: u64) -> u64 {
         match (self.mem_mib, self.mem_pct) {
             (Some(m), _) if m > 0 => m,
@@ -183,7 +184,7 @@ impl Request {
         }
     }
 
-    /// Cores per device, clamped to 100 as HAMi's fit does (§5.7 step 8).
+    /// Cores per device, clamped to 100 as HAMi's fit does.
     pub fn cores_per_device(&self) -> u32 {
         self.cores.unwrap_or(0).min(100)
     }
