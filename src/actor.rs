@@ -254,6 +254,21 @@ thread_local! {
     static COORDINATORS: RefCell<VecDeque<(u64, Addr<Coordinator>)>> = const { RefCell::new(VecDeque::new()) };
 }
 
+/// Runs `f` with this thread's fit buffers: one set per thread that fits (HTTP workers,
+/// arbiters), not one per node, whichever node's fit runs on it. The buffers are taken out while
+/// `f` runs, so a fit further up the stack cannot clash with it (it gets a fresh set).
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    let take = |c: &RefCell<Scratch>| c.try_borrow_mut().map(|mut s| std::mem::take(&mut *s)).ok();
+    let mut s = SCRATCH.try_with(take).ok().flatten().unwrap_or_default();
+    let r = f(&mut s);
+    let _ = SCRATCH.try_with(|c| {
+        if let Ok(mut slot) = c.try_borrow_mut() {
+            *slot = s;
+        }
+    });
+    r
+}
+
 /// Engines started in this process, numbered so a thread's coordinators can tell them apart.
 static ENGINES: AtomicU64 = AtomicU64::new(0);
 

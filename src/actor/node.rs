@@ -24,8 +24,9 @@ use actix::{
 use dashmap::DashMap;
 
 use super::messages::*;
+use super::with_scratch;
 use crate::model::{NodeName, PodDevices, PodUid};
-use crate::sched::{NodeSnapshot, Rejection, Scratch, fit};
+use crate::sched::{NodeSnapshot, Rejection, fit};
 use crate::vendor::NoQuota;
 use crate::vendor::Vendors;
 
@@ -191,8 +192,6 @@ impl NodeAddr {
 /// The actor around a node's core: its mailbox and its timer.
 pub struct NodeActor {
     cell: Arc<NodeCell>,
-    /// Fit buffers for answering ahead, which runs outside the core's lock.
-    scratch: Scratch,
     /// The timer armed for the earliest reservation deadline.
     armed: Option<actix::SpawnHandle>,
 }
@@ -211,7 +210,7 @@ impl NodeActor {
     }
 
     fn of(cell: Arc<NodeCell>) -> NodeActor {
-        NodeActor { cell, scratch: Scratch::default(), armed: None }
+        NodeActor { cell, armed: None }
     }
 
     /// The empty snapshot a node starts with, before its actor has read any device.
@@ -269,10 +268,11 @@ impl Handler<Prefill> for NodeActor {
     /// snapshot published meanwhile queues its own `Prefill`.
     fn handle(&mut self, _: Prefill, _: &mut Context<Self>) {
         let (snap, vendors, shapes) = self.cell.lock().prefill_work();
-        for req in shapes.recent() {
-            let scratch = &mut self.scratch;
-            let _ = snap.memo.answer(req.fit_key, || fit::fit_pod_score(&snap, &req, &vendors, &NoQuota, scratch));
-        }
+        with_scratch(|s| {
+            for req in shapes.recent() {
+                let _ = snap.memo.answer(req.fit_key, || fit::fit_pod_score(&snap, &req, &vendors, &NoQuota, s));
+            }
+        });
     }
 }
 

@@ -19,12 +19,13 @@ use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, R
 use crate::actor::quota::{QuotaBook, usage_of};
 use crate::actor::read_side::{BindState, Placements};
 use crate::actor::shapes::Shapes;
+use crate::actor::with_scratch;
 use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
 use crate::model::{DeviceUsage, DeviceUuid, NodeName, PodDevices, PodRequest, PodUid, VendorId};
 use crate::sched::accounting::{self, Charge, Layout, Tag};
 use crate::sched::reason::{Reason, Tally};
-use crate::sched::{FitMemo, NodeSnapshot, Rejection, Scratch, fit};
+use crate::sched::{FitMemo, NodeSnapshot, Rejection, fit};
 use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 
 /// The namespace quota book, shared by every node actor.
@@ -79,7 +80,6 @@ pub struct NodeCore {
     pub(super) binds: BindQueue,
     /// NUMA refits held until their annotation write settles.
     pub(super) refits: HashMap<PodUid, PendingRefit>,
-    pub(super) scratch: Scratch,
     pub(super) timer: Timer,
     /// This node's actor, weak so it never keeps the actor alive, and whether a `Prefill` is
     /// queued to it.
@@ -113,7 +113,6 @@ impl NodeCore {
             devices,
             ledger: Ledger::default(),
             refits: HashMap::new(),
-            scratch: Scratch::default(),
             timer: Timer::default(),
             prefill: (None, false),
             done: 0,
@@ -276,7 +275,7 @@ impl NodeCore {
             Some(v) => v,
             None => &NoQuota,
         };
-        fit::fit_pod_score(&snap, pod, &self.cfg.vendors, quota, &mut self.scratch)
+        with_scratch(|s| fit::fit_pod_score(&snap, pod, &self.cfg.vendors, quota, s))
     }
 
     /// Fits the pod again on live usage (or takes the exact devices asked for), checks the
@@ -309,8 +308,10 @@ impl NodeCore {
                     Some(v) => v,
                     None => &NoQuota,
                 };
-                let score = fit::fit_pod(&snap, &msg.pod, &self.cfg.vendors, quota, &mut self.scratch)?;
-                (self.scratch.result.clone(), score)
+                let fitted = with_scratch(|s| {
+                    fit::fit_pod(&snap, &msg.pod, &self.cfg.vendors, quota, s).map(|score| (s.result.clone(), score))
+                });
+                fitted?
             }
         };
         let tags = accounting::tags_of(&self.cfg.vendors, &msg.pod.annotations, |v| devices.vendor(v).is_some());

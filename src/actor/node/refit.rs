@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use super::core::NodeCore;
 use super::record::Record;
 use crate::actor::messages::{Refit, RefitFailure, RefitMove, RefitPlan, RefitSettle};
+use crate::actor::with_scratch;
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::refit::{encode_container_devices, go_quote, replace_entry};
@@ -165,7 +166,8 @@ impl NodeCore {
             generation: 0,
             memo: FitMemo::default(),
         };
-        let new = fit::refit_container(&snap, &one, ci, ask.vendor, &seed, &self.cfg.vendors, quota, &mut self.scratch)
+        let vendors = &self.cfg.vendors;
+        let new = with_scratch(|s| fit::refit_container(&snap, &one, ci, ask.vendor, &seed, vendors, quota, s))
             .map_err(|r| loud(format!("no allowed device fits: {}", r.hami_text())))?;
         if new.len() != current.len() {
             return Err(loud(format!(
