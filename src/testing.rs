@@ -18,6 +18,23 @@ pub fn vendors() -> Vendors {
     Vendors::from_config(&DeviceConfig::chart(), Enable { ascend: true, iluvatar: true })
 }
 
+/// What a pod holds on one NVIDIA device (vendor 0): `slots`, `mem` MiB and `cores`, no MIG, QoS
+/// or position.
+pub fn charge(uuid: &str, slots: u32, mem: u64, cores: u32) -> crate::sched::accounting::Charge {
+    crate::sched::accounting::Charge {
+        uuid: crate::model::DeviceUuid::new(uuid),
+        vendor: crate::model::VendorId(0),
+        slots,
+        mem: MemMiB(mem),
+        cores,
+        mig: Vec::new(),
+        class: crate::model::device::TaskClass::Plain,
+        qos: None,
+        pos: None,
+        placements_only: false,
+    }
+}
+
 pub fn defaults() -> PolicyDefaults {
     PolicyDefaults { gpu: "spread".into(), node: "binpack".into() }
 }

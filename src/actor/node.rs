@@ -60,7 +60,7 @@ pub struct NodeCell {
 }
 
 impl NodeCell {
-    pub fn new(cfg: NodeConfig) -> Arc<NodeCell> {
+    fn new(cfg: NodeConfig) -> Arc<NodeCell> {
         Arc::new(NodeCell { core: Mutex::new(NodeCore::new(cfg)), sent: AtomicU64::new(0) })
     }
     /// A handler that panicked left the core as any handler leaves it between messages (each
@@ -204,11 +204,6 @@ impl Actor for NodeActor {
 }
 
 impl NodeActor {
-    /// An actor for a node core built from `cfg` (tests start it on their own arbiter).
-    pub fn new(cfg: NodeConfig) -> NodeActor {
-        NodeActor::of(NodeCell::new(cfg))
-    }
-
     fn of(cell: Arc<NodeCell>) -> NodeActor {
         NodeActor { cell, armed: None }
     }

@@ -5,7 +5,7 @@ use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
 use crate::model::{ContainerDevice, ContainerRequest, ContainerView, MigPlacement, PodView};
 use crate::sched::reason::Rejection;
-use crate::testing::vendors;
+use crate::testing::{charge, vendors};
 use crate::vendor::nvidia::Nvidia;
 use crate::vendor::{Discovery, FitCx, Pick, Vendor, WriteCx};
 
@@ -28,21 +28,6 @@ fn nvidia_only(containers: Vec<ContainerDevices>) -> PodDevices {
 /// Layout with `n_init` leading init containers, the listed ones being sidecars.
 fn layout(n_init: usize, sidecar_at: &[usize]) -> Layout {
     Layout { n_init, sidecars: (0..n_init).map(|i| sidecar_at.contains(&i)).collect(), init_released: false }
-}
-
-fn charge(uuid: &str, slots: u32, mem: u64, cores: u32) -> Charge {
-    Charge {
-        uuid: DeviceUuid::new(uuid),
-        vendor: NVIDIA,
-        slots,
-        mem: MemMiB(mem),
-        cores,
-        mig: Vec::new(),
-        class: TaskClass::Plain,
-        qos: None,
-        pos: None,
-        placements_only: false,
-    }
 }
 
 /// (uuid, slots, mem, cores) of each charge, for compact expectations.

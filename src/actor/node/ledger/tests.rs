@@ -9,9 +9,9 @@ use proptest::prelude::*;
 use tokio::time::Instant as Deadline;
 
 use super::*;
-use crate::model::device::TaskClass;
-use crate::model::{DeviceInfo, DeviceUuid, MemMiB, VendorId};
+use crate::model::{DeviceInfo, VendorId};
 use crate::sched::accounting::NO_INIT;
+use crate::testing;
 
 const NV: VendorId = VendorId(0);
 const DEVICES: usize = 3;
@@ -26,18 +26,7 @@ fn base() -> Vec<DeviceUsage> {
 }
 
 fn charge(dev: usize, slots: u32, mem: u64, cores: u32) -> Charge {
-    Charge {
-        uuid: DeviceUuid::new(&format!("GPU-{dev}")),
-        vendor: NV,
-        slots,
-        mem: MemMiB(mem),
-        cores,
-        mig: Vec::new(),
-        class: TaskClass::Plain,
-        qos: None,
-        pos: None,
-        placements_only: false,
-    }
+    testing::charge(&format!("GPU-{dev}"), slots, mem, cores)
 }
 
 fn uid(i: usize) -> PodUid {
