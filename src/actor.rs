@@ -37,6 +37,7 @@ mod filter;
 pub mod messages;
 pub mod node;
 mod observe;
+pub mod prioritize;
 mod read_side;
 pub mod refit;
 mod shapes;
@@ -69,6 +70,16 @@ pub enum DecisionWrite {
     Bind,
 }
 
+/// What `/filter` answers when the pod fits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterResult {
+    /// The one node hami-rs chose, as HAMi answers: kube-scheduler's own scoring never applies.
+    One,
+    /// Every node that fits, with `/prioritize` scoring them: kube-scheduler weighs hami-rs's
+    /// node policy with its own plugins, and the devices are chosen at bind on the node it picks.
+    All,
+}
+
 /// What the engine needs to know from the flags (`app::engine_config` reads them).
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -81,6 +92,7 @@ pub struct EngineConfig {
     pub bind_lock_wait: Duration,
     pub filter_mode: FilterMode,
     pub decision_write: DecisionWrite,
+    pub filter_result: FilterResult,
     pub filter_deadline: Duration,
     pub arbiters: usize,
     /// From this many candidates on, a filter is fitted in one slice per arbiter at the same
@@ -100,6 +112,7 @@ impl Default for EngineConfig {
             bind_lock_wait: Duration::from_secs(10),
             filter_mode: FilterMode::Snapshot,
             decision_write: DecisionWrite::Filter,
+            filter_result: FilterResult::One,
             filter_deadline: Duration::from_secs(2),
             arbiters: 2,
             slice_min: SLICE_MIN,
@@ -120,6 +133,12 @@ pub struct Failures {
 }
 
 impl Failures {
+    /// The nodes pushed one by one (not those of a resolved list): the ones that refused a
+    /// reservation after their snapshot said they fit, among others.
+    pub fn named(&self) -> Vec<&NodeName> {
+        self.nodes.iter().map(|(n, ..)| n).collect()
+    }
+
     pub fn push(&mut self, node: NodeName, rejection: Rejection, snap: Option<Arc<NodeSnapshot>>) {
         self.nodes.push((node, rejection, snap));
     }
@@ -184,8 +203,9 @@ impl PartialEq for Failures {
 pub enum FilterOutcome {
     /// The pod requests no device: the candidates are passed through unchanged.
     PassThrough,
-    /// Reserved on `node`; the nodes that did not fit are kept, unrendered.
-    Chosen { node: NodeName, failed: Failures },
+    /// Reserved on `node`; the nodes that did not fit are kept, unrendered. With
+    /// `FilterResult::All`, `others` holds the other nodes that fit, best first.
+    Chosen { node: NodeName, others: Vec<NodeName>, failed: Failures },
     /// No node fits; the reasons, unrendered.
     NoFit { failed: Failures },
     /// The evaluation itself failed (bad request, patch failure).
@@ -234,6 +254,9 @@ struct Inner<B: Backend> {
     shapes: Arc<shapes::Shapes>,
     quota: Option<SharedQuota>,
     recent: Mutex<VecDeque<RecentDecision>>,
+    /// What filters ranked, for the prioritize call and the bind that follow
+    /// (`--filter-result=all`).
+    scores: prioritize::ScoreBook,
 }
 
 /// The engine handle. Cheap to clone; create it inside a running actix System.
@@ -309,6 +332,7 @@ impl<B: Backend> Engine<B> {
                 coordinator,
                 quota,
                 recent: Mutex::new(VecDeque::new()),
+                scores: prioritize::ScoreBook::default(),
             }),
         }
     }
@@ -347,6 +371,11 @@ impl<B: Backend> Engine<B> {
             a
         })
     }
+    /// Whether `/filter` answers every fitting node (`FilterResult::All`).
+    pub fn answers_all(&self) -> bool {
+        self.inner.cfg.filter_result == FilterResult::All
+    }
+
     pub fn vendors(&self) -> &Arc<Vendors> {
         &self.inner.vendors
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use actix_web::{App, HttpServer, web};
 
-use crate::actor::{Engine, EngineConfig};
+use crate::actor::{DecisionWrite, Engine, EngineConfig, FilterResult};
 use crate::backend::Backend;
 use crate::backend::kube::watch::{self, LeaderOptions, WatchOptions};
 use crate::backend::kube::{KubeBackend, KubeOptions};
@@ -50,7 +50,10 @@ pub fn engine_config(f: &SchedulerFlags) -> EngineConfig {
         node_lock_retry_timeout: f.node_lock_retry_timeout,
         bind_lock_wait: f.bind_lock_wait,
         filter_mode: f.filter_mode,
-        decision_write: f.decision_write,
+        // Every fitting node is answered, so the node, and the devices with it, is known only
+        // at bind.
+        decision_write: if f.filter_result == FilterResult::All { DecisionWrite::Bind } else { f.decision_write },
+        filter_result: f.filter_result,
         filter_deadline: f.filter_deadline,
         arbiters: f.arbiters(),
         slice_min: crate::actor::SLICE_MIN,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::actor::{DecisionWrite, FilterMode};
+use crate::actor::{DecisionWrite, FilterMode, FilterResult};
 
 pub mod device;
 
@@ -118,6 +118,21 @@ impl ValueEnum for DecisionWrite {
     }
 }
 
+impl ValueEnum for FilterResult {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[FilterResult::One, FilterResult::All]
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            FilterResult::One => PossibleValue::new("one")
+                .help("The one node hami-rs chose, as HAMi answers (kube-scheduler's own scoring never applies)"),
+            FilterResult::All => PossibleValue::new("all").help(
+                "Every node that fits, scored by /prioritize; the devices are chosen at bind on the node kube-scheduler picks (the decision is then written at bind)",
+            ),
+        })
+    }
+}
+
 /// The scheduler's flags, shared by `serve` and `simulate`.
 #[derive(Clone, Debug, Args)]
 pub struct SchedulerFlags {
@@ -172,6 +187,10 @@ pub struct SchedulerFlags {
     /// When the decision annotations are written: filter (HAMi's way; needed without the extender's bindVerb) or bind (with bindVerb: one pod patch and no API write in the filter).
     #[arg(long = "decision-write", env = "HAMI_DECISION_WRITE", value_enum, default_value = "filter")]
     pub decision_write: DecisionWrite,
+
+    /// What /filter answers: one (the chosen node, as HAMi) or all (every node that fits, for kube-scheduler's prioritizeVerb; implies --decision-write=bind).
+    #[arg(long = "filter-result", env = "HAMI_FILTER_RESULT", value_enum, default_value = "one")]
+    pub filter_result: FilterResult,
 
     /// Deadline for a node actor's answer in --filter-mode=messages; a node that misses it fails for that pod.
     #[arg(long = "filter-deadline", env = "HAMI_FILTER_DEADLINE", default_value = "2s", value_parser = parse_duration)]

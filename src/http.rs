@@ -100,6 +100,7 @@ async fn usage<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
 /// Routes of the main listener.
 pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
     cfg.route("/filter", web::post().to(extender::filter::<B>))
+        .route("/prioritize", web::post().to(extender::prioritize::<B>))
         .route("/bind", web::post().to(extender::bind::<B>))
         .route("/refit", web::post().to(refit::refit::<B>))
         .route("/webhook", web::post().to(webhook::webhook::<B>))

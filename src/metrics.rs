@@ -29,6 +29,7 @@ pub const LOCK_WAITS: &str = "hami_scheduler_node_lock_waits_total";
 pub const LOCK_TIMEOUTS: &str = "hami_scheduler_node_lock_timeouts_total";
 pub const LOCK_HANDOVERS: &str = "hami_scheduler_node_lock_handovers_total";
 pub const WATCH_RESTARTS: &str = "hami_scheduler_watch_restarts_total";
+pub const BINDS_ELSEWHERE: &str = "hami_scheduler_binds_elsewhere_total";
 pub const NODES_EVALUATED: &str = "hami_scheduler_filter_nodes_evaluated_total";
 pub const LEADER: &str = "hami_scheduler_leader";
 pub const BUILD_INFO: &str = "hami_build_info";
@@ -78,6 +79,13 @@ pub fn describe() {
         "Candidate nodes Filter evaluated, by how: fitted, or answered from what was kept (the list's answer table or the node snapshot's memo)"
     );
     describe_counter!(WATCH_RESTARTS, "Watch streams restarted after an error, by resource");
+    describe_counter!(
+        BINDS_ELSEWHERE,
+        "Binds to a node other than the one the filter reserved (--filter-result=all), by outcome: placed there, or failed because the node no longer fits"
+    );
+    for outcome in ["placed", "no_longer_fits"] {
+        counter!(BINDS_ELSEWHERE, "outcome" => outcome).absolute(0);
+    }
     describe_gauge!(LEADER, "1 while this replica is the leader");
     gauge!(BUILD_INFO,
         "version" => env!("CARGO_PKG_VERSION"),
@@ -241,6 +249,11 @@ pub fn lock_timeout() {
 /// An expired node lock was taken over from a holder that no longer needed it.
 pub fn lock_handover() {
     counter!(LOCK_HANDOVERS).increment(1);
+}
+
+/// A bind to a node other than the filter's reserved one: placed there, or refused there.
+pub fn bind_elsewhere(placed: bool) {
+    counter!(BINDS_ELSEWHERE, "outcome" => if placed { "placed" } else { "no_longer_fits" }).increment(1);
 }
 
 pub fn watch_restart(resource: &'static str) {

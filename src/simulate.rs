@@ -97,7 +97,7 @@ pub async fn simulate_pods_with(
             FilterOutcome::PassThrough => (None, Some("pod requests no devices".to_owned()), BTreeMap::new()),
             FilterOutcome::NoFit { failed } => (None, Some("no node fits".to_owned()), failed.render()),
             FilterOutcome::Error(e) => (None, Some(e.to_string()), BTreeMap::new()),
-            FilterOutcome::Chosen { node, failed } => match engine.bind(&pref, node.as_str()).await {
+            FilterOutcome::Chosen { node, failed, .. } => match engine.bind(&pref, node.as_str()).await {
                 Ok(()) => {
                     if let Some(v) = crate::backend::Backend::pod(&backend, &pref.namespace, &pref.name) {
                         engine.observe_pod(&v);

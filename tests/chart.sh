@@ -245,7 +245,7 @@ expect_flags = {
     "scheduler-name": E["schedulerName"], "metrics-bind-address": ":9395",
     "node-scheduler-policy": "binpack", "gpu-scheduler-policy": "spread",
     "force-overwrite-default-scheduler": "true", "device-config-file": "/device-config.yaml",
-    "leader-elect": "true" if E["leaderElect"] else "false",
+    "leader-elect": "true" if E["leaderElect"] else "false", "filter-result": E["filterResult"],
 }
 if E["leaderElect"]:
     expect_flags.update({"leader-elect-resource-name": E["schedulerName"], "leader-elect-resource-namespace": NS})
@@ -322,8 +322,11 @@ if E["kubeScheduler"]:
     check(len(ext) == 1, "exactly one extender")
     x = ext[0] if ext else {}
     for k, v in {"urlPrefix": "https://127.0.0.1:443", "enableHTTPS": True, "tlsConfig": {"insecure": True},
-                 "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True, "weight": 1, "httpTimeout": "30s"}.items():
+                 "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True, "weight": E["weight"], "httpTimeout": "30s"}.items():
         check(x.get(k) == v, f"extender {k}={x.get(k)!r}, want {v!r}")
+    # kube-scheduler calls prioritize exactly when the filter answers every fitting node.
+    want_prioritize = "prioritize" if E["filterResult"] == "all" else None
+    check(x.get("prioritizeVerb") == want_prioritize, f"extender prioritizeVerb={x.get('prioritizeVerb')!r}, want {want_prioritize!r}")
     mr = x.get("managedResources", [])
     check(all(m.get("ignoredByScheduler") is True for m in mr), "every managedResource is ignoredByScheduler")
     mr_names = [m.get("name") for m in mr]
@@ -476,7 +479,7 @@ cmp -s "$DASHBOARD" "$ROOT/docs/grafana-dashboard.json" || die "docs/grafana-das
 RENDERINGS=(
     "default||{}"
     "ha-certmanager-monitoring|scheduler.certManager.enabled=true,scheduler.replicas=2,serviceMonitor.enabled=true,dashboard.enabled=true|{\"certManager\":true,\"certgen\":false,\"replicas\":2,\"serviceMonitor\":true,\"dashboard\":true}"
-    "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
+    "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.extender.filterResult=all,scheduler.kubeScheduler.extender.weight=3,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"filterResult\":\"all\",\"weight\":3,\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
     "minimal|scheduler.admissionWebhook.enabled=false,scheduler.kubeScheduler.enabled=false,scheduler.leaderElect=false,scheduler.patch.enabled=false,devices.amd.enabled=false,devices.biren.enabled=false|{\"webhook\":false,\"kubeScheduler\":false,\"leaderElect\":false,\"certgen\":false,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"kunlun\",\"awsneuron\",\"vastai\"]}"
     "webhook-off-certgen|scheduler.admissionWebhook.enabled=false|{\"webhook\":false}"
 )
@@ -485,6 +488,7 @@ DEFAULT_EXPECT=$(cat <<EOF
  "replicas": 1, "leaderElect": true, "kubeScheduler": true, "webhook": true, "certManager": false, "certgen": true,
  "serviceMonitor": false, "dashboard": false, "ascend": false, "iluvatar": false, "legacyMetrics": false,
  "nodeLabelSelector": "", "customURL": "", "failurePolicy": "Ignore", "whitelist": [],
+ "filterResult": "one", "weight": 1,
  "sections": ["nvidia", "cambricon", "hygon", "metax", "enflame", "mthreads", "kunlun", "awsneuron", "amd", "vastai", "biren"],
  "mustManage": ["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/priority",
                 "cambricon.com/vmlu", "hygon.com/dcunum", "metax-tech.com/gpu", "metax-tech.com/sgpu", "enflame.com/drs-gcu",

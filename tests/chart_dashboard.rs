@@ -47,6 +47,7 @@ const EXPORTED: &[(&str, Kind)] = &[
     ("hami_scheduler_node_lock_timeouts_total", Kind::Counter),
     ("hami_scheduler_node_lock_handovers_total", Kind::Counter),
     ("hami_scheduler_watch_restarts_total", Kind::Counter),
+    ("hami_scheduler_binds_elsewhere_total", Kind::Counter),
     ("hami_scheduler_filter_nodes_evaluated_total", Kind::Counter),
     ("hami_scheduler_leader", Kind::Gauge),
     ("hami_scheduler_is_leader", Kind::Gauge),

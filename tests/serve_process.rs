@@ -378,7 +378,7 @@ async fn the_info_log_has_a_line_per_request_and_no_pod_spec_or_values() {
     assert_eq!(lines("filter"), 1, "one info line per filter:\n{log}");
     assert_eq!(lines("bind"), 1, "one info line per bind:\n{log}");
     let filter = log.lines().find(|l| l.contains(" INFO ") && l.contains("filter")).unwrap_or_default();
-    for field in ["pod=default/log-fit", "node=", node.as_str(), "outcome=", "latency_ms="] {
+    for field in ["pod=default/log-fit", "node=", node.as_str(), "outcome=", "latency_us="] {
         assert!(filter.contains(field), "the filter line has {field}: {filter}");
     }
 }

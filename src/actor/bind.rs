@@ -45,10 +45,14 @@ impl<B: Backend> Engine<B> {
         }
         let i = &*self.inner;
         let req = Arc::new(i.vendors.pod_request(&view, &i.cfg.defaults).map_err(BindError::Request)?);
+        i.scores.forget(&req.uid);
         // Make sure the reservation is still there; one that expired is taken again (see
         // `reserve_again`).
-        if i.placements.get(&req.uid).is_none_or(|n| n.as_str() != node) {
-            self.reserve_again(&view, &req, pod, node, &addr).await?;
+        let held = i.placements.get(&req.uid).map(|n| n.clone());
+        match held {
+            Some(n) if n.as_str() == node => {}
+            Some(elsewhere) => self.move_reservation(&view, &req, pod, &elsewhere, node, &addr).await?,
+            None => self.reserve_again(&view, &req, pod, node, &addr).await?,
         }
         let taken = match self.lock_node(&view, &req, pod, node, &addr).await {
             Ok(taken) => taken,
@@ -217,6 +221,26 @@ impl<B: Backend> Engine<B> {
         self.observe_read(pod);
         self.unlock_node(pod, node, taken, addr).await;
         Err(port::Error::AlreadyBound { pod: pod.to_string(), node: bound_to }.into())
+    }
+
+    /// kube-scheduler picked another node than the one the filter reserved on (it scores every
+    /// fitting node with `--filter-result=all`): the guess is given back and the pod fitted on
+    /// the picked node by the GPU policy, as a filter choosing that node would. The guess goes
+    /// first so the pod is never counted twice against a namespace quota; should the picked node
+    /// no longer fit, the bind fails and kube-scheduler filters the pod again.
+    async fn move_reservation(
+        &self,
+        view: &PodView,
+        req: &Arc<PodRequest>,
+        pod: &PodRef,
+        from: &NodeName,
+        node: &str,
+        addr: &NodeAddr,
+    ) -> Result<(), BindError> {
+        self.release(pod, from.as_str(), "bound elsewhere by kube-scheduler", true).await;
+        let r = self.reserve_again(view, req, pod, node, addr).await;
+        crate::metrics::bind_elsewhere(r.is_ok());
+        r
     }
 
     /// Takes the pod's reservation on `node` again after it lapsed (or was never made here, as

@@ -92,6 +92,14 @@ pub enum Decision {
     Refused(Vec<(NodeName, Rejection)>),
 }
 
+impl Decision {
+    /// A node that refused before the coordinator was asked goes first among the refusals.
+    pub fn refused_first(&mut self, first: (NodeName, Rejection)) {
+        let (Decision::Reserved { refused, .. } | Decision::Refused(refused)) = self;
+        refused.insert(0, first);
+    }
+}
+
 impl Handler<Decide> for Coordinator {
     type Result = ResponseFuture<Decision>;
     fn handle(&mut self, msg: Decide, _: &mut Context<Self>) -> Self::Result {

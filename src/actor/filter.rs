@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::coordinator::{Decide, Decision};
 use super::evaluate::Evaluation;
-use super::messages::Reserved;
-use super::{DecisionWrite, Engine, Failures, FilterError, FilterOutcome, RESERVE_CANDIDATES};
+use super::messages::{Reserve, Reserved};
+use super::{DecisionWrite, Engine, Failures, FilterError, FilterOutcome, FilterResult, RESERVE_CANDIDATES};
 use crate::metrics::Outcome;
 use crate::model::request::Error as RequestError;
 use crate::model::{NodeName, PodRequest, PodView};
@@ -65,9 +65,13 @@ impl<B: Backend> Engine<B> {
         }
         self.drop_earlier_attempt(pod, &req).await;
         self.await_write_backlog().await;
-        let Some(eval) = self.evaluate(&req, names).await else {
+        let Some(mut eval) = self.evaluate(&req, names).await else {
             return FilterOutcome::Error(FilterError::Stopping);
         };
+        let all = self.inner.cfg.filter_result == FilterResult::All;
+        if all {
+            eval.rank_all();
+        }
         let n_fit = eval.n_fit;
         let (decision, fits, mut failed) = match self.reserve_best(eval, &pref, &req).await {
             Ok(d) => d,
@@ -88,12 +92,31 @@ impl<B: Backend> Engine<B> {
             return FilterOutcome::Error(e);
         }
         self.tell_chosen(&pref, &node, &fits, n_fit, names.len());
-        FilterOutcome::Chosen { node, failed }
+        let others = if all { self.answer_all(&pref, &req, &node, &fits, &failed) } else { Vec::new() };
+        FilterOutcome::Chosen { node, others, failed }
+    }
+
+    /// Every other node that fits, for `FilterResult::All`, and the scores the prioritize call
+    /// reads. A node that refused the reservation (its usage changed since its snapshot) no
+    /// longer fits and is not answered.
+    fn answer_all(
+        &self,
+        pref: &PodRef,
+        req: &PodRequest,
+        node: &NodeName,
+        fits: &[(NodeName, f32, ())],
+        failed: &Failures,
+    ) -> Vec<NodeName> {
+        let refused = failed.named();
+        let fits: Vec<(NodeName, f32, ())> = fits.iter().filter(|(n, ..)| !refused.contains(&n)).cloned().collect();
+        let scored = self.scored(&fits, Some(node.clone()), pref, req);
+        self.inner.scores.note(req.uid.clone(), scored);
+        fits.into_iter().map(|(n, ..)| n).filter(|n| n != node).collect()
     }
 
     /// The pod's device request, with HAMi's error texts for what does not read.
     #[allow(clippy::result_large_err)]
-    fn request_of(&self, pod: &PodView) -> Result<Arc<PodRequest>, FilterError> {
+    pub(super) fn request_of(&self, pod: &PodView) -> Result<Arc<PodRequest>, FilterError> {
         let i = &*self.inner;
         match i.vendors.pod_request(pod, &i.cfg.defaults) {
             Ok(r) => Ok(Arc::new(r)),
@@ -157,13 +180,46 @@ impl<B: Backend> Engine<B> {
             ranked = self.lock_aware(&eval.ranked, pref, req).0;
         }
         let reserve = Instant::now();
-        let decision = if ranked.is_empty() {
-            Decision::Refused(Vec::new())
-        } else {
-            self.coordinator().send(Decide { pod: req.clone(), ranked }).await.map_err(FilterError::Coordinator)?
+        let (mut decision, first_refused) = match self.reserve_first_here(&mut ranked, req) {
+            Some(Ok(d)) => (d, None),
+            first => {
+                let refused = first.and_then(Result::err);
+                let d = if ranked.is_empty() {
+                    Decision::Refused(Vec::new())
+                } else {
+                    self.coordinator()
+                        .send(Decide { pod: req.clone(), ranked })
+                        .await
+                        .map_err(FilterError::Coordinator)?
+                };
+                (d, refused)
+            }
         };
+        if let Some(r) = first_refused {
+            decision.refused_first(r);
+        }
         crate::metrics::phase(crate::metrics::Phase::Reserve, reserve);
         Ok((decision, eval.ranked, eval.failed))
+    }
+
+    /// The best node takes the reservation on this thread when its actor is idle, so the common
+    /// filter sends no message; a refusal leaves the rest of `ranked` to the coordinator. `None`
+    /// when the best node's actor is busy (or gone): the coordinator then tries `ranked` whole.
+    fn reserve_first_here(
+        &self,
+        ranked: &mut Vec<NodeName>,
+        req: &Arc<PodRequest>,
+    ) -> Option<Result<Decision, (NodeName, Rejection)>> {
+        let i = &*self.inner;
+        let first = ranked.first()?;
+        let addr = i.book.get(first.as_str()).map(|e| e.addr.clone())?;
+        let msg = Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
+        let answer = addr.reserve_here(msg).ok()?;
+        let node = ranked.remove(0);
+        Some(match answer {
+            Ok(reserved) => Ok(Decision::Reserved { node, reserved, refused: Vec::new() }),
+            Err(r) => Err((node, r)),
+        })
     }
 
     /// Nodes that refused the reservation join the failures, with their snapshots.

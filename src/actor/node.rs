@@ -123,12 +123,18 @@ impl NodeAddr {
 
     /// `Reserve`, on this thread when the actor is idle.
     pub async fn reserve(&self, msg: Reserve) -> Result<Result<Reserved, Rejection>, MailboxError> {
-        if let Some(mut core) = self.idle() {
-            let r = core.reserve(msg);
-            core.ask_timer(&self.addr);
-            return Ok(r);
+        match self.reserve_here(msg) {
+            Ok(r) => Ok(r),
+            Err(msg) => self.send(msg).await,
         }
-        self.send(msg).await
+    }
+
+    /// `Reserve` applied on this thread if the actor is idle; the message back if it is not.
+    pub fn reserve_here(&self, msg: Reserve) -> Result<Result<Reserved, Rejection>, Reserve> {
+        let Some(mut core) = self.idle() else { return Err(msg) };
+        let r = core.reserve(msg);
+        core.ask_timer(&self.addr);
+        Ok(r)
     }
 
     /// `Commit`, on this thread when the actor is idle.

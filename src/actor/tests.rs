@@ -142,7 +142,10 @@ async fn filter_writes_hamis_exact_annotation_set_and_label() {
     let p = pod().gpu(1).mem_mib(4096).cores(30).name("p1");
     let before = unix_now().0;
     let out = filter(&e, &b, &p, &["a"]).await;
-    assert_eq!(out, FilterOutcome::Chosen { node: NodeName::new("a"), failed: Failures::default() });
+    assert_eq!(
+        out,
+        FilterOutcome::Chosen { node: NodeName::new("a"), others: Vec::new(), failed: Failures::default() }
+    );
 
     let written = b.written("default", "p1");
     let keys_written: Vec<&str> = written.keys().map(String::as_str).collect();
@@ -381,7 +384,7 @@ async fn long_candidate_lists_fitted_in_slices_decide_as_one_thread_does() {
             let mut written = b.written("default", &p.view.metadata.name);
             written.remove(keys::ASSIGNED_TIME);
             let out = match out {
-                FilterOutcome::Chosen { node, failed } => (Some(node), failed.render()),
+                FilterOutcome::Chosen { node, failed, .. } => (Some(node), failed.render()),
                 FilterOutcome::NoFit { failed } => (None, failed.render()),
                 other => panic!("{other:?}"),
             };
@@ -544,6 +547,7 @@ async fn concurrent_binds_to_one_node_are_serialized_and_all_succeed() {
 mod bind;
 mod bound_elsewhere;
 mod fast_path;
+mod filter_all;
 mod memo;
 mod observe;
 mod refit;

@@ -13,7 +13,7 @@ use crate::model::pod::NodeView;
 
 use super::AppState;
 use super::error::{Error, read_body};
-use super::wire::{ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult};
+use super::wire::{ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority};
 
 fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
     match serde_json::to_vec(v) {
@@ -58,14 +58,20 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
             };
             (res, None, "pass-through")
         }
-        FilterOutcome::Chosen { node, failed } => {
+        FilterOutcome::Chosen { node, others, failed } => {
             if tracing::enabled!(tracing::Level::DEBUG) {
                 tracing::debug!(pod = %pod_name, failed = ?failed.render(), "nodes that did not fit");
             }
+            // Every fitting node (the reserved one first) when kube-scheduler scores them; the
+            // others then carry their reasons, as in a no-fit answer.
+            let all = st.engine.answers_all();
+            let mut node_names = Vec::with_capacity(1 + others.len());
+            node_names.push(Cow::Owned(node.to_string()));
+            node_names.extend(others.iter().map(|n| Cow::Owned(n.to_string())));
             let res = ExtenderFilterResult {
                 nodes: None,
-                node_names: Some(vec![Cow::Owned(node.to_string())]),
-                failed_nodes: None,
+                node_names: Some(node_names),
+                failed_nodes: all.then(|| failed.hami()),
                 failed_and_unresolvable_nodes: None,
                 error: String::new(),
             };
@@ -83,8 +89,42 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         }
         FilterOutcome::Error(e) => (ExtenderFilterResult::error(e.to_string()), None, "error"),
     };
-    tracing::info!(pod = %pod_name, node = node.as_deref().unwrap_or("-"), outcome = verdict, latency_ms = started.elapsed().as_secs_f64() * 1e3, error = %res.error, "filter");
+    tracing::info!(pod = %pod_name, node = node.as_deref().unwrap_or("-"), outcome = verdict, latency_us = started.elapsed().as_micros() as u64, error = %res.error, "filter");
     Ok(json(&res))
+}
+
+/// kube-scheduler's prioritize verb (`--filter-result=all`): each node named in `NodeNames` with
+/// hami-rs's node-policy score on the extender's 0–10 scale. kube-scheduler ignores an extender
+/// whose prioritize fails, so a pod that does not read gets an error and every node keeps its
+/// plugins' scores.
+pub async fn prioritize<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
+    let started = Instant::now();
+    let body = read_body(payload, st.max_body).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest("empty request body".into()));
+    }
+    let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
+    let Some(pod) = args.pod else {
+        return Err(Error::BadRequest("extender args missing pod".into()));
+    };
+    let Some(names) = args.node_names else {
+        return Err(Error::BadRequest("prioritize needs NodeNames (the extender's nodeCacheCapable: true)".into()));
+    };
+    let names: Vec<Cow<'_, str>> = names.into_iter().map(|n| n.0).collect();
+    let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
+    match st.engine.prioritize(&pod, &names).await {
+        Ok(scores) => {
+            let top = scores.iter().filter(|(_, s)| *s == crate::actor::prioritize::MAX_EXTENDER_PRIORITY).count();
+            tracing::debug!(pod = %pod_name, nodes = scores.len(), top, latency_us = started.elapsed().as_micros() as u64, "prioritize");
+            let list: Vec<HostPriority> =
+                scores.into_iter().map(|(host, score)| HostPriority { host, score }).collect();
+            Ok(json(&list))
+        }
+        Err(e) => {
+            tracing::warn!(pod = %pod_name, error = %e, "prioritize failed");
+            Err(Error::BadRequest(e.to_string()))
+        }
+    }
 }
 
 /// Simulation mode (`Nodes` given, as the cluster autoscaler sends them): the single best Node
@@ -144,6 +184,6 @@ pub async fn bind<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload)
     let r = st.engine.bind(&pod, &args.node).await;
     drop(guard);
     let error = r.err().map(|e| e.to_string()).unwrap_or_default();
-    tracing::info!(pod = %pod, node = %args.node, outcome = if error.is_empty() { "bound" } else { "failed" }, latency_ms = started.elapsed().as_secs_f64() * 1e3, error = %error, "bind");
+    tracing::info!(pod = %pod, node = %args.node, outcome = if error.is_empty() { "bound" } else { "failed" }, latency_us = started.elapsed().as_micros() as u64, error = %error, "bind");
     Ok(json(&ExtenderBindingResult { error }))
 }

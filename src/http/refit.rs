@@ -190,7 +190,7 @@ pub async fn refit<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload
     let verdict = outcome.as_str();
     crate::metrics::refit_done(verdict);
     let res = RefitResponse::from(outcome);
-    tracing::info!(pod = %pod, container = index, outcome = verdict, devices = %res.container_devices, reason = %res.failure_reason, latency_ms = started.elapsed().as_secs_f64() * 1e3, "refit");
+    tracing::info!(pod = %pod, container = index, outcome = verdict, devices = %res.container_devices, reason = %res.failure_reason, latency_us = started.elapsed().as_micros() as u64, "refit");
     Ok(answer(&res))
 }
 

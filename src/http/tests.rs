@@ -14,7 +14,7 @@ use actix_web::test::{TestRequest, call_service, init_service, read_body};
 use actix_web::web::Bytes;
 use serde_json::{Value, json};
 
-use crate::actor::EngineConfig;
+use crate::actor::{DecisionWrite, EngineConfig, FilterResult};
 use crate::backend::memory::MemoryBackend;
 use crate::model::PodView;
 use crate::model::annotations as keys;
@@ -23,6 +23,7 @@ use crate::testing::{NodeBuilder, PodBuilder, gpu, node, pod, vendors};
 
 /// A cluster (nodes and pods) and the readiness the app starts with.
 struct TestApp {
+    cfg: EngineConfig,
     nodes: Vec<NodeView>,
     pods: Vec<PodView>,
     readiness: Readiness,
@@ -36,7 +37,19 @@ struct Running {
 
 impl TestApp {
     fn new() -> TestApp {
-        TestApp { nodes: Vec::new(), pods: Vec::new(), readiness: Readiness::ready(), max_body: 1 << 20 }
+        TestApp {
+            cfg: EngineConfig::default(),
+            nodes: Vec::new(),
+            pods: Vec::new(),
+            readiness: Readiness::ready(),
+            max_body: 1 << 20,
+        }
+    }
+    /// `--filter-result=all` (which writes the decision at bind).
+    fn answering_all(mut self) -> TestApp {
+        self.cfg.filter_result = FilterResult::All;
+        self.cfg.decision_write = DecisionWrite::Bind;
+        self
     }
     fn node(mut self, n: NodeBuilder) -> TestApp {
         self.nodes.push(n.view());
@@ -60,7 +73,7 @@ impl TestApp {
     /// until every node actor has seen what it was sent.
     async fn start(self) -> Running {
         let backend = MemoryBackend::new(Duration::from_secs(300));
-        let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend, None);
+        let engine = Engine::start(self.cfg, Arc::new(vendors()), backend, None);
         let objects = ClusterObjects { nodes: self.nodes, pods: self.pods, quotas: Vec::new() };
         crate::app::load_cluster(&engine, objects).await;
         Running { state: web::Data::new(AppState::new(engine, self.max_body, self.readiness)) }
@@ -722,8 +735,55 @@ async fn unknown_routes_and_methods_are_not_served() {
     let app = TestApp::new().start().await;
     let (status, _) = app.call(TestRequest::get().uri("/filter")).await;
     assert!(status.is_client_error(), "{status}");
-    let (status, _) = app.call(TestRequest::post().uri("/prioritize").set_payload("{}")).await;
+    let (status, _) = app.call(TestRequest::post().uri("/preempt").set_payload("{}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+// --- --filter-result=all and /prioritize ------------------------------------------------------------
+
+#[actix_web::test]
+async fn all_mode_answers_every_fitting_node_with_the_others_reasons() {
+    let app = TestApp::new()
+        .answering_all()
+        .node(node("a").gpus(1, 16384))
+        .node(node("b").gpus(1, 16384))
+        .node(node("c").gpus(1, 2048))
+        .start()
+        .await;
+    let p = gpu_pod("p1", 4096);
+    app.backend().insert_pod(p.view());
+    let v = app.filter(&filter_args(&p, ["a", "b", "c"])).await;
+    // The reserved node first (ties by name: a), then every other node that fits.
+    assert_eq!(v["NodeNames"], json!(["a", "b"]));
+    let failed = v["FailedNodes"].as_object().unwrap();
+    assert_eq!(failed.keys().collect::<Vec<_>>(), ["c"]);
+    assert!(failed["c"].as_str().unwrap().contains("CardInsufficientMemory"), "{failed:?}");
+    assert_eq!(v["Error"], "");
+}
+
+#[actix_web::test]
+async fn prioritize_answers_a_host_priority_list() {
+    let app =
+        TestApp::new().answering_all().node(node("a").gpus(1, 16384)).node(node("b").gpus(1, 16384)).start().await;
+    let p = gpu_pod("p1", 4096);
+    app.backend().insert_pod(p.view());
+    app.filter(&filter_args(&p, ["a", "b"])).await;
+    let (status, b) = app.post_raw("/prioritize", filter_args(&p, ["b", "a"]).to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    // Go's field names, in the order of NodeNames; the reserved node on top, the other (as good
+    // by binpack before the reservation) just below it.
+    assert_eq!(String::from_utf8_lossy(&b), r#"[{"Host":"b","Score":9},{"Host":"a","Score":10}]"#);
+
+    for (body, says) in [
+        ("{not json", "invalid JSON"),
+        (r#"{"NodeNames":["a"]}"#, "missing pod"),
+        (&*json!({ "Pod": p.view() }).to_string(), "NodeNames"),
+    ] {
+        let (status, b) = app.post_raw("/prioritize", body.to_owned()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert!(v["error"].as_str().unwrap().contains(says), "{body}: {v}");
+    }
 }
 
 // --- /usage ----------------------------------------------------------------------------------------

@@ -133,6 +133,14 @@ impl<'a> ExtenderFilterResult<'a> {
     }
 }
 
+/// One entry of the POST /prioritize answer (kube-scheduler's `HostPriorityList`).
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "PascalCase")]
+pub struct HostPriority {
+    pub host: String,
+    pub score: i64,
+}
+
 /// POST /bind body.
 #[derive(Debug, Default, PartialEq)]
 pub struct ExtenderBindingArgs {

@@ -97,7 +97,7 @@ async fn a_malformed_node_registration_is_reported_and_the_node_skipped() {
     );
 
     let p = pod().gpu(1).mem_mib(1000).name("p1");
-    let FilterOutcome::Chosen { node, failed } = filter(&e, &b, &p, &["a", "b"]).await else { panic!() };
+    let FilterOutcome::Chosen { node, failed, .. } = filter(&e, &b, &p, &["a", "b"]).await else { panic!() };
     assert_eq!(node.as_str(), "b");
     assert_eq!(failed.render()["a"], format!("node unregistered ({reason})"));
 }

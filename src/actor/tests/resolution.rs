@@ -27,7 +27,7 @@ async fn a_node_removed_after_its_list_was_resolved_is_no_candidate() {
     e.remove_node("x");
     b.remove_node("x");
     match filter(&e, &b, &small("p2"), &["x", "y"]).await {
-        FilterOutcome::Chosen { node, failed } => {
+        FilterOutcome::Chosen { node, failed, .. } => {
             assert_eq!(node.as_str(), "y");
             assert!(failed.render().contains_key("x"), "{:?}", failed.render());
         }

@@ -190,7 +190,7 @@ async fn a_filters_failures_stay_as_answered_while_later_filters_change_the_tabl
     let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384), node("c").gpus(1, 4096)]).await;
     let like = |n: &str| pod().gpu(1).mem_mib(10000).name(n);
     let first = filter(&e, &b, &like("p1"), &["a", "b", "c"]).await;
-    let FilterOutcome::Chosen { node, failed } = &first else { panic!("fits: {first:?}") };
+    let FilterOutcome::Chosen { node, failed, .. } = &first else { panic!("fits: {first:?}") };
     assert_eq!(node.as_str(), "a");
     let FilterOutcome::Chosen { failed: later, .. } = filter(&e, &b, &like("p2"), &["a", "b", "c"]).await else {
         panic!("b fits");

@@ -1,0 +1,262 @@
+//! kube-scheduler's prioritize call (`--filter-result=all`): hami-rs's node-policy score of each
+//! node on the extender scale kube-scheduler accepts (0 to 10). The filter keeps the scores it
+//! ranked by, taken before its own reservation changed the best node's usage, so both calls
+//! agree; a pod the filter did not score here (a restart between the two calls, a forgotten
+//! entry) is evaluated afresh, read-only.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+
+use super::{Engine, FilterError};
+use crate::model::request::NodePolicy;
+use crate::model::{NodeName, PodRequest, PodUid, PodView};
+use crate::port::{Backend, PodRef};
+
+/// kube-scheduler's highest extender score (`MaxExtenderPriority`); it multiplies an extender's
+/// score by the extender's weight and by 10 (`MaxNodeScore / MaxExtenderPriority`).
+pub const MAX_EXTENDER_PRIORITY: i64 = 10;
+
+/// Scores kept per pod at most: a pod is scored by its filter and read by the prioritize call
+/// that follows at once, so entries older than this are leftovers of pods that went elsewhere.
+const KEPT_FOR: Duration = Duration::from_secs(60);
+/// Entries kept at most, whatever their age.
+const KEPT_MAX: usize = 16_384;
+
+/// What one filter ranked: each fitting node's score under the pod's node policy, and the node
+/// it reserved on.
+#[derive(Debug)]
+pub struct Scored {
+    pub policy: NodePolicy,
+    pub reserved: Option<NodeName>,
+    pub scores: HashMap<NodeName, f32>,
+    /// Fitting nodes whose bind would now wait for another pod's node lock.
+    pub locked: Vec<NodeName>,
+    at: Instant,
+}
+
+impl Scored {
+    pub fn new(policy: NodePolicy, reserved: Option<NodeName>, scores: HashMap<NodeName, f32>) -> Scored {
+        Scored { policy, reserved, scores, locked: Vec::new(), at: Instant::now() }
+    }
+}
+
+/// The filters' scores by pod, until the pod's prioritize and bind have read them.
+#[derive(Default)]
+pub struct ScoreBook(DashMap<PodUid, Arc<Scored>>);
+
+impl ScoreBook {
+    pub fn note(&self, uid: PodUid, scored: Scored) {
+        if self.0.len() >= KEPT_MAX {
+            self.0.retain(|_, s| s.at.elapsed() < KEPT_FOR);
+            if self.0.len() >= KEPT_MAX {
+                // Only a flood of pods filtered and never bound gets here: a later prioritize
+                // evaluates afresh, so dropping them costs time, not correctness.
+                self.0.clear();
+            }
+        }
+        self.0.insert(uid, Arc::new(scored));
+    }
+
+    pub fn get(&self, uid: &PodUid) -> Option<Arc<Scored>> {
+        self.0.get(uid).map(|s| s.clone()).filter(|s| s.at.elapsed() < KEPT_FOR)
+    }
+
+    pub fn forget(&self, uid: &PodUid) {
+        self.0.remove(uid);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Each of `names` on kube-scheduler's 0–10 scale. The node the filter reserved on scores 10, so
+/// with no other preference kube-scheduler binds where hami-rs would have (HAMi's choice); every
+/// other fitting node scores 0–9 by where its policy score lies between the worst and the best
+/// of them (binpack: the fuller the higher; spread: the emptier the higher). A node whose bind
+/// would wait for another pod's node lock scores 0, as does a node that does not fit.
+pub fn extender_scores<'a>(names: &'a [Cow<'a, str>], scored: &Scored) -> Vec<(&'a str, i64)> {
+    let locked = |n: &str| scored.locked.iter().any(|l| l.as_str() == n);
+    let open = || scored.scores.iter().filter(|(n, _)| !locked(n.as_str())).map(|(_, s)| *s);
+    let lo = open().fold(f32::INFINITY, f32::min);
+    let hi = open().fold(f32::NEG_INFINITY, f32::max);
+    let top = MAX_EXTENDER_PRIORITY - 1;
+    names
+        .iter()
+        .map(|n| {
+            let n = n.as_ref();
+            let score = match scored.scores.get(n) {
+                _ if scored.reserved.as_ref().is_some_and(|r| r.as_str() == n) => MAX_EXTENDER_PRIORITY,
+                Some(_) if locked(n) => 0,
+                Some(s) if hi > lo => {
+                    let better = match scored.policy {
+                        NodePolicy::Spread => (hi - s) / (hi - lo),
+                        _ => (s - lo) / (hi - lo),
+                    };
+                    (f64::from(better) * top as f64).round() as i64
+                }
+                Some(_) => top,
+                None => 0,
+            };
+            (n, score.clamp(0, MAX_EXTENDER_PRIORITY))
+        })
+        .collect()
+}
+
+impl<B: Backend> Engine<B> {
+    /// kube-scheduler's prioritize call: each of `names` scored for the pod (see
+    /// [`extender_scores`]). A pod that asks for no device scores 0 everywhere, leaving the
+    /// choice to kube-scheduler's own plugins.
+    pub async fn prioritize(&self, pod: &PodView, names: &[Cow<'_, str>]) -> Result<Vec<(String, i64)>, FilterError> {
+        let req = self.request_of(pod)?;
+        if !req.requests_devices() {
+            return Ok(names.iter().map(|n| (n.to_string(), 0)).collect());
+        }
+        let scored = match self.inner.scores.get(&req.uid) {
+            Some(s) => s,
+            None => Arc::new(self.score_afresh(pod, &req, names).await?),
+        };
+        Ok(extender_scores(names, &scored).into_iter().map(|(n, s)| (n.to_owned(), s)).collect())
+    }
+
+    /// The pod's scores on `names` from the published snapshots, reserving nothing.
+    async fn score_afresh(
+        &self,
+        pod: &PodView,
+        req: &Arc<PodRequest>,
+        names: &[Cow<'_, str>],
+    ) -> Result<Scored, FilterError> {
+        let mut eval = self.evaluate(req, names).await.ok_or(FilterError::Stopping)?;
+        eval.rank_all();
+        let pref = PodRef {
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+        };
+        Ok(self.scored(&eval.ranked, None, &pref, req))
+    }
+
+    /// What the filter ranked, with the nodes whose lock another pod's bind holds.
+    pub(super) fn scored(
+        &self,
+        fits: &[(NodeName, f32, ())],
+        reserved: Option<NodeName>,
+        pref: &PodRef,
+        req: &PodRequest,
+    ) -> Scored {
+        let kinds = self.lock_kinds(req);
+        let mut s = Scored::new(req.node_policy, reserved, fits.iter().map(|(n, s, _)| (n.clone(), *s)).collect());
+        s.locked = fits
+            .iter()
+            .filter(|(n, ..)| self.lock_taken(n.as_str(), pref, &kinds).is_some())
+            .map(|(n, ..)| n.clone())
+            .collect();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scored(policy: NodePolicy, reserved: Option<&str>, scores: &[(&str, f32)], locked: &[&str]) -> Scored {
+        let mut s = Scored::new(
+            policy,
+            reserved.map(NodeName::new),
+            scores.iter().map(|(n, s)| (NodeName::new(n), *s)).collect(),
+        );
+        s.locked = locked.iter().map(|n| NodeName::new(n)).collect();
+        s
+    }
+
+    fn names(n: &[&'static str]) -> Vec<Cow<'static, str>> {
+        n.iter().map(|s| Cow::Borrowed(*s)).collect()
+    }
+
+    #[test]
+    fn scores_follow_the_policy_with_the_reserved_node_on_top() {
+        let all = names(&["a", "b", "c", "d", "gone"]);
+        // (policy, reserved, scores, locked, expected per name)
+        type Row<'a> = (NodePolicy, Option<&'a str>, &'a [(&'a str, f32)], &'a [&'a str], &'a [i64]);
+        let table: &[Row] = &[
+            // binpack: the fuller the higher; the reserved node 10 although its score is lower.
+            (
+                NodePolicy::Binpack,
+                Some("b"),
+                &[("a", 30.0), ("b", 20.0), ("c", 10.0), ("d", 20.0)],
+                &[],
+                &[9, 10, 0, 5, 0],
+            ),
+            // spread: the emptier the higher.
+            (
+                NodePolicy::Spread,
+                Some("c"),
+                &[("a", 30.0), ("b", 20.0), ("c", 10.0), ("d", 20.0)],
+                &[],
+                &[0, 5, 10, 5, 0],
+            ),
+            // equal scores: all just below the reserved node.
+            (NodePolicy::Binpack, Some("a"), &[("a", 5.0), ("b", 5.0), ("c", 5.0)], &[], &[10, 9, 9, 0, 0]),
+            // a locked node scores 0 and leaves the scale to the others.
+            (NodePolicy::Binpack, Some("b"), &[("a", 90.0), ("b", 20.0), ("c", 10.0)], &["a"], &[0, 10, 0, 0, 0]),
+            // nothing reserved (scored afresh): the best of the policy gets 9.
+            (NodePolicy::Binpack, None, &[("a", 1.0), ("b", 3.0)], &[], &[0, 9, 0, 0, 0]),
+        ];
+        for (policy, reserved, scores, locked, want) in table {
+            let s = scored(*policy, *reserved, scores, locked);
+            let got: Vec<i64> = extender_scores(&all, &s).into_iter().map(|(_, v)| v).collect();
+            assert_eq!(&got[..], *want, "{policy:?} reserved {reserved:?} scores {scores:?} locked {locked:?}");
+        }
+    }
+
+    #[test]
+    fn every_score_is_within_the_extender_range_and_keeps_the_order() {
+        // Property: for any scores, the answer is within 0..=10 and never ranks a worse node
+        // (by the policy) above a better one, the reserved node aside.
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as f32 / 1e6
+        };
+        let list: Vec<&'static str> = vec!["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"];
+        let all = names(&list);
+        for policy in [NodePolicy::Binpack, NodePolicy::Spread] {
+            for _ in 0..500 {
+                let scores: Vec<(&str, f32)> = list.iter().map(|n| (*n, next())).collect();
+                let s = scored(policy, None, &scores, &[]);
+                let got = extender_scores(&all, &s);
+                for (i, (_, a)) in got.iter().enumerate() {
+                    assert!((0..=MAX_EXTENDER_PRIORITY).contains(a));
+                    for (j, (_, b)) in got.iter().enumerate() {
+                        let better = match policy {
+                            NodePolicy::Spread => scores[i].1 < scores[j].1,
+                            _ => scores[i].1 > scores[j].1,
+                        };
+                        assert!(!better || a >= b, "{policy:?}: {scores:?} -> {got:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_book_forgets_and_stays_bounded() {
+        let book = ScoreBook::default();
+        for k in 0..KEPT_MAX + 10 {
+            book.note(PodUid::new(&format!("u{k}")), scored(NodePolicy::Binpack, None, &[], &[]));
+        }
+        assert!(book.len() <= KEPT_MAX);
+        let last = PodUid::new(&format!("u{}", KEPT_MAX + 9));
+        assert!(book.get(&last).is_some());
+        book.forget(&last);
+        assert!(book.get(&last).is_none());
+    }
+}
