@@ -78,32 +78,40 @@ impl ScoreBook {
     }
 }
 
+/// The lowest score of a node that fits. Fitting nodes score within 7–10, a band of at most 30
+/// points at weight 1 (kube-scheduler counts an extender's score × weight × 10), so that
+/// kube-scheduler's own preferences decide where they speak: a preferred node affinity (up to 200
+/// points) or a zone spread constraint one pod out of balance (200 / the larger zone's count, 33
+/// or more up to six pods a zone) outweighs it, and hami-rs's policy decides among the nodes they
+/// leave equal. A higher weight gives the policy more say.
+pub const FIT_FLOOR: i64 = 7;
+
 /// Each of `names` on kube-scheduler's 0–10 scale. The node the filter reserved on scores 10, so
 /// with no other preference kube-scheduler binds where hami-rs would have (HAMi's choice); every
-/// other fitting node scores 0–9 by where its policy score lies between the worst and the best
-/// of them (binpack: the fuller the higher; spread: the emptier the higher). A node whose bind
-/// would wait for another pod's node lock scores 0, as does a node that does not fit.
+/// other fitting node scores 7–9 by where its policy score lies between the worst and the best
+/// of them (binpack: the fuller the higher; spread: the emptier the higher), and 7 when its bind
+/// would wait for another pod's node lock. A node that does not fit scores 0.
 pub fn extender_scores<'a>(names: &'a [Cow<'a, str>], scored: &Scored) -> Vec<(&'a str, i64)> {
     let locked = |n: &str| scored.locked.iter().any(|l| l.as_str() == n);
     let open = || scored.scores.iter().filter(|(n, _)| !locked(n.as_str())).map(|(_, s)| *s);
     let lo = open().fold(f32::INFINITY, f32::min);
     let hi = open().fold(f32::NEG_INFINITY, f32::max);
-    let top = MAX_EXTENDER_PRIORITY - 1;
+    let band = (MAX_EXTENDER_PRIORITY - 1 - FIT_FLOOR) as f64;
     names
         .iter()
         .map(|n| {
             let n = n.as_ref();
             let score = match scored.scores.get(n) {
                 _ if scored.reserved.as_ref().is_some_and(|r| r.as_str() == n) => MAX_EXTENDER_PRIORITY,
-                Some(_) if locked(n) => 0,
+                Some(_) if locked(n) => FIT_FLOOR,
                 Some(s) if hi > lo => {
                     let better = match scored.policy {
                         NodePolicy::Spread => (hi - s) / (hi - lo),
                         _ => (s - lo) / (hi - lo),
                     };
-                    (f64::from(better) * top as f64).round() as i64
+                    FIT_FLOOR + (f64::from(better) * band).round() as i64
                 }
-                Some(_) => top,
+                Some(_) => MAX_EXTENDER_PRIORITY - 1,
                 None => 0,
             };
             (n, score.clamp(0, MAX_EXTENDER_PRIORITY))
@@ -193,7 +201,7 @@ mod tests {
                 Some("b"),
                 &[("a", 30.0), ("b", 20.0), ("c", 10.0), ("d", 20.0)],
                 &[],
-                &[9, 10, 0, 5, 0],
+                &[9, 10, 7, 8, 0],
             ),
             // spread: the emptier the higher.
             (
@@ -201,14 +209,14 @@ mod tests {
                 Some("c"),
                 &[("a", 30.0), ("b", 20.0), ("c", 10.0), ("d", 20.0)],
                 &[],
-                &[0, 5, 10, 5, 0],
+                &[7, 8, 10, 8, 0],
             ),
             // equal scores: all just below the reserved node.
             (NodePolicy::Binpack, Some("a"), &[("a", 5.0), ("b", 5.0), ("c", 5.0)], &[], &[10, 9, 9, 0, 0]),
-            // a locked node scores 0 and leaves the scale to the others.
-            (NodePolicy::Binpack, Some("b"), &[("a", 90.0), ("b", 20.0), ("c", 10.0)], &["a"], &[0, 10, 0, 0, 0]),
+            // a locked node scores the floor and leaves the scale to the others.
+            (NodePolicy::Binpack, Some("b"), &[("a", 90.0), ("b", 20.0), ("c", 10.0)], &["a"], &[7, 10, 7, 0, 0]),
             // nothing reserved (scored afresh): the best of the policy gets 9.
-            (NodePolicy::Binpack, None, &[("a", 1.0), ("b", 3.0)], &[], &[0, 9, 0, 0, 0]),
+            (NodePolicy::Binpack, None, &[("a", 1.0), ("b", 3.0)], &[], &[7, 9, 0, 0, 0]),
         ];
         for (policy, reserved, scores, locked, want) in table {
             let s = scored(*policy, *reserved, scores, locked);
@@ -218,9 +226,9 @@ mod tests {
     }
 
     #[test]
-    fn every_score_is_within_the_extender_range_and_keeps_the_order() {
-        // Property: for any scores, the answer is within 0..=10 and never ranks a worse node
-        // (by the policy) above a better one, the reserved node aside.
+    fn every_score_is_within_the_fitting_band_and_keeps_the_order() {
+        // Property: for any scores, a fitting node's answer is within the band below the
+        // reserved node's 10 and never ranks a worse node (by the policy) above a better one.
         let mut seed = 7u64;
         let mut next = || {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -234,7 +242,7 @@ mod tests {
                 let s = scored(policy, None, &scores, &[]);
                 let got = extender_scores(&all, &s);
                 for (i, (_, a)) in got.iter().enumerate() {
-                    assert!((0..=MAX_EXTENDER_PRIORITY).contains(a));
+                    assert!((FIT_FLOOR..MAX_EXTENDER_PRIORITY).contains(a), "{got:?}");
                     for (j, (_, b)) in got.iter().enumerate() {
                         let better = match policy {
                             NodePolicy::Spread => scores[i].1 < scores[j].1,

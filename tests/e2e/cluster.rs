@@ -620,3 +620,13 @@ pub async fn wait_bound_allocated(client: &kube::Client, timeout: Duration) {
     })
     .await;
 }
+
+/// The sum of a Prometheus text exposition's samples of `name` whose labels contain all of `labels`.
+pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold(0.0, |a, b| a + b)
+}

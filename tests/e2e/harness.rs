@@ -683,6 +683,8 @@ pub struct SchedulerOpts<'a> {
     pub hostname: Option<&'a str>,
     /// `clientConnection.qps` (burst twice that); kube-scheduler's defaults (50, 100) when unset.
     pub client_qps: Option<u32>,
+    /// Call hami-rs's prioritize verb (for hami-rs with `--filter-result=all`), weight 1.
+    pub prioritize: bool,
 }
 
 /// The `clientConnection` section of a kube-scheduler configuration.
@@ -735,10 +737,11 @@ impl KubeScheduler {
         .iter()
         .map(|r| format!("  - {{name: {r}, ignoredByScheduler: true}}\n"))
         .collect();
+        let prioritize = if opts.prioritize { "  prioritizeVerb: prioritize\n" } else { "" };
         let config = format!(
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cc}\
              leaderElection:\n{election}profiles:\n- schedulerName: {SCHEDULER_NAME}\nextenders:\n- urlPrefix: \"{hami_url}\"\n  \
-             filterVerb: filter\n  bindVerb: bind\n  nodeCacheCapable: true\n  weight: 1\n  httpTimeout: 30s\n  enableHTTPS: true\n  \
+             filterVerb: filter\n{prioritize}  bindVerb: bind\n  nodeCacheCapable: true\n  weight: 1\n  httpTimeout: 30s\n  enableHTTPS: true\n  \
              tlsConfig:\n    caFile: {ca}\n  managedResources:\n{managed}",
             cc = client_connection(&cp.kubeconfig("scheduler"), opts.client_qps),
             ca = cp.ca().display(),

@@ -9,7 +9,8 @@
 //! `HAMI_E2E_TPUT_TIMEOUT` bounds each run's wait for the binds in seconds (300);
 //! `HAMI_NODE_SCHEDULER_POLICY` (read by hami-rs itself) picks binpack (the default) or spread;
 //! `HAMI_E2E_TPUT_FLAGS` are hami-rs's extra flags, whitespace-separated (`--decision-write=bind`,
-//! the chart's, when unset; set it empty for a build without that flag).
+//! the chart's, when unset; set it empty for a build without that flag); with
+//! `--filter-result=all` among them kube-scheduler calls hami-rs's prioritize verb too.
 //!
 //! With binpack, the fullest node that fits comes first, so consecutive pods would go to the same
 //! node, each bind there waiting for the node lock the previous bind's allocation holds until the
@@ -117,16 +118,6 @@ async fn burst_and_time(client: &kube::Client, pods: Vec<Pod>, creators: usize, 
     Run { created_s, bound_s: (all - start).as_secs_f64(), half_s: (half - start).as_secs_f64(), pods: n }
 }
 
-/// The sum of a Prometheus text exposition's samples of `name` whose labels contain all of `labels`.
-fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.split(['{', ' ']).next() == Some(name))
-        .filter(|l| labels.iter().all(|want| l.contains(want)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .fold(0.0, |a, b| a + b)
-}
-
 /// Per node, the bound pods' `nvidia.com/gpu` limits stay within the node's allocatable.
 async fn check_gpu_counts(client: &kube::Client) {
     let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items;
@@ -188,7 +179,9 @@ async fn o_throughput_of_kube_scheduler_with_hami_rs_against_kube_scheduler_alon
         hami.wait_ready(Duration::from_secs(60)).await;
         wait_nodes_registered(&hami, &nodes.names(), nodes.gpus).await;
         cp.apply_webhook(&hami.url()).await;
-        let opts = SchedulerOpts { client_qps: qps, ..SchedulerOpts::default() };
+        // Every fitting node answered: kube-scheduler scores them through hami-rs's prioritize.
+        let prioritize = flags.contains(&"--filter-result=all");
+        let opts = SchedulerOpts { client_qps: qps, prioritize, ..SchedulerOpts::default() };
         let _ks = KubeScheduler::start(&cp, "kube-scheduler", &hami.url(), opts).await;
         println!("e2e[o]: {n_nodes} nodes set up in {setup_s:.1} s; hami-rs run, {qps_note}");
         let run = burst_and_time(&cp.client, tput_pods("tput", n_pods, SCHEDULER_NAME), creators, timeout).await;
@@ -211,7 +204,17 @@ async fn o_throughput_of_kube_scheduler_with_hami_rs_against_kube_scheduler_alon
             .iter()
             .map(|v| format!("{v} {}", metric(&m, "hami_scheduler_api_requests_total", &[&format!("verb=\"{v}\"")])))
             .collect();
-        println!("e2e[o]: hami-rs API requests: {}", api.join(", "));
+        println!(
+            "e2e[o]: hami-rs API requests: {} ({:.2} per pod)",
+            api.join(", "),
+            metric(&m, "hami_scheduler_api_requests_total", &[]) / n_pods as f64
+        );
+        println!(
+            "e2e[o]: binds to another node than the filter's: {} placed, {} no longer fitting ({:.2} % of pods)",
+            metric(&m, "hami_scheduler_binds_elsewhere_total", &["outcome=\"placed\""]),
+            metric(&m, "hami_scheduler_binds_elsewhere_total", &["outcome=\"no_longer_fits\""]),
+            100.0 * metric(&m, "hami_scheduler_binds_elsewhere_total", &["outcome=\"no_longer_fits\""]) / n_pods as f64
+        );
         println!(
             "e2e[o]: with hami-rs ({flags:?}): created in {:.1} s, half bound at {:.1} s, all bound at {:.1} s, all allocated by {alloc_s:.1} s; binds failed {bind_errors}, lock timeouts {}, lock waits {}; {}",
             run.created_s,

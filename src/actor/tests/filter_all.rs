@@ -58,15 +58,15 @@ async fn prioritize_puts_the_reserved_node_on_top_and_scores_the_rest_by_policy(
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a", "b", "c"]).await), "a");
     let scores = e.prioritize(&p.view(), &names(&["a", "b", "c"])).await.unwrap();
-    // b, the emptier, is the worst for binpack among the fitting nodes.
-    assert_eq!(scores, [("a".to_owned(), 10), ("b".to_owned(), 0), ("c".to_owned(), 0)]);
+    // b, the emptier, is the worst for binpack among the fitting nodes: the floor of the band.
+    assert_eq!(scores, [("a".to_owned(), 10), ("b".to_owned(), 7), ("c".to_owned(), 0)]);
 
     // Spread, never filtered here (as after a restart): scored afresh, reserving nothing; the
     // emptier node scores higher and no node is marked as reserved.
     let s = pod().gpu(1).mem_mib(4096).name("p2").annotation(keys::NODE_SCHEDULER_POLICY, "spread");
     b.insert_pod(s.view());
     let scores = e.prioritize(&s.view(), &names(&["a", "b", "c"])).await.unwrap();
-    assert_eq!(scores, [("a".to_owned(), 0), ("b".to_owned(), 9), ("c".to_owned(), 0)]);
+    assert_eq!(scores, [("a".to_owned(), 7), ("b".to_owned(), 9), ("c".to_owned(), 0)]);
     assert!(!allocs(&e).await.iter().any(|a| a.1 == "p2"));
 
     // A pod that asks for no device leaves the choice to kube-scheduler.
