@@ -427,6 +427,11 @@ impl Plugin {
                 }
                 line["phase"] = keys::BIND_PHASE_SUCCESS.into();
                 line["lock"] = if self.never_release { "kept".into() } else { "released".into() };
+                tracing::info!(%pod, %node, step = %line, "allocate");
+                // kubelet makes no call after the last: looking the node's pod up again would
+                // only load the API server (a list of the node's pods once the lock is gone).
+                tracing::info!(%pod, %node, calls, %saw, "allocated");
+                return Served::Done;
             } else {
                 // More entries to go: the pod stays allocating and the lock stays with it.
                 let phase = after.metadata.annotations.as_ref().and_then(|a| a.get(keys::BIND_PHASE)).cloned();

@@ -71,7 +71,9 @@ async fn single(cp: &ControlPlane, nodes: &FakeNodes, extra: &[&str]) -> (FakePl
     hami.wait_ready(Duration::from_secs(60)).await;
     wait_nodes_registered(&hami, &nodes.names(), nodes.gpus).await;
     cp.apply_webhook(&hami.url()).await;
-    let ks = KubeScheduler::start(cp, "kube-scheduler", &hami.url(), SchedulerOpts::default()).await;
+    // Every fitting node answered: kube-scheduler scores them through hami-rs's prioritize.
+    let opts = SchedulerOpts { prioritize: extra.contains(&"--filter-result=all"), ..SchedulerOpts::default() };
+    let ks = KubeScheduler::start(cp, "kube-scheduler", &hami.url(), opts).await;
     (plugin, hami, ks)
 }
 
@@ -375,6 +377,16 @@ async fn p_with_the_decision_written_at_bind_the_plugin_sees_the_same_and_a_pod_
     let total: f64 = r.writes.values().sum();
     assert!(total <= 4.0, "at most 4 API writes per pod, got {total}: {:?}", r.writes);
     println!("e2e summary p: {total} API writes for one GPU pod with the decision written at bind ({:?})", r.writes);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn p_with_every_fitting_node_answered_a_pod_costs_the_same_four_writes() {
+    // --filter-result=all writes the decision at bind: the same writes as the chart's fast path.
+    let r = one_gpu_pod("p2", &["--filter-result=all"], &["Scheduled", "FilteringSucceed"]).await;
+    assert_eq!(r.writes.get("patch pods").copied(), Some(1.0), "one pod patch: {:?}", r.writes);
+    let total: f64 = r.writes.values().sum();
+    assert!(total <= 4.0, "at most 4 API writes per pod, got {total}: {:?}", r.writes);
+    println!("e2e summary p2: {total} API writes for one GPU pod with every fitting node answered ({:?})", r.writes);
 }
 
 #[tokio::test(flavor = "multi_thread")]
