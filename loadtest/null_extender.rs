@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
-use hami_rs::http::error::{Error, read_body};
+use hami_rs::http::error::{Error, read_json_body};
 use hami_rs::http::wire::{ExtenderArgs, ExtenderBindingResult, ExtenderFilterResult};
 
 #[derive(Clone, Debug, clap::Args)]
@@ -34,10 +34,7 @@ fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
 
 /// Decodes the body exactly as hami-rs's `/filter` does, then answers the first name.
 async fn filter(st: web::Data<State>, payload: web::Payload) -> Result<HttpResponse, Error> {
-    let body = read_body(payload, st.max_body).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::BadRequest("empty request body".into()));
-    }
+    let body = read_json_body(payload, st.max_body).await?;
     let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
     if args.pod.is_none() {
         return Ok(json(&ExtenderFilterResult::error("extender args missing pod")));

@@ -30,6 +30,14 @@ pub struct PodRef {
     pub uid: String,
 }
 
+impl PodRef {
+    /// The identity of a pod as it was sent or read.
+    pub fn of(pod: &PodView) -> PodRef {
+        let m = &pod.metadata;
+        PodRef { namespace: m.namespace.clone(), name: m.name.clone(), uid: m.uid.clone() }
+    }
+}
+
 impl std::fmt::Display for PodRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)

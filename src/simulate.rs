@@ -70,11 +70,7 @@ pub async fn simulate_pods_with(
         if pod.metadata.uid.is_empty() {
             pod.metadata.uid = format!("sim-{}-{}", pod.metadata.namespace, pod.metadata.name);
         }
-        let pref = PodRef {
-            namespace: pod.metadata.namespace.clone(),
-            name: pod.metadata.name.clone(),
-            uid: pod.metadata.uid.clone(),
-        };
+        let pref = PodRef::of(&pod);
         // Pods reach the scheduler through the webhook, which adds HAMi's defaults (e.g. 100 cores
         // for a whole-GPU request) and denies what HAMi denies.
         let pod = match crate::http::webhook::admit_pod(engine.vendors(), webhook, &engine.config().defaults, &pod) {

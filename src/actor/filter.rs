@@ -55,11 +55,7 @@ impl<B: Backend> Engine<B> {
         if !req.requests_devices() {
             return FilterOutcome::PassThrough;
         }
-        let pref = PodRef {
-            namespace: pod.metadata.namespace.clone(),
-            name: pod.metadata.name.clone(),
-            uid: pod.metadata.uid.clone(),
-        };
+        let pref = PodRef::of(pod);
         if let Err(e) = self.settle_lost_binding(&req, &pref).await {
             return FilterOutcome::Error(e);
         }

@@ -144,11 +144,7 @@ impl<B: Backend> Engine<B> {
     ) -> Result<Scored, FilterError> {
         let mut eval = self.evaluate(req, names).await.ok_or(FilterError::Stopping)?;
         eval.rank_all();
-        let pref = PodRef {
-            namespace: pod.metadata.namespace.clone(),
-            name: pod.metadata.name.clone(),
-            uid: pod.metadata.uid.clone(),
-        };
+        let pref = PodRef::of(pod);
         Ok(self.scored(&eval.ranked, None, &pref, req))
     }
 

@@ -26,6 +26,15 @@ impl ResponseError for Error {
     }
 }
 
+/// The whole body of a JSON request: more than `limit` bytes, or nothing but whitespace, is a 400.
+pub async fn read_json_body(payload: actix_web::web::Payload, limit: usize) -> Result<actix_web::web::Bytes, Error> {
+    let body = read_body(payload, limit).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::BadRequest("empty request body".into()));
+    }
+    Ok(body)
+}
+
 /// Reads the whole body, refusing more than `limit` bytes without buffering them.
 pub async fn read_body(mut payload: actix_web::web::Payload, limit: usize) -> Result<actix_web::web::Bytes, Error> {
     let mut buf = actix_web::web::BytesMut::new();

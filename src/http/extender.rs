@@ -12,7 +12,7 @@ use crate::backend::{Backend, PodRef};
 use crate::model::pod::NodeView;
 
 use super::AppState;
-use super::error::{Error, read_body};
+use super::error::{Error, read_json_body};
 use super::wire::{ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority};
 
 fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
@@ -24,10 +24,7 @@ fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
 
 pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
     let started = Instant::now();
-    let body = read_body(payload, st.max_body).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::BadRequest("empty request body".into()));
-    }
+    let body = read_json_body(payload, st.max_body).await?;
     let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
     crate::metrics::phase(crate::metrics::Phase::Decode, started);
     let Some(pod) = args.pod else {
@@ -99,10 +96,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
 /// plugins' scores.
 pub async fn prioritize<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
     let started = Instant::now();
-    let body = read_body(payload, st.max_body).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::BadRequest("empty request body".into()));
-    }
+    let body = read_json_body(payload, st.max_body).await?;
     let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
     let Some(pod) = args.pod else {
         return Err(Error::BadRequest("extender args missing pod".into()));
@@ -165,10 +159,7 @@ fn node_list(items: &[&RawValue]) -> Option<Box<RawValue>> {
 /// Reads and checks an `ExtenderBindingArgs` body (also what the load test's null extender
 /// decodes, so both pay the same).
 pub async fn decode_bind(payload: web::Payload, max_body: usize) -> Result<ExtenderBindingArgs, Error> {
-    let body = read_body(payload, max_body).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::BadRequest("empty request body".into()));
-    }
+    let body = read_json_body(payload, max_body).await?;
     let args: ExtenderBindingArgs = serde_json::from_slice(&body)?;
     if args.pod_name.is_empty() || args.node.is_empty() {
         return Err(Error::BadRequest("PodName and Node are required".into()));
