@@ -125,19 +125,17 @@ async fn r_with_every_fitting_node_answered_ten_pods_spread_evenly_over_two_zone
     let (cp, nodes, _plugin, hami, _ks) = zoned("r2", true).await;
     let spread = json!([{ "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
                           "labelSelector": {"matchLabels": {"app": "spread"}} }]);
-    let names: Vec<String> = (0..10).map(|k| format!("spread-{k}")).collect();
-    for n in &names {
-        let mut p = scored_pod(n, &gpu("1000"), None, &[("app", "spread")]);
-        p.spec.as_mut().unwrap().topology_spread_constraints = Some(serde_json::from_value(spread.clone()).unwrap());
-        create(&cp.client, &p).await;
-    }
     let zone_of =
         |n: &str| if nodes.names().iter().position(|x| x == n).unwrap_or(0) < 2 { "zone-a" } else { "zone-b" };
     let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
     let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
-    for n in &names {
-        let p = wait_allocated(&cp.client, n, Duration::from_secs(90)).await;
-        let node = node_name(&p).unwrap_or_default().to_owned();
+    // Each pod is placed before the next is created, so it is scored against pods already bound
+    // (created all at once, the split depended on which binds kube-scheduler still had in flight:
+    // 6/4 once on a loaded machine).
+    for k in 0..10 {
+        let mut p = scored_pod(&format!("spread-{k}"), &gpu("1000"), None, &[("app", "spread")]);
+        p.spec.as_mut().unwrap().topology_spread_constraints = Some(serde_json::from_value(spread.clone()).unwrap());
+        let node = placed(&cp, p).await;
         *per_zone.entry(zone_of(&node)).or_default() += 1;
         *per_node.entry(node).or_default() += 1;
     }
