@@ -133,6 +133,7 @@ pub enum Phase {
     Reserve,
     LockWait,
     ApiWrite,
+    BindBacklog,
 }
 
 impl Phase {
@@ -143,6 +144,7 @@ impl Phase {
             Phase::Reserve => "reserve",
             Phase::LockWait => "lock_wait",
             Phase::ApiWrite => "api_write",
+            Phase::BindBacklog => "bind_backlog",
         }
     }
 }

@@ -23,6 +23,10 @@ use crate::vendor::LockKind;
 const MAX_WRITE_BACKLOG: Duration = Duration::from_millis(250);
 /// The longest one filter waits for the writes.
 const MAX_BACKLOG_WAIT: Duration = Duration::from_secs(5);
+/// The longest one filter waits for a node whose bind is free.
+pub(super) const MAX_BUSY_WAIT: Duration = Duration::from_secs(2);
+/// How often a waiting filter looks at the nodes' locks again.
+const BUSY_POLL: Duration = Duration::from_millis(5);
 /// How many fitting nodes the FilteringSucceed Event names.
 const EVENT_FIT_NODES: usize = 10;
 
@@ -169,11 +173,14 @@ impl<B: Backend> Engine<B> {
         pref: &PodRef,
         req: &Arc<PodRequest>,
     ) -> Result<(Decision, Vec<(NodeName, f32, ())>, Failures), FilterError> {
-        let (mut ranked, free) = self.lock_aware(&eval.ranked, pref, req);
+        let (mut ranked, mut free) = self.lock_aware(&eval.ranked, pref, req);
         if free < RESERVE_CANDIDATES && eval.rest.is_some() {
             // Locks taken on most of the best: free nodes further down go before them.
             eval.rank_all();
-            ranked = self.lock_aware(&eval.ranked, pref, req).0;
+            (ranked, free) = self.lock_aware(&eval.ranked, pref, req);
+        }
+        if free == 0 && !ranked.is_empty() {
+            ranked = self.await_free_node(&eval.ranked, pref, req, ranked).await;
         }
         let reserve = Instant::now();
         let (mut decision, first_refused) = match self.reserve_first_here(&mut ranked, req) {
@@ -196,6 +203,42 @@ impl<B: Backend> Engine<B> {
         }
         crate::metrics::phase(crate::metrics::Phase::Reserve, reserve);
         Ok((decision, eval.ranked, eval.failed))
+    }
+
+    /// Every fitting node's bind is taken: holds the filter, for at most `MAX_BUSY_WAIT`, while
+    /// one of them is busy with a bind of this scheduler (which lets go within moments), and
+    /// answers the lock-aware order once a node is free. kube-scheduler filters one pod at a
+    /// time and binds in the background, so without this hold a burst that outruns the device
+    /// plugins queues several binds on each node, and those at the back of a queue fail after
+    /// `--bind-lock-wait` and go round again. Locks held by others (a device plugin that never
+    /// answers, another scheduler) do not hold the filter.
+    async fn await_free_node(
+        &self,
+        fits: &[(NodeName, f32, ())],
+        pref: &PodRef,
+        req: &PodRequest,
+        mut ranked: Vec<NodeName>,
+    ) -> Vec<NodeName> {
+        if !self.any_bind_busy(&ranked) {
+            return ranked;
+        }
+        let started = Instant::now();
+        while started.elapsed() < MAX_BUSY_WAIT && self.any_bind_busy(&ranked) {
+            tokio::time::sleep(BUSY_POLL).await;
+            let (again, free) = self.lock_aware(fits, pref, req);
+            ranked = again;
+            if free > 0 {
+                break;
+            }
+        }
+        crate::metrics::phase(crate::metrics::Phase::BindBacklog, started);
+        ranked
+    }
+
+    /// Whether a bind of this scheduler holds, or waits to take, the lock of one of `nodes`.
+    fn any_bind_busy(&self, nodes: &[NodeName]) -> bool {
+        let book = &self.inner.book;
+        nodes.iter().any(|n| book.get(n.as_str()).is_some_and(|e| e.binds.locked() || e.binds.pending() > 0))
     }
 
     /// The best node takes the reservation on this thread when its actor is idle, so the common

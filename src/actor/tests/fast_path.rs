@@ -2,7 +2,9 @@
 //! written at bind.
 
 use super::*;
+use crate::actor::filter::MAX_BUSY_WAIT;
 use bind::{filtered_behind_a_held_lock, release_lock_after};
+use std::time::Instant;
 
 /// Two one-GPU nodes where binpack prefers `x`, which already runs a pod.
 async fn x_preferred(cfg: EngineConfig) -> (Mem, MemoryBackend) {
@@ -163,6 +165,47 @@ async fn written_at_filter_a_bind_without_the_filters_decision_still_fails() {
     let err = e.bind(&pref(&p), "a").await.unwrap_err().to_string();
     assert_eq!(err, "pod default/p1 was not filtered onto node a");
     assert!(allocs(&e).await.is_empty());
+}
+
+#[actix::test]
+async fn with_every_fitting_node_busy_with_a_bind_the_filter_waits_for_the_first_to_free() {
+    // Both nodes hold a bind of this scheduler: queueing behind either would wait for its device
+    // plugin, so the filter waits, and takes `y` (the lesser rank) because it frees first.
+    let (e, b) = x_preferred(EngineConfig::default()).await;
+    hold_bind_lock(&e, "x", "uid-other").await;
+    hold_bind_lock(&e, "y", "uid-another").await;
+    let y = e.inner.book.get("y").map(|n| n.addr.clone()).unwrap();
+    let started = Instant::now();
+    let unlock = actix::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        y.send(Unlock { uid: PodUid::new("uid-another") }).await.unwrap();
+    });
+    assert_eq!(chosen(&filter(&e, &b, &small("p1"), &["x", "y"]).await), "y");
+    let waited = started.elapsed();
+    unlock.await.unwrap();
+    assert!(waited >= Duration::from_millis(150), "the filter waited for y's bind: {waited:?}");
+    assert!(waited < MAX_BUSY_WAIT, "and no longer: {waited:?}");
+}
+
+#[actix::test]
+async fn a_filter_waits_for_busy_nodes_no_longer_than_its_bound() {
+    let (e, b) = x_preferred(EngineConfig::default()).await;
+    hold_bind_lock(&e, "x", "uid-other").await;
+    hold_bind_lock(&e, "y", "uid-another").await;
+    let started = Instant::now();
+    assert_eq!(chosen(&filter(&e, &b, &small("p1"), &["x", "y"]).await), "x", "the rank order once the wait is over");
+    assert!(started.elapsed() >= MAX_BUSY_WAIT, "{:?}", started.elapsed());
+}
+
+#[actix::test]
+async fn a_lock_held_outside_this_scheduler_does_not_hold_the_filter() {
+    // HAMi's lock on the only node, for a pod whose device plugin has not answered (and may never):
+    // no bind of this scheduler will free it, so the filter answers at once.
+    let (e, b) = engine(&[node("x").gpus(1, 16384)]).await;
+    lock_node_for_holder(&b, "x");
+    let started = Instant::now();
+    assert_eq!(chosen(&filter(&e, &b, &small("p1"), &["x"]).await), "x");
+    assert!(started.elapsed() < MAX_BUSY_WAIT, "{:?}", started.elapsed());
 }
 
 #[actix::test]
