@@ -184,6 +184,28 @@ impl Failures {
         }
         by
     }
+    /// One line for a log: on how many nodes each reason was counted, most first, e.g.
+    /// `3 CardInsufficientMemory, 1 node unregistered`.
+    pub fn summary(&self) -> String {
+        let mut by: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut add = |r: &Rejection| match r {
+            Rejection::Devices(t) => t.items().for_each(|(reason, _)| *by.entry(reason.as_str()).or_default() += 1),
+            Rejection::NodeInsufficientDevice { .. } => *by.entry("NodeInsufficientDevice").or_default() += 1,
+            Rejection::NodeUnregistered | Rejection::NodeUnusable => *by.entry("node unregistered").or_default() += 1,
+            Rejection::Timeout => *by.entry("node usage unavailable").or_default() += 1,
+            Rejection::NodeLocked => *by.entry("node lock contention").or_default() += 1,
+        };
+        for (_, r, _) in &self.nodes {
+            add(r);
+        }
+        for (_, r, _) in self.listed.iter().flat_map(|l| l.iter()) {
+            add(&r);
+        }
+        let mut counts: Vec<(&str, usize)> = by.into_iter().collect();
+        // Stable: equal counts stay in name order.
+        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        counts.iter().map(|(r, n)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
+    }
     pub fn len(&self) -> usize {
         self.nodes.len() + self.listed.as_ref().map_or(0, candidates::Listed::len)
     }

@@ -383,6 +383,34 @@ async fn the_info_log_has_a_line_per_request_and_no_pod_spec_or_values() {
     }
 }
 
+#[tokio::test]
+async fn the_log_gives_no_fit_reasons_at_info_refused_requests_at_warn_and_errors_at_error() {
+    let path = std::env::temp_dir().join(format!("hami-rs-serve-levels-{}.txt", std::process::id()));
+    let file = std::fs::File::create(&path).expect("a log file");
+    let serve = Serve::start_logging(&["--scheduler-name=hami-scheduler"], Stdio::from(file), "info").await;
+    let too_big = serve.post("/filter", &filter_args(gpu_pod("log-too-big", 10_000_000))).await;
+    assert!(too_big["FailedNodes"].is_object(), "{too_big}");
+    let mut unreadable = gpu_pod("log-unreadable", 1000);
+    unreadable["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = json!("16Gi");
+    let failed = serve.post("/filter", &filter_args(unreadable)).await;
+    assert_ne!(failed["Error"].as_str().unwrap_or(""), "", "{failed}");
+    let r = serve.http.post(format!("{}/filter", serve.base)).body("{not json").send().await.expect("POST");
+    assert_eq!(r.status().as_u16(), 400);
+    drop(serve);
+    let log = std::fs::read_to_string(&path).expect("the log");
+    let _ = std::fs::remove_file(&path);
+    let line = |level: &str, what: &str| {
+        log.lines()
+            .find(|l| l.contains(level) && l.contains(what))
+            .unwrap_or_else(|| panic!("no {level} {what}:\n{log}"))
+    };
+    let no_fit = line(" INFO ", "log-too-big");
+    assert!(no_fit.contains("outcome=\"no-fit\""), "{no_fit}");
+    assert!(no_fit.contains("reasons=") && no_fit.contains("CardInsufficientMemory"), "the reasons: {no_fit}");
+    assert!(line(" ERROR ", "log-unreadable").contains("outcome=\"error\""));
+    assert!(line(" WARN ", "request refused").contains("status=400"));
+}
+
 #[test]
 fn the_parser_reads_labels_escapes_and_infinities() {
     let s = parse("# HELP x y\nx{a=\"1\",b=\"q\\\"uote\"} 2.5\ny 3\nz_bucket{le=\"+Inf\"} +Inf\n").expect("parses");

@@ -544,6 +544,27 @@ async fn concurrent_binds_to_one_node_are_serialized_and_all_succeed() {
     assert_eq!(e.reports().await[0].locked_by, None);
 }
 
+#[test]
+fn the_failures_summary_counts_nodes_per_reason_most_first() {
+    use crate::sched::reason::{Reason, Tally};
+    let mut memory = Tally::new(2);
+    memory.add(Reason::CardInsufficientMemory, 2);
+    let mut both = Tally::new(2);
+    both.add(Reason::CardInsufficientMemory, 1);
+    both.add(Reason::CardInsufficientCore, 1);
+    let mut f = Failures::default();
+    assert_eq!(f.summary(), "");
+    f.push(NodeName::new("a"), Rejection::Devices(memory), None);
+    f.push(NodeName::new("b"), Rejection::Devices(both), None);
+    f.push(NodeName::new("c"), Rejection::NodeUnregistered, None);
+    f.push(NodeName::new("d"), Rejection::NodeUnusable, None);
+    f.push(NodeName::new("e"), Rejection::NodeInsufficientDevice { requested: 2, available: 1 }, None);
+    assert_eq!(
+        f.summary(),
+        "2 CardInsufficientMemory, 2 node unregistered, 1 CardInsufficientCore, 1 NodeInsufficientDevice"
+    );
+}
+
 mod bind;
 mod bound_elsewhere;
 mod fast_path;

@@ -22,6 +22,8 @@ impl ResponseError for Error {
         StatusCode::BAD_REQUEST
     }
     fn error_response(&self) -> HttpResponse {
+        // The caller sent something unreadable: worth a look, not an error of this scheduler.
+        tracing::warn!(status = self.status_code().as_u16(), error = %self, "request refused");
         HttpResponse::build(self.status_code()).json(serde_json::json!({ "error": self.to_string() }))
     }
 }

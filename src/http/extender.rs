@@ -28,6 +28,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
     crate::metrics::phase(crate::metrics::Phase::Decode, started);
     let Some(pod) = args.pod else {
+        tracing::warn!("filter: extender args missing pod");
         return Ok(json(&ExtenderFilterResult::error("extender args missing pod")));
     };
     let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
@@ -36,6 +37,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     }
     let Some(names) = args.node_names else {
         // HAMi's handler panics here; answer with `Error` instead (see docs/compat.md).
+        tracing::warn!(pod = %pod_name, "filter: extender args have neither Nodes nor NodeNames");
         return Ok(json(&ExtenderFilterResult::error("extender args have neither Nodes nor NodeNames")));
     };
     let names: Vec<Cow<'_, str>> = names.into_iter().map(|n| n.0).collect();
@@ -44,6 +46,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     }
     st.engine.backend().learn_pod(&pod);
     let outcome = st.engine.filter(&pod, &names).await;
+    let mut reasons = String::new();
     let (res, node, verdict) = match outcome {
         FilterOutcome::PassThrough => {
             let res = ExtenderFilterResult {
@@ -75,6 +78,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
             (res, Some(node.to_string()), "scheduled")
         }
         FilterOutcome::NoFit { failed } => {
+            reasons = failed.summary();
             let res = ExtenderFilterResult {
                 nodes: None,
                 node_names: None,
@@ -86,7 +90,13 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         }
         FilterOutcome::Error(e) => (ExtenderFilterResult::error(e.to_string()), None, "error"),
     };
-    tracing::info!(pod = %pod_name, node = node.as_deref().unwrap_or("-"), outcome = verdict, latency_us = started.elapsed().as_micros() as u64, error = %res.error, "filter");
+    let latency_us = started.elapsed().as_micros() as u64;
+    let node = node.as_deref().unwrap_or("-");
+    match verdict {
+        "error" => tracing::error!(pod = %pod_name, node, outcome = verdict, latency_us, error = %res.error, "filter"),
+        "no-fit" => tracing::info!(pod = %pod_name, node, outcome = verdict, latency_us, %reasons, "filter"),
+        _ => tracing::info!(pod = %pod_name, node, outcome = verdict, latency_us, error = %res.error, "filter"),
+    }
     Ok(json(&res))
 }
 
@@ -175,6 +185,11 @@ pub async fn bind<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload)
     let r = st.engine.bind(&pod, &args.node).await;
     drop(guard);
     let error = r.err().map(|e| e.to_string()).unwrap_or_default();
-    tracing::info!(pod = %pod, node = %args.node, outcome = if error.is_empty() { "bound" } else { "failed" }, latency_us = started.elapsed().as_micros() as u64, error = %error, "bind");
+    let latency_us = started.elapsed().as_micros() as u64;
+    if error.is_empty() {
+        tracing::info!(pod = %pod, node = %args.node, outcome = "bound", latency_us, error = %error, "bind");
+    } else {
+        tracing::error!(pod = %pod, node = %args.node, outcome = "failed", latency_us, error = %error, "bind");
+    }
     Ok(json(&ExtenderBindingResult { error }))
 }
