@@ -250,12 +250,14 @@ pub async fn run_http<B: Backend>(
         (Some(cert), Some(key)) => {
             let (cfg, handle) = http::tls::load(cert, key)?;
             http::tls::watch(handle, cert.clone(), key.clone(), std::time::Duration::from_secs(5));
+            let bound = server.bind_rustls_0_23(args.http_bind, (*cfg).clone()).map_err(listen)?;
             tracing::info!(addr = %args.http_bind, "extender and webhook listening (TLS)");
-            server.bind_rustls_0_23(args.http_bind, (*cfg).clone()).map_err(listen)?.run()
+            bound.run()
         }
         _ => {
+            let bound = server.bind(args.http_bind).map_err(listen)?;
             tracing::info!(addr = %args.http_bind, "extender and webhook listening (plain HTTP)");
-            server.bind(args.http_bind).map_err(listen)?.run()
+            bound.run()
         }
     };
     let metrics_handle = match metrics {
@@ -275,7 +277,10 @@ pub async fn run_http<B: Backend>(
             });
             let h = web::Data::new(MetricsState { handle, cluster, readiness: state.readiness.clone() });
             let srv = HttpServer::new(move || {
-                App::new().app_data(h.clone()).route("/metrics", web::get().to(render_metrics))
+                App::new()
+                    .app_data(h.clone())
+                    .wrap(actix_web::middleware::Compress::default())
+                    .route("/metrics", web::get().to(render_metrics))
             })
             .workers(1)
             .disable_signals()

@@ -351,6 +351,11 @@ pub struct SimulateArgs {
 #[error("invalid configuration:\n  {}", .0.join("\n  "))]
 pub struct Invalid(pub Vec<String>);
 
+/// The node policies `--node-scheduler-policy` accepts.
+const NODE_POLICIES: [&str; 2] = ["binpack", "spread"];
+/// The words `--gpu-scheduler-policy` may combine.
+const GPU_POLICY_WORDS: [&str; 5] = ["binpack", "spread", "topology-aware", "mutex", "numa"];
+
 impl SchedulerFlags {
     pub fn validate(&self, problems: &mut Vec<String>) {
         if self.reservation_ttl.is_zero() {
@@ -359,10 +364,31 @@ impl SchedulerFlags {
         if self.node_lock_timeout.is_zero() {
             problems.push("--node-lock-timeout must be positive".into());
         }
-        if let Some(p) = &self.device_config_file
-            && !p.is_file()
-        {
-            problems.push(format!("--device-config-file {}: no such file", p.display()));
+        match &self.device_config_file {
+            Some(p) if !p.is_file() => problems.push(format!("--device-config-file {}: no such file", p.display())),
+            Some(_) => {
+                if let Err(e) = self.device_config() {
+                    problems.push(format!("--device-config-file {e}"));
+                }
+            }
+            None => {}
+        }
+        if !NODE_POLICIES.contains(&self.node_scheduler_policy.as_str()) {
+            problems.push(format!(
+                "--node-scheduler-policy {:?}: not one of {}",
+                self.node_scheduler_policy,
+                NODE_POLICIES.join(", ")
+            ));
+        }
+        // A comma list combines keys (`binpack,numa`); HAMi reads any other word as spread.
+        for word in self.gpu_scheduler_policy.split(',').map(str::trim) {
+            if !GPU_POLICY_WORDS.contains(&word) {
+                problems.push(format!(
+                    "--gpu-scheduler-policy {:?}: {word:?} is not one of {}",
+                    self.gpu_scheduler_policy,
+                    GPU_POLICY_WORDS.join(", ")
+                ));
+            }
         }
     }
 
@@ -536,6 +562,25 @@ mod tests {
             serve(&["--http_bind=0.0.0.0:8080", "--cert_file=/nonexistent", "--leader-elect", "--reservation-ttl=0"]);
         let e = s.validate().unwrap_err();
         assert!(e.0.len() >= 4, "{e}");
+    }
+
+    #[test]
+    fn policy_flags_take_only_the_words_hami_knows() {
+        for (node, gpu) in [
+            ("binpack", "spread"),
+            ("spread", "binpack"),
+            ("binpack", "topology-aware"),
+            ("spread", "binpack,numa"),
+            ("binpack", "mutex"),
+        ] {
+            let s = serve(&[&format!("--node-scheduler-policy={node}"), &format!("--gpu-scheduler-policy={gpu}")]);
+            assert!(s.validate().is_ok(), "{node} {gpu}: {:?}", s.validate().err());
+        }
+        let s = serve(&["--node-scheduler-policy=spreed", "--gpu-scheduler-policy=binpack,fastest"]);
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.0.len(), 2, "{e}");
+        assert!(e.0[0].contains("\"spreed\"") && e.0[0].contains("binpack, spread"), "{e}");
+        assert!(e.0[1].contains("\"fastest\""), "{e}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use actix_web::middleware::Compress;
 use actix_web::{HttpResponse, web};
 
 use crate::actor::Engine;
@@ -91,8 +92,20 @@ async fn readyz<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
     }
 }
 
-async fn usage<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
-    let reports = st.engine.reports().await;
+#[derive(serde::Deserialize)]
+struct UsageQuery {
+    node: Option<String>,
+}
+
+/// Every node's devices and pods, or one node's with `?node=`.
+async fn usage<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<UsageQuery>) -> HttpResponse {
+    let mut reports = st.engine.reports().await;
+    if let Some(node) = q.node.as_deref() {
+        reports.retain(|r| r.name.as_str() == node);
+        if reports.is_empty() {
+            return HttpResponse::NotFound().json(serde_json::json!({ "error": format!("no node {node}") }));
+        }
+    }
     let u = crate::report::usage(&reports, st.engine.vendors(), st.engine.backend());
     HttpResponse::Ok().json(u)
 }
@@ -106,8 +119,10 @@ pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
         .route("/webhook", web::post().to(webhook::webhook::<B>))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz::<B>))
-        .route("/usage", web::get().to(usage::<B>))
-        .route("/", web::get().to(status::page::<B>));
+        // The two large answers are compressed when the client asks; the extender's are not
+        // (kube-scheduler's Go client asks for gzip on every call, and they are small).
+        .service(web::resource("/usage").wrap(Compress::default()).route(web::get().to(usage::<B>)))
+        .service(web::resource("/").wrap(Compress::default()).route(web::get().to(status::page::<B>)));
 }
 
 #[cfg(test)]

@@ -24,8 +24,114 @@ fn init_tracing(flags: &SchedulerFlags) {
     }
 }
 
+/// The exit code of an invalid configuration (BSD's EX_USAGE).
+const INVALID: u8 = 64;
+
+/// Parses the command line. clap stops at the first value that does not read; to list every
+/// problem at once, the flag it names is set aside (its value on the command line dropped, or an
+/// environment value overridden by the flag's default) and the line parsed again.
+fn parse_cli() -> Result<Cli, ExitCode> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut problems: Vec<String> = Vec::new();
+    loop {
+        let e = match Cli::try_parse_from(&args) {
+            Ok(cli) if problems.is_empty() => return Ok(cli),
+            Ok(cli) => {
+                // The values that did read may have problems of their own.
+                let more = match &cli.command {
+                    Command::Serve(a) => a.validate().err(),
+                    Command::Simulate(a) => a.validate().err(),
+                };
+                problems.extend(more.into_iter().flat_map(|i| i.0));
+                break;
+            }
+            Err(e) => e,
+        };
+        if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+            e.exit();
+        }
+        // The message without clap's usage and help lines (after the first blank line).
+        let text = e.render().to_string();
+        let message: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+        problems.push(message.join(" ").trim_start_matches("error: ").to_owned());
+        let retry =
+            matches!(e.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation | ErrorKind::UnknownArgument)
+                && problems.len() < 32;
+        let flag = match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::String(s)) => s.split([' ', '=']).next().unwrap_or_default().to_owned(),
+            _ => String::new(),
+        };
+        if !retry || !flag.starts_with("--") || !set_aside(&mut args, &flag) {
+            break;
+        }
+    }
+    eprintln!("hami-rs: invalid configuration:");
+    for p in &problems {
+        eprintln!("  {p}");
+    }
+    Err(ExitCode::from(INVALID))
+}
+
+/// Drops `flag` and its value from `args`; where it was given only in the environment, adds it
+/// with its default so the environment's value is not read. False when neither applies.
+fn set_aside(args: &mut Vec<std::ffi::OsString>, flag: &str) -> bool {
+    let with_value = format!("{flag}=");
+    let before = args.len();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        if a == flag {
+            // `--flag value`, unless the next word is another flag (a boolean's bare form).
+            let takes_next = args.get(i + 1).is_some_and(|v| !v.to_string_lossy().starts_with("--"));
+            args.drain(i..if takes_next { i + 2 } else { i + 1 });
+        } else if a.starts_with(&with_value) {
+            args.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    if args.len() != before {
+        return true;
+    }
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let long = flag.trim_start_matches("--");
+    let default = cmd
+        .get_subcommands()
+        .flat_map(|c| c.get_arguments())
+        .find(|a| a.get_long() == Some(long) && a.get_env().is_some())
+        .and_then(|a| a.get_default_values().first().cloned());
+    match default {
+        Some(d) => {
+            let mut v = std::ffi::OsString::from(with_value);
+            v.push(d);
+            // After the subcommand's name, where its flags are read.
+            args.insert(args.len().min(2), v);
+            true
+        }
+        None => false,
+    }
+}
+
+/// An error and its causes on one line, each cause only where the text so far does not already
+/// say it (most errors here repeat their source in their own message).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !line.contains(&c) {
+            line.push_str(": ");
+            line.push_str(&c);
+        }
+    }
+    line
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_cli() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     // rustls needs one process-wide crypto provider before any TLS config or kube client exists.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let flags = match &cli.command {
@@ -52,10 +158,13 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let invalid =
-                e.downcast_ref::<hami_rs::app::Error>().is_some_and(|e| matches!(e, hami_rs::app::Error::Config(_)));
-            eprintln!("hami-rs: {e:#}");
-            if invalid { ExitCode::from(64) } else { ExitCode::FAILURE }
+            use hami_rs::app::Error as E;
+            // What the operator gave (flags, the device config, the cluster file) is at fault.
+            let invalid = e
+                .downcast_ref::<E>()
+                .is_some_and(|e| matches!(e, E::Config(_) | E::DeviceConfig(_) | E::Cluster(_) | E::MetricsAddress(_)));
+            eprintln!("hami-rs: {}", one_line(&e));
+            if invalid { ExitCode::from(INVALID) } else { ExitCode::FAILURE }
         }
     }
 }

@@ -83,9 +83,7 @@ pub fn describe() {
         BINDS_ELSEWHERE,
         "Binds to a node other than the one the filter reserved (--filter-result=all), by outcome: placed there, or failed because the node no longer fits"
     );
-    for outcome in ["placed", "no_longer_fits"] {
-        counter!(BINDS_ELSEWHERE, "outcome" => outcome).absolute(0);
-    }
+    zero_counters();
     describe_gauge!(LEADER, "1 while this replica is the leader");
     gauge!(BUILD_INFO,
         "version" => env!("CARGO_PKG_VERSION"),
@@ -95,6 +93,47 @@ pub fn describe() {
         "compiler" => "rustc",
         "platform" => platform())
     .set(1.0);
+}
+
+/// The Kubernetes API calls this scheduler makes, as `api_request` labels them.
+const API_CALLS: [(&str, &str); 6] = [
+    ("get", "pods"),
+    ("get", "nodes"),
+    ("patch", "pods"),
+    ("patch", "nodes"),
+    ("create", "pods/binding"),
+    ("create", "events"),
+];
+
+/// Every counter at zero from the start, so dashboards and alerts that take a rate see a series
+/// before the first event rather than "No data".
+fn zero_counters() {
+    for outcome in ["placed", "no_longer_fits"] {
+        counter!(BINDS_ELSEWHERE, "outcome" => outcome).absolute(0);
+    }
+    for name in [LOCK_WAITS, LOCK_TIMEOUTS, LOCK_HANDOVERS, RESERVATIONS_EXPIRED] {
+        counter!(name).absolute(0);
+    }
+    for o in [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error] {
+        counter!(DECISIONS, "request" => "filter", "outcome" => o.as_str()).absolute(0);
+    }
+    for o in [Outcome::Scheduled, Outcome::Error] {
+        counter!(DECISIONS, "request" => "bind", "outcome" => o.as_str()).absolute(0);
+    }
+    for outcome in ["moved", "unchanged", "refused"] {
+        counter!(DECISIONS, "request" => "refit", "outcome" => outcome).absolute(0);
+    }
+    for (verb, resource) in API_CALLS {
+        for result in ["ok", "error"] {
+            counter!(API_REQUESTS, "verb" => verb, "resource" => resource, "result" => result).absolute(0);
+        }
+    }
+    for resource in ["pods", "nodes", "leases", "resourcequotas"] {
+        counter!(WATCH_RESTARTS, "resource" => resource).absolute(0);
+    }
+    for by in ["fit", "memo"] {
+        counter!(NODES_EVALUATED, "by" => by).absolute(0);
+    }
 }
 
 fn platform() -> &'static str {

@@ -229,6 +229,20 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
         }
     }
 
+    // Counters are there at zero before their first event, so a rate over them is never "No data".
+    for (name, labels) in [
+        ("hami_scheduler_node_lock_waits_total", vec![]),
+        ("hami_scheduler_node_lock_timeouts_total", vec![]),
+        ("hami_scheduler_node_lock_handovers_total", vec![]),
+        ("hami_scheduler_reservations_expired_total", vec![]),
+        ("hami_scheduler_api_requests_total", vec![("verb", "patch"), ("resource", "nodes"), ("result", "error")]),
+        ("hami_scheduler_decisions_total", vec![("request", "bind"), ("outcome", "error")]),
+        ("hami_scheduler_decisions_total", vec![("request", "filter"), ("outcome", "no_fit")]),
+        ("hami_scheduler_binds_elsewhere_total", vec![("outcome", "placed")]),
+    ] {
+        assert_eq!(one(&s, name, &labels), 0.0, "{name} {labels:?} at zero from the start");
+    }
+
     // Limits of a device as registered: node-a's GPU 0 is a 32768 MiB V100.
     let a0 = "GPU-a0000000-0000-4000-8000-000000000000";
     let dev = [("node", "node-a"), ("device_uuid", a0), ("device_index", "0")];
@@ -396,6 +410,9 @@ async fn the_log_gives_no_fit_reasons_at_info_refused_requests_at_warn_and_error
     assert_ne!(failed["Error"].as_str().unwrap_or(""), "", "{failed}");
     let r = serve.http.post(format!("{}/filter", serve.base)).body("{not json").send().await.expect("POST");
     assert_eq!(r.status().as_u16(), 400);
+    let s = serve.scrape().await;
+    let errors = one(&s, "hami_scheduler_decisions_total", &[("request", "filter"), ("outcome", "error")]);
+    assert_eq!(errors, 2.0, "the unreadable request and the refused body are both counted");
     drop(serve);
     let log = std::fs::read_to_string(&path).expect("the log");
     let _ = std::fs::remove_file(&path);
@@ -409,6 +426,84 @@ async fn the_log_gives_no_fit_reasons_at_info_refused_requests_at_warn_and_error
     assert!(no_fit.contains("reasons=") && no_fit.contains("CardInsufficientMemory"), "the reasons: {no_fit}");
     assert!(line(" ERROR ", "log-unreadable").contains("outcome=\"error\""));
     assert!(line(" WARN ", "request refused").contains("status=400"));
+}
+
+#[tokio::test]
+async fn metrics_are_gzipped_when_the_scraper_asks() {
+    use std::io::Read;
+    let serve = Serve::start(&[]).await;
+    let plain = serve.http.get(&serve.metrics).send().await.expect("GET").text().await.expect("text");
+    let r = serve.http.get(&serve.metrics).header("accept-encoding", "gzip").send().await.expect("GET gzip");
+    assert_eq!(r.headers().get("content-encoding").and_then(|v| v.to_str().ok()), Some("gzip"));
+    let zipped = r.bytes().await.expect("a body");
+    assert!(zipped.len() * 3 < plain.len(), "{} bytes against {}", zipped.len(), plain.len());
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&zipped[..]).read_to_string(&mut text).expect("gzip");
+    assert!(parse(&text).expect("the text format").iter().any(|x| x.name == "hami_build_info"));
+}
+
+/// Runs `hami-rs` with `args` and `env` to its end (killed after 20 s, a run that should have
+/// stopped at once): exit code (None when killed) and stderr.
+fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hami-rs"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hami-rs runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().expect("waitable").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("its output");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn an_invalid_configuration_exits_64_listing_every_problem_once() {
+    let (code, err) = run_to_end(
+        &[
+            "serve",
+            "--cluster-file=examples/cluster.json",
+            "--reservation-ttl=abc",
+            "--node-scheduler-policy=spreed",
+            "--gpu-scheduler-policy",
+            "binpack,fastest",
+            "--http_bind=127.0.0.1:0",
+        ],
+        &[("HAMI_BIND_LOCK_WAIT", "zz")],
+    );
+    assert_eq!(code, Some(64), "{err}");
+    for problem in ["--reservation-ttl", "--bind-lock-wait", "\"spreed\"", "\"fastest\""] {
+        assert_eq!(err.matches(problem).count(), 1, "{problem} named once:\n{err}");
+    }
+    assert!(!err.contains("listening"), "nothing listened:\n{err}");
+
+    let dir = std::env::temp_dir().join(format!("hami-rs-bad-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let bad = dir.join("device-config.yaml");
+    std::fs::write(&bad, "nvidia: [\n").expect("written");
+    let flag = format!("--device-config-file={}", bad.display());
+    let (code, err) = run_to_end(&["serve", "--cluster-file=examples/cluster.json", &flag], &[]);
+    assert_eq!(code, Some(64), "{err}");
+    assert_eq!(err.matches("not valid YAML").count(), 1, "the reason once:\n{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_port_in_use_fails_before_anything_claims_to_listen() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = format!("--http_bind={}", taken.local_addr().expect("its address"));
+    let (code, err) = run_to_end(
+        &["serve", "--cluster-file=examples/cluster.json", &addr, "--metrics-bind-address=127.0.0.1:0"],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("cannot listen on"), "{err}");
+    assert!(!err.contains("extender and webhook listening"), "{err}");
 }
 
 #[test]

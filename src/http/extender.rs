@@ -24,10 +24,13 @@ fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
 
 pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
     let started = Instant::now();
-    let body = read_json_body(payload, st.max_body).await?;
-    let args: ExtenderArgs<'_> = serde_json::from_slice(&body)?;
+    // Answers refused before the engine sees the pod count as errors too (the engine counts its own).
+    let refused = || crate::metrics::filter_done(crate::metrics::Outcome::Error, started);
+    let body = read_json_body(payload, st.max_body).await.inspect_err(|_| refused())?;
+    let args: ExtenderArgs<'_> = serde_json::from_slice(&body).inspect_err(|_| refused())?;
     crate::metrics::phase(crate::metrics::Phase::Decode, started);
     let Some(pod) = args.pod else {
+        refused();
         tracing::warn!("filter: extender args missing pod");
         return Ok(json(&ExtenderFilterResult::error("extender args missing pod")));
     };
@@ -37,11 +40,13 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     }
     let Some(names) = args.node_names else {
         // HAMi's handler panics here; answer with `Error` instead (see docs/compat.md).
+        refused();
         tracing::warn!(pod = %pod_name, "filter: extender args have neither Nodes nor NodeNames");
         return Ok(json(&ExtenderFilterResult::error("extender args have neither Nodes nor NodeNames")));
     };
     let names: Vec<Cow<'_, str>> = names.into_iter().map(|n| n.0).collect();
     if !st.is_leader() {
+        refused();
         return Ok(json(&ExtenderFilterResult::error(st.not_leader_message())));
     }
     st.engine.backend().learn_pod(&pod);

@@ -843,6 +843,56 @@ async fn usage_lists_nodes_devices_and_pods_in_the_report_shape() {
 }
 
 #[actix_web::test]
+async fn usage_of_one_node_lists_only_its_devices_and_pods() {
+    let app = TestApp::new().node(node("a").gpus(2, 16384)).node(node("b").gpus(1, 8192)).start().await;
+    let (pa, pb) = (gpu_pod("pa", 1000), gpu_pod("pb", 1000));
+    app.filter(&filter_args(&pa, ["a"])).await;
+    app.filter(&filter_args(&pb, ["b"])).await;
+    let (status, b) = app.call(TestRequest::get().uri("/usage?node=b")).await;
+    assert_eq!(status, StatusCode::OK);
+    let u: Value = serde_json::from_slice(&b).unwrap();
+    let names: Vec<&str> = u["nodes"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["b"]);
+    let pods: Vec<&str> = u["pods"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(pods, ["pb"]);
+    let (status, b) = app.call(TestRequest::get().uri("/usage?node=zz")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(serde_json::from_slice::<Value>(&b).unwrap(), json!({"error": "no node zz"}));
+}
+
+#[actix_web::test]
+async fn usage_and_the_status_page_are_gzipped_when_asked_and_the_extender_answers_are_not() {
+    use std::io::Read;
+    let app = TestApp::new().node(node("a").gpus(2, 16384)).start().await;
+    let plain = app.usage().await;
+    let svc = init_service(App::new().app_data(app.state.clone()).configure(routes::<MemoryBackend>)).await;
+    for uri in ["/usage", "/"] {
+        let res =
+            call_service(&svc, TestRequest::get().uri(uri).insert_header(("accept-encoding", "gzip")).to_request())
+                .await;
+        assert_eq!(res.headers().get("content-encoding").map(|v| v.to_str().unwrap()), Some("gzip"), "{uri}");
+        let zipped = read_body(res).await;
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&zipped[..]).read_to_string(&mut text).unwrap();
+        if uri == "/usage" {
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), plain);
+        } else {
+            assert!(text.contains("<html"), "{text}");
+        }
+    }
+    let body = filter_args(&gpu_pod("p1", 1000), ["a"]).to_string();
+    let req = TestRequest::post()
+        .uri("/filter")
+        .insert_header(("content-type", "application/json"))
+        .insert_header(("accept-encoding", "gzip"))
+        .set_payload(body);
+    let res = call_service(&svc, req.to_request()).await;
+    assert!(res.headers().get("content-encoding").is_none(), "the filter's answer stays plain");
+    let answer: Value = serde_json::from_slice(&read_body(res).await).unwrap();
+    assert_eq!(answer["NodeNames"], json!(["a"]));
+}
+
+#[actix_web::test]
 async fn usage_counts_pods_loaded_with_the_cluster() {
     // A bound pod in the cluster file holds its devices (scheduling.md §5.2).
     let mut bound = pod()
