@@ -496,23 +496,21 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
     }
     if let Some(q) = quota {
         for e in q.entries() {
+            // As HAMi labels them: `quota_name` is the device resource the quota limits
+            // (`nvidia.com/gpumem`, the ResourceQuota key without `limits.`), one series per
+            // namespace and resource; the limit is 0 where no ResourceQuota sets one.
             let (ns, res, used, limit) = (e.namespace, e.resource, e.used, e.limit);
-            let name = e.quota_name.unwrap_or_default();
             let lim = limit.unwrap_or(0).to_string();
-            // hami-rs adds `resource`: one namespace's memory and core quotas would otherwise share labels.
-            q_used.sample(
-                &[("namespace", &ns), ("quota_name", &name), ("resource", &res), ("limit", &lim), z],
-                used as f64,
-            );
+            q_used.sample(&[("namespace", &ns), ("quota_name", &res), ("limit", &lim), z], used as f64);
             if let Some(l) = limit {
-                q_limit.sample(&[("namespace", &ns), ("quota_name", &name), ("resource", &res), z], l as f64);
+                q_limit.sample(&[("namespace", &ns), ("quota_name", &res), z], l as f64);
             }
             if legacy {
                 let _ = writeln!(
                     legacy_out.entry("QuotaUsed").or_default(),
                     "QuotaUsed{{quotanamespace=\"{}\",quotaName=\"{}\",limit=\"{lim}\"}} {used}",
                     esc(&ns),
-                    esc(&name)
+                    esc(&res)
                 );
             }
         }

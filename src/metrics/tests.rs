@@ -72,11 +72,28 @@ fn legacy_names_are_grouped_by_family() {
 fn quota_gauges_name_the_quota_and_its_limit() {
     let v = vendors();
     let q = QuotaBook::new(&v);
-    q.set_quota("team-a", "gpu-quota", &[("limits.nvidia.com/gpumem".into(), 8000)]);
-    q.add("team-a", &vec![(VendorId(0), 3000, 0)]);
-    let text = render_cluster(&[], &v, Some(&q), false);
-    assert!(text.contains("hami_resource_quota_used{namespace=\"team-a\",quota_name=\"gpu-quota\",resource=\"nvidia.com/gpumem\",limit=\"8000\",zone=\"vGPU\"} 3000"), "{text}");
-    assert!(text.contains("hami_resource_quota_limit{namespace=\"team-a\",quota_name=\"gpu-quota\",resource=\"nvidia.com/gpumem\",zone=\"vGPU\"} 8000"));
+    q.set_quota(
+        "team-a",
+        "gpu-quota",
+        &[("limits.nvidia.com/gpumem".into(), 8000), ("limits.nvidia.com/gpucores".into(), 200)],
+    );
+    q.add("team-a", &vec![(VendorId(0), 3000, 50)]);
+    let text = render_cluster(&[], &v, Some(&q), true);
+    // HAMi's labels: the quota is named by the resource it limits, so memory and cores are two series.
+    assert!(text.contains("hami_resource_quota_used{namespace=\"team-a\",quota_name=\"nvidia.com/gpumem\",limit=\"8000\",zone=\"vGPU\"} 3000"), "{text}");
+    assert!(text.contains("hami_resource_quota_used{namespace=\"team-a\",quota_name=\"nvidia.com/gpucores\",limit=\"200\",zone=\"vGPU\"} 50"), "{text}");
+    assert!(text.contains(
+        "hami_resource_quota_limit{namespace=\"team-a\",quota_name=\"nvidia.com/gpumem\",zone=\"vGPU\"} 8000"
+    ));
+    let legacy: Vec<&str> = text.lines().filter(|l| l.starts_with("QuotaUsed{")).collect();
+    assert_eq!(
+        legacy,
+        [
+            "QuotaUsed{quotanamespace=\"team-a\",quotaName=\"nvidia.com/gpucores\",limit=\"200\"} 50",
+            "QuotaUsed{quotanamespace=\"team-a\",quotaName=\"nvidia.com/gpumem\",limit=\"8000\"} 3000",
+        ],
+        "one series each, as HAMi has them"
+    );
 }
 
 #[test]
