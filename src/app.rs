@@ -201,11 +201,14 @@ struct MetricsState {
 }
 
 async fn render_metrics(st: web::Data<MetricsState>) -> actix_web::HttpResponse {
+    // The cluster gauges first: they also set `reservations_outstanding`, which the recorder's
+    // render then shows as of this scrape rather than the one before.
+    let cluster = (st.cluster)().await;
     let mut body = st.handle.render();
     let (leader, synced) = (&st.readiness.leader, &st.readiness.synced);
     let ordering = std::sync::atomic::Ordering::SeqCst;
     body.push_str(&crate::metrics::render_state(leader.load(ordering), synced.load(ordering)));
-    body.push_str(&(st.cluster)().await);
+    body.push_str(&cluster);
     actix_web::HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(body)
 }
 

@@ -292,6 +292,8 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
     // A pod that fits: filter, then bind to the node it got.
     let answer = serve.post("/filter", &filter_args(gpu_pod("scrape-fit", 1000))).await;
     let node = answer["NodeNames"][0].as_str().expect("a node").to_owned();
+    let held = serve.scrape().await;
+    assert_eq!(one(&held, "hami_scheduler_reservations_outstanding", &[]), 1.0, "the reservation, in the next scrape");
     let bound = serve
         .post(
             "/bind",
