@@ -561,6 +561,23 @@ for r in "${RENDERINGS[@]}"; do
     fi
 done
 
+# The schema is generated from values.yaml: the committed one must be what values.yaml gives.
+if "$PY" "$ROOT/tests/values_schema.py" --check; then
+    say "values.schema.json matches values.yaml"
+else
+    failed=1
+fi
+
+# With HAMi's PodDisruptionBudget values (minAvailable: 1), the budget says minAvailable.
+pdb=$("$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --kube-version "$K8S_VERSION" \
+    --set scheduler.replicas=2 --set scheduler.podDisruptionBudget.minAvailable=1 --show-only templates/pdb.yaml)
+if grep -q '^  minAvailable: 1$' <<<"$pdb" && ! grep -q maxUnavailable <<<"$pdb"; then
+    say "PodDisruptionBudget takes HAMi's minAvailable"
+else
+    echo "   FAIL: scheduler.podDisruptionBudget.minAvailable=1 rendered: $pdb" >&2
+    failed=1
+fi
+
 # Values the chart must refuse, with the reason it gives.
 REFUSALS=(
     "scheduler.replicas=2,scheduler.leaderElect=false|needs scheduler.leaderElect"
@@ -569,6 +586,12 @@ REFUSALS=(
     "scheduler.runAsUser=0|must not be 0"
     "schedulerName=|schedulerName must not be empty"
     "scheduler.metricsBindAddress=nowhere|must end in :<port>"
+    "scheduler.typo=1|additional properties 'typo' not allowed"
+    "scheduler.extender.kubeQps=5|additional properties 'kubeQps' not allowed"
+    "scheduler.kubeQPS=5|hami-rs reads scheduler.extender.kubeQPS"
+    "scheduler.nodeLockRetryTimeout=5s|hami-rs reads scheduler.extender.nodeLockRetryTimeout"
+    "scheduler.extenderHTTPTimeout=5s|hami-rs reads scheduler.kubeScheduler.extender.httpTimeout"
+    "podDisruptionBudget.minAvailable=1|hami-rs reads scheduler.podDisruptionBudget"
 )
 for r in "${REFUSALS[@]}"; do
     IFS='|' read -r sets reason <<<"$r"

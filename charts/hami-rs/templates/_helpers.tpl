@@ -178,6 +178,16 @@ imagePullSecrets:
 {{/* Checks ----------------------------------------------------------------------------------- */}}
 
 {{- define "hami-rs.validate" -}}
+{{- /* HAMi's value names, which this chart spells differently (tests/values_schema.py lists them too). */ -}}
+{{- $hami := dict "kubeQPS" "scheduler.extender.kubeQPS" "nodeLockRetryTimeout" "scheduler.extender.nodeLockRetryTimeout" "extenderHTTPTimeout" "scheduler.kubeScheduler.extender.httpTimeout" -}}
+{{- range $name, $ours := $hami -}}
+{{- if hasKey $.Values.scheduler $name -}}
+{{- fail (printf "scheduler.%s is HAMi's name for this value: hami-rs reads %s" $name $ours) -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey .Values "podDisruptionBudget" -}}
+{{- fail "podDisruptionBudget is HAMi's place for this value: hami-rs reads scheduler.podDisruptionBudget (minAvailable or maxUnavailable, enabled)" -}}
+{{- end -}}
 {{- if not .Values.schedulerName -}}
 {{- fail "schedulerName must not be empty" -}}
 {{- end -}}
