@@ -17,6 +17,7 @@ pub mod backend;
 pub mod config;
 pub mod gosort;
 pub mod http;
+pub mod inspect;
 pub mod metrics;
 pub mod model;
 pub mod port;

@@ -16,6 +16,7 @@
 mod cluster;
 mod faults;
 mod harness;
+mod plugin;
 mod scoring;
 mod throughput;
 mod writes;
