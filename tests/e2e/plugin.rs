@@ -54,6 +54,7 @@ async fn t_kubectl_hami_shows_what_the_gpus_hold_and_why_a_pod_is_pending() {
     assert_eq!(gpus.lines().filter(|l| l.starts_with("gpu-t-")).count(), 4, "one line per GPU:\n{gpus}");
 
     let why = kubectl_hami(&cp, &["why", "t-big"]).await;
+    println!("e2e[t]: kubectl hami top gpus:\n{gpus}e2e[t]: kubectl hami why t-big:\n{why}");
     assert!(why.contains("Pod default/t-big: Pending, not bound"), "{why}");
     assert!(
         why.lines().any(|l| l.contains("FilteringFailed") && l.contains("CardInsufficientMemory")),
