@@ -22,10 +22,12 @@ for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2
 pod() { # pod NAME MEM CORES
   printf '{"Pod":{"metadata":{"name":"%s","namespace":"demo","uid":"uid-%s"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"%s","nvidia.com/gpucores":"%s"}}}]}},"NodeNames":["node-a","node-b","node-c","node-cpu"]}' "$1" "$1" "$2" "$3"
 }
+web1_node=
 for spec in "web-1 4000 20" "web-2 6000 30" "train-1 20000 60" "huge 900000 10"; do
   set -- $spec
   answer=$(curl -fsS -X POST -H 'Content-Type: application/json' --data "$(pod "$1" "$2" "$3")" "http://127.0.0.1:$port/filter")
   node=$(python3 -c 'import json,sys; n=json.loads(sys.argv[1]).get("NodeNames"); print(n[0] if n else "")' "$answer")
+  [[ $1 == web-1 ]] && web1_node=$node
   if [[ -n "$node" ]]; then
     curl -fsS -X POST --data "{\"PodName\":\"$1\",\"PodNamespace\":\"demo\",\"PodUID\":\"uid-$1\",\"Node\":\"$node\"}" "http://127.0.0.1:$port/bind" >/dev/null
   fi
@@ -34,9 +36,19 @@ done
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
   --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --window-size=1500,1000)
 "$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/" >"$out/status-page.html" 2>/dev/null
-for want in node-a node-b node-c "Last decisions" "demo/web-1" "no-fit" "MiB"; do
+for want in node-a node-b node-c "Last decisions" "demo/web-1" "no-fit" "MiB" "Pending after their last decision (1)" \
+  "demo/huge" "CardInsufficientMemory"; do
   grep -q "$want" "$out/status-page.html" || { echo "status page: '$want' missing from the page" >&2; exit 1; }
 done
+# The node page of web-1's node lists it on its device, with the device's model and UUID.
+"$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/?node=$web1_node" >"$out/status-node.html" 2>/dev/null
+for want in "$web1_node" "demo/web-1 (4000 MiB, 20 cores)" "GPU-" "all nodes"; do
+  grep -qF "$want" "$out/status-node.html" || { echo "node page: '$want' missing from the page" >&2; exit 1; }
+done
+# A search lists the matching node with a link to its page, and not the others.
+"$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/?q=node-b" >"$out/status-search.html" 2>/dev/null
+grep -q 'href="?node=node-b"' "$out/status-search.html" || { echo "search: node-b missing" >&2; exit 1; }
+! grep -q 'href="?node=node-a"' "$out/status-search.html" || { echo "search: node-a listed for node-b" >&2; exit 1; }
 "$browser" "${flags[@]}" --screenshot="$out/status-page.png" "http://127.0.0.1:$port/" >/dev/null 2>&1
 size=$(stat -c %s "$out/status-page.png" 2>/dev/null || echo 0)
 (( size > 10000 )) || { echo "status page: screenshot missing or empty ($size bytes)" >&2; exit 1; }

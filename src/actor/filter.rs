@@ -48,6 +48,10 @@ impl<B: Backend> Engine<B> {
         let started = Instant::now();
         let outcome = self.filter_steps(pod, names).await;
         crate::metrics::filter_done(outcome.metric(), started);
+        if let FilterOutcome::Error(e) = &outcome {
+            // The status page shows errors beside the decisions: they leave a pod pending too.
+            self.remember(&PodRef::of(pod), None, "error", e.to_string());
+        }
         outcome
     }
 
@@ -325,7 +329,7 @@ impl<B: Backend> Engine<B> {
             tracing::debug!(pod = %pref, failed = ?failed.render(), "no node fits");
         }
         self.no_fit_events(pref, failed, candidates);
-        self.remember(pref, None, "no-fit", format!("{} nodes do not meet", failed.len()));
+        self.remember(pref, None, "no-fit", format!("{} nodes do not meet: {}", failed.len(), failed.summary()));
     }
 
     /// Holds the filter while the API writes already queued would delay this pod's bind by

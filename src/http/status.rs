@@ -1,128 +1,366 @@
-//! `GET /`: a small server-rendered status page: every node's devices as a grid coloured by
-//! memory and core allocation, and the last decisions with their reasons. No JavaScript.
+//! `GET /`: the operator's console, server-rendered with no scripts. The front page stays small at
+//! thousands of nodes: a summary (devices by state, memory and cores allocated, pods the last
+//! decisions left pending and why), the last decisions, a heat map with one cell per device and
+//! one link per node, and a search. `?node=<name>` shows one node's devices with the pods on each;
+//! `?q=<text>` lists the nodes, and the decisions, whose names contain it; `?refresh=<s>` reloads.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use actix_web::{HttpResponse, web};
 
 use crate::actor::RecentDecision;
 use crate::backend::Backend;
-use crate::report::NodeJson;
+use crate::report::{DeviceJson, NodeJson};
 
 use super::AppState;
+
+/// Up to how many nodes the heat map names each one beside its cells.
+const NAMED_NODES: usize = 100;
+/// How many nodes a search lists in full.
+const SEARCH_ROWS: usize = 200;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// Green through amber to red as a device fills.
-fn colour(frac: f64) -> &'static str {
-    match frac {
-        f if f <= 0.0 => "#e8f5e9",
-        f if f < 0.5 => "#a5d6a7",
-        f if f < 0.8 => "#ffe082",
-        f if f < 1.0 => "#ffab91",
-        _ => "#e57373",
+/// A query value in a link.
+fn url(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
     }
+    out
 }
 
-fn pct(used: u64, total: u64) -> f64 {
+fn frac(used: u64, total: u64) -> f64 {
     if total == 0 { 0.0 } else { used as f64 / total as f64 }
 }
 
-/// Renders the page from the engine's view.
-pub fn render(nodes: &[NodeJson], recent: &[RecentDecision], leader: bool) -> String {
+/// A device's state, as the summary counts it and the heat map colours it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum State {
+    Idle,
+    Shared,
+    Full,
+    Unhealthy,
+}
+
+impl State {
+    fn of(d: &DeviceJson) -> State {
+        if !d.healthy {
+            State::Unhealthy
+        } else if d.used == 0 {
+            State::Idle
+        } else if d.used >= d.count || d.mem_used >= d.mem_total || d.cores_used >= d.cores_total {
+            State::Full
+        } else {
+            State::Shared
+        }
+    }
+    fn word(self) -> &'static str {
+        match self {
+            State::Idle => "idle",
+            State::Shared => "shared",
+            State::Full => "full",
+            State::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+/// The heat map's class for a device: its state, and for a shared one how full (0-3).
+fn cell_class(d: &DeviceJson) -> &'static str {
+    match State::of(d) {
+        State::Idle => "i",
+        State::Full => "f",
+        State::Unhealthy => "u",
+        State::Shared => match frac(d.mem_used, d.mem_total).max(frac(d.cores_used.into(), d.cores_total.into())) {
+            f if f < 0.34 => "s1",
+            f if f < 0.67 => "s2",
+            _ => "s3",
+        },
+    }
+}
+
+/// What the page is asked for.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Query {
+    /// One node's page.
+    pub node: Option<String>,
+    /// Nodes and decisions whose names contain this text.
+    pub q: Option<String>,
+    /// Reload every so many seconds (5 at least).
+    pub refresh: Option<u32>,
+}
+
+/// A pod on a device, for the node page: `namespace/name`, memory and cores.
+pub type PodsOnDevice = BTreeMap<String, Vec<(String, u64, u32)>>;
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.2em;color:#222}h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.3em}\
+table{border-collapse:collapse}td,th{padding:.2em .5em;border:1px solid #ddd;font-size:.85em;vertical-align:top;text-align:left}\
+.muted{color:#777}.bad{color:#b71c1c}.map a{display:inline-block;margin:0 6px 3px 0;text-decoration:none;color:#333;font-size:.8em}\
+.map i{display:inline-block;width:7px;height:12px;margin-right:1px}.i{background:#e8f5e9}.s1{background:#a5d6a7}\
+.s2{background:#ffe082}.s3{background:#ffab91}.f{background:#e57373}.u{background:#555}.x{background:#b71c1c}\
+.k i{display:inline-block;width:9px;height:9px;margin:0 .2em 0 .8em}";
+
+fn head(s: &mut String, title: &str, refresh: Option<u32>) {
+    let _ = write!(s, r#"<!doctype html><html><head><meta charset="utf-8"><title>{}</title>"#, esc(title));
+    if let Some(r) = refresh {
+        let _ = write!(s, r#"<meta http-equiv="refresh" content="{}">"#, r.max(5));
+    }
+    let _ = write!(s, "<style>{STYLE}</style></head><body>");
+}
+
+fn time(unix_s: i64) -> String {
+    chrono::DateTime::from_timestamp(unix_s, 0).map_or_else(|| unix_s.to_string(), |t| t.format("%H:%M:%S").to_string())
+}
+
+/// The front page, or with `q` the nodes and decisions matching it.
+pub fn render(nodes: &[NodeJson], recent: &[RecentDecision], leader: bool, q: &Query, now_s: i64) -> String {
     let mut s = String::new();
-    let devices: usize = nodes.iter().map(|n| n.devices.len()).sum();
+    head(&mut s, "hami-rs", q.refresh);
+    let devices: Vec<&DeviceJson> = nodes.iter().flat_map(|n| &n.devices).collect();
+    let mut states: BTreeMap<State, usize> = BTreeMap::new();
+    for d in &devices {
+        *states.entry(State::of(d)).or_default() += 1;
+    }
+    let (mem_used, mem_total) = devices.iter().fold((0u64, 0u64), |(u, t), d| (u + d.mem_used, t + d.mem_total));
+    let (cores_used, cores_total) =
+        devices.iter().fold((0u64, 0u64), |(u, t), d| (u + u64::from(d.cores_used), t + u64::from(d.cores_total)));
+    // Memory nobody can take whole: what is free on devices already shared.
+    let stranded: u64 =
+        devices.iter().filter(|d| State::of(d) == State::Shared).map(|d| d.mem_total.saturating_sub(d.mem_used)).sum();
+    let unusable = nodes.iter().filter(|n| n.unusable.is_some()).count();
     let _ = write!(
         s,
-        r#"<!doctype html><html><head><meta charset="utf-8"><title>hami-rs</title><style>
-body{{font-family:sans-serif;margin:1.5em;color:#222}} h1{{font-size:1.4em}} h2{{font-size:1.1em;margin-top:1.5em}}
-table{{border-collapse:collapse}} td,th{{padding:.25em .6em;border:1px solid #ddd;font-size:.85em;vertical-align:top}}
-.grid td.dev{{width:9.5em}} .bar{{height:.55em;border:1px solid #999;margin:.15em 0}} .bar span{{display:block;height:100%}}
-.muted{{color:#777}} .bad{{color:#b71c1c}}
-</style></head><body><h1>hami-rs</h1><p>{} nodes, {} devices; this replica is {}.</p><h2>Devices</h2><table class="grid">"#,
+        r#"<h1>hami-rs</h1><p>{} nodes{}, {} devices; this replica is {}; as of {} UTC. <a href="?refresh=10">refresh every 10 s</a></p>"#,
         nodes.len(),
-        devices,
-        if leader { "the leader" } else { "a follower" }
+        if unusable > 0 { format!(r#" (<span class="bad">{unusable} unusable</span>)"#) } else { String::new() },
+        devices.len(),
+        if leader { "the leader" } else { "a follower" },
+        time(now_s)
     );
-    for n in nodes {
-        let _ = write!(s, "<tr><th>{}</th>", esc(&n.name));
-        if let Some(u) = &n.unusable {
-            let _ = write!(s, r#"<td class="bad">unusable: {}</td>"#, esc(u));
-        }
-        if n.devices.is_empty() && n.unusable.is_none() {
-            s.push_str(r#"<td class="muted">no devices</td>"#);
-        }
-        for d in &n.devices {
-            let m = pct(d.mem_used, d.mem_total);
-            let c = pct(u64::from(d.cores_used), u64::from(d.cores_total));
-            let _ = write!(
-                s,
-                r#"<td class="dev" style="background:{}" title="{}"><b>#{}</b> {}<br>{}/{} MiB<div class="bar"><span style="width:{:.0}%;background:#1565c0"></span></div>{}/{} cores<div class="bar"><span style="width:{:.0}%;background:#6a1b9a"></span></div>{}/{} tasks{}</td>"#,
-                colour(m.max(c)),
-                esc(&d.uuid),
-                d.index,
-                esc(&d.vendor),
-                d.mem_used,
-                d.mem_total,
-                (m * 100.0).min(100.0),
-                d.cores_used,
-                d.cores_total,
-                (c * 100.0).min(100.0),
-                d.used,
-                d.count,
-                if d.healthy { "" } else { r#"<br><span class="bad">unhealthy</span>"# }
-            );
-        }
-        s.push_str("</tr>");
+    s.push_str("<table><tr><th>devices</th>");
+    for st in [State::Idle, State::Shared, State::Full, State::Unhealthy] {
+        let _ = write!(s, "<th>{}</th>", st.word());
     }
-    s.push_str(
-        "</table><h2>Last decisions</h2><table><tr><th>pod</th><th>node</th><th>outcome</th><th>detail</th></tr>",
+    s.push_str("<th>memory allocated</th><th>cores allocated</th><th>free on shared devices</th></tr><tr><td></td>");
+    for st in [State::Idle, State::Shared, State::Full, State::Unhealthy] {
+        let _ = write!(s, "<td>{}</td>", states.get(&st).copied().unwrap_or(0));
+    }
+    let _ = write!(
+        s,
+        "<td>{mem_used} / {mem_total} MiB ({:.0}%)</td><td>{cores_used} / {cores_total} ({:.0}%)</td><td>{stranded} MiB</td></tr></table>",
+        frac(mem_used, mem_total) * 100.0,
+        frac(cores_used, cores_total) * 100.0
     );
+
+    // Pods the latest decision about which left them pending, with why.
+    let mut latest: BTreeMap<&str, &RecentDecision> = BTreeMap::new();
+    for d in recent {
+        latest.insert(d.pod.as_str(), d);
+    }
+    let needle = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    let pending: Vec<&&RecentDecision> = latest
+        .values()
+        .filter(|d| d.outcome == "no-fit" || d.outcome == "error")
+        .filter(|d| needle.is_none_or(|t| d.pod.contains(t)))
+        .collect();
+    let _ = write!(s, "<h2>Pending after their last decision ({})</h2>", pending.len());
+    if pending.is_empty() {
+        s.push_str(r#"<p class="muted">none</p>"#);
+    } else {
+        s.push_str("<table><tr><th>pod</th><th>outcome</th><th>why</th></tr>");
+        for d in pending {
+            let _ = write!(s, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&d.pod), d.outcome, esc(&d.detail));
+        }
+        s.push_str("</table>");
+    }
+
+    let _ = write!(
+        s,
+        r#"<form><input name="q" placeholder="node, namespace or pod" value="{}"> <button>search</button></form>"#,
+        esc(needle.unwrap_or(""))
+    );
+    decisions(&mut s, recent, needle);
+    match needle {
+        Some(t) => node_rows(&mut s, nodes, t),
+        None => heat_map(&mut s, nodes),
+    }
+    s.push_str("</body></html>");
+    s
+}
+
+fn decisions(s: &mut String, recent: &[RecentDecision], needle: Option<&str>) {
+    s.push_str(
+        "<h2>Last decisions</h2><table><tr><th>time</th><th>pod</th><th>node</th><th>outcome</th><th>detail</th></tr>",
+    );
+    let mut any = false;
     for d in recent.iter().rev() {
+        if needle.is_some_and(|t| !d.pod.contains(t) && !d.node.as_deref().is_some_and(|n| n.contains(t))) {
+            continue;
+        }
+        any = true;
+        let class = if d.outcome == "error" { r#" class="bad""# } else { "" };
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            time(d.unix_s),
             esc(&d.pod),
             esc(d.node.as_deref().unwrap_or("-")),
             d.outcome,
             esc(&d.detail)
         );
     }
-    if recent.is_empty() {
-        s.push_str(r#"<tr><td colspan="4" class="muted">none yet</td></tr>"#);
+    if !any {
+        s.push_str(r#"<tr><td colspan="5" class="muted">none</td></tr>"#);
+    }
+    s.push_str("</table>");
+}
+
+/// One cell per device, one link per node; the title says the node and its devices' states.
+fn heat_map(s: &mut String, nodes: &[NodeJson]) {
+    s.push_str(
+        r#"<h2>Devices</h2><p class="k">one cell per device:<i class="i"></i>idle<i class="s1"></i><i class="s2"></i><i class="s3"></i>shared, by how full<i class="f"></i>full<i class="u"></i>unhealthy<i class="x"></i>node unusable</p><div class="map">"#,
+    );
+    for n in nodes {
+        let _ = write!(s, r#"<a href="?node={}" title="{}">"#, url(&n.name), esc(&n.name));
+        if n.unusable.is_some() {
+            s.push_str(r#"<i class="x"></i>"#);
+        }
+        for d in &n.devices {
+            let _ = write!(s, r#"<i class="{}"></i>"#, cell_class(d));
+        }
+        // Names beside the cells while they fit on a screen; beyond, the link's title says it.
+        if nodes.len() <= NAMED_NODES {
+            let _ = write!(s, "{} ", esc(&n.name));
+        }
+        s.push_str("</a>");
+    }
+    s.push_str("</div>");
+}
+
+/// The nodes whose name contains `needle`, one row each, at most `SEARCH_ROWS`.
+fn node_rows(s: &mut String, nodes: &[NodeJson], needle: &str) {
+    let hits: Vec<&NodeJson> = nodes.iter().filter(|n| n.name.contains(needle)).collect();
+    let _ = write!(
+        s,
+        "<h2>Nodes matching “{}” ({})</h2><table><tr><th>node</th><th>devices</th><th>memory</th><th>cores</th></tr>",
+        esc(needle),
+        hits.len()
+    );
+    for n in hits.iter().take(SEARCH_ROWS) {
+        let (mu, mt) = n.devices.iter().fold((0u64, 0u64), |(u, t), d| (u + d.mem_used, t + d.mem_total));
+        let (cu, ct) = n
+            .devices
+            .iter()
+            .fold((0u64, 0u64), |(u, t), d| (u + u64::from(d.cores_used), t + u64::from(d.cores_total)));
+        let _ = write!(
+            s,
+            r#"<tr><td><a href="?node={}">{}</a>{}</td><td>{}</td><td>{mu}/{mt} MiB</td><td>{cu}/{ct}</td></tr>"#,
+            url(&n.name),
+            esc(&n.name),
+            n.unusable
+                .as_deref()
+                .map_or(String::new(), |u| format!(r#" <span class="bad">unusable: {}</span>"#, esc(u))),
+            n.devices.len()
+        );
+    }
+    if hits.len() > SEARCH_ROWS {
+        let _ = write!(
+            s,
+            r#"<tr><td colspan="4" class="muted">… {} more: narrow the search</td></tr>"#,
+            hits.len() - SEARCH_ROWS
+        );
+    }
+    s.push_str("</table>");
+}
+
+/// One node's page: each device with its model, UUID, usage and the pods on it.
+pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, refresh: Option<u32>, now_s: i64) -> String {
+    let mut s = String::new();
+    head(&mut s, &format!("hami-rs: {}", n.name), refresh);
+    let _ = write!(s, r#"<p><a href="./">all nodes</a></p><h1>{}</h1><p>as of {} UTC</p>"#, esc(&n.name), time(now_s));
+    if let Some(u) = &n.unusable {
+        let _ = write!(s, r#"<p class="bad">unusable: {}</p>"#, esc(u));
+    }
+    s.push_str("<table><tr><th>#</th><th>model</th><th>UUID</th><th>state</th><th>memory (MiB)</th><th>cores</th><th>tasks</th><th>pods</th></tr>");
+    for d in &n.devices {
+        let on = pods.get(&d.uuid).map_or(String::new(), |ps| {
+            ps.iter().map(|(p, m, c)| format!("{} ({m} MiB, {c} cores)", esc(p))).collect::<Vec<_>>().join("<br>")
+        });
+        let _ = write!(
+            s,
+            r#"<tr><td>{}</td><td>{} {}</td><td>{}</td><td><i class="{}" style="display:inline-block;width:9px;height:9px"></i> {}</td><td>{}/{}</td><td>{}/{}</td><td>{}/{}</td><td>{}</td></tr>"#,
+            d.index,
+            esc(&d.vendor),
+            esc(&d.ty),
+            esc(&d.uuid),
+            cell_class(d),
+            State::of(d).word(),
+            d.mem_used,
+            d.mem_total,
+            d.cores_used,
+            d.cores_total,
+            d.used,
+            d.count,
+            on
+        );
+    }
+    if n.devices.is_empty() {
+        s.push_str(r#"<tr><td colspan="8" class="muted">no devices</td></tr>"#);
     }
     s.push_str("</table></body></html>");
     s
 }
 
-pub async fn page<B: Backend>(st: web::Data<AppState<B>>) -> HttpResponse {
+pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) -> HttpResponse {
     let reports = st.engine.reports().await;
+    let now = chrono::Utc::now().timestamp();
+    let html = |body: String| HttpResponse::Ok().content_type("text/html; charset=utf-8").body(body);
+    if let Some(name) = q.node.as_deref() {
+        let Some(r) = reports.iter().find(|r| r.name.as_str() == name) else {
+            return HttpResponse::NotFound()
+                .content_type("text/html; charset=utf-8")
+                .body(format!(r#"<!doctype html><p>no node {}. <a href="./">all nodes</a></p>"#, esc(name)));
+        };
+        let mut pods = PodsOnDevice::new();
+        for a in &r.allocs {
+            for (_, containers) in &a.devices.0 {
+                for d in containers.iter().flatten() {
+                    pods.entry(d.uuid.to_string()).or_default().push((
+                        format!("{}/{}", a.namespace, a.name),
+                        d.usedmem.0,
+                        d.usedcores,
+                    ));
+                }
+            }
+        }
+        return html(render_node(&crate::report::node_json(r, st.engine.vendors()), &pods, q.refresh, now));
+    }
     let nodes: Vec<NodeJson> = reports.iter().map(|r| crate::report::node_json(r, st.engine.vendors())).collect();
     let leader = st.readiness.leader.load(std::sync::atomic::Ordering::SeqCst);
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(render(
-        &nodes,
-        &st.engine.recent_decisions(),
-        leader,
-    ))
+    html(render(&nodes, &st.engine.recent_decisions(), leader, &q, now))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::DeviceJson;
 
-    fn dev(mem_used: u64, cores_used: u32) -> DeviceJson {
+    fn dev(index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
         DeviceJson {
             vendor: "NVIDIA".into(),
-            uuid: "GPU-<x>".into(),
+            uuid: format!("GPU-<x>-{index}"),
             ty: "NVIDIA-T4".into(),
-            index: 0,
+            index,
             numa: 0,
             healthy: true,
             count: 10,
-            used: 1,
+            used,
             mem_total: 16384,
             mem_used,
             cores_total: 100,
@@ -130,32 +368,99 @@ mod tests {
         }
     }
 
+    fn node(name: &str, devices: Vec<DeviceJson>) -> NodeJson {
+        NodeJson { name: name.into(), devices, annotations: None, unusable: None }
+    }
+
+    fn decision(pod: &str, outcome: &'static str, detail: &str) -> RecentDecision {
+        RecentDecision { pod: pod.into(), node: None, outcome, detail: detail.into(), unix_s: 0 }
+    }
+
     #[test]
-    fn the_grid_colours_devices_by_allocation_and_escapes_text() {
-        let nodes = vec![NodeJson {
-            name: "n<1>".into(),
-            devices: vec![dev(0, 0), dev(16384, 100)],
-            annotations: None,
-            unusable: None,
-        }];
-        let recent = vec![RecentDecision {
-            pod: "a/p".into(),
-            node: None,
-            outcome: "no-fit",
-            detail: "1 < 2".into(),
-            unix_s: 0,
-        }];
-        let html = render(&nodes, &recent, true);
-        assert!(html.contains("n&lt;1&gt;") && html.contains("GPU-&lt;x&gt;") && html.contains("1 &lt; 2"));
-        assert!(html.contains(colour(0.0)) && html.contains(colour(1.0)));
-        assert!(html.contains("16384/16384 MiB") && html.contains("no-fit"));
+    fn the_summary_counts_devices_by_state_and_the_map_colours_them() {
+        let mut sick = dev(3, 0, 0, 0);
+        sick.healthy = false;
+        let nodes = vec![node("n<1>", vec![dev(0, 0, 0, 0), dev(1, 4096, 10, 1), dev(2, 16384, 100, 1), sick])];
+        let html = render(&nodes, &[], true, &Query::default(), 0);
+        assert!(html.contains("<th>idle</th><th>shared</th><th>full</th><th>unhealthy</th>"), "{html}");
+        assert!(html.contains("<td>1</td><td>1</td><td>1</td><td>1</td>"), "one of each: {html}");
+        assert!(
+            html.contains("20480 / 65536 MiB (31%)") && html.contains("12288 MiB"),
+            "allocated and stranded: {html}"
+        );
+        assert!(html.contains(r#"<a href="?node=n%3C1%3E" title="n&lt;1&gt;"><i class="i"></i><i class="s1"></i><i class="f"></i><i class="u"></i>n&lt;1&gt; </a>"#), "{html}");
         assert!(!html.contains("<script"), "no scripts");
     }
 
     #[test]
+    fn pending_pods_show_their_last_reason_and_errors_stand_out() {
+        let recent = vec![
+            decision("a/p", "no-fit", "2 nodes do not meet: 2 CardInsufficientMemory"),
+            decision("a/q", "no-fit", "1 < 2"),
+            decision("a/q", "scheduled", "2 of 2 nodes fit"),
+            decision("a/r", "error", "nvidia.com/gpumem: 16Gi does not read"),
+        ];
+        let html = render(&[], &recent, true, &Query::default(), 0);
+        assert!(html.contains("Pending after their last decision (2)"), "q was placed after: {html}");
+        assert!(html.contains("<td>a/p</td><td>no-fit</td><td>2 nodes do not meet: 2 CardInsufficientMemory</td>"));
+        assert!(html.contains(r#"<tr class="bad"><td>00:00:00</td><td>a/r</td>"#), "{html}");
+        assert!(html.contains("1 &lt; 2"), "escaped");
+    }
+
+    #[test]
+    fn a_search_lists_the_matching_nodes_and_decisions_only() {
+        let nodes = vec![node("gpu-a", vec![dev(0, 1000, 0, 1)]), node("gpu-b", vec![])];
+        let recent = vec![decision("ns/train", "no-fit", "x"), decision("ns/web", "no-fit", "y")];
+        let q = Query { q: Some("gpu-a".into()), ..Query::default() };
+        let html = render(&nodes, &recent, true, &q, 0);
+        assert!(html.contains(r#"<a href="?node=gpu-a">gpu-a</a>"#) && !html.contains(">gpu-b<"), "{html}");
+        assert!(!html.contains("ns/web"), "{html}");
+        let q = Query { q: Some("train".into()), ..Query::default() };
+        let html = render(&nodes, &recent, true, &q, 0);
+        assert!(html.contains("ns/train") && !html.contains("<td>ns/web</td>"), "{html}");
+    }
+
+    #[test]
+    fn a_node_page_lists_each_device_with_model_uuid_and_pods() {
+        let mut n = node("n", vec![dev(0, 3000, 30, 1), dev(1, 0, 0, 0)]);
+        n.unusable = None;
+        let mut pods = PodsOnDevice::new();
+        pods.insert("GPU-<x>-0".into(), vec![("team/train-0".into(), 3000, 30)]);
+        let html = render_node(&n, &pods, Some(1), 0);
+        assert!(html.contains("NVIDIA NVIDIA-T4") && html.contains("GPU-&lt;x&gt;-0"), "{html}");
+        assert!(html.contains("team/train-0 (3000 MiB, 30 cores)") && html.contains("3000/16384"), "{html}");
+        assert!(html.contains(r#"content="5""#), "refresh no faster than 5 s");
+    }
+
+    #[test]
     fn an_unusable_node_says_why() {
-        let nodes =
-            vec![NodeJson { name: "n".into(), devices: vec![], annotations: None, unusable: Some("bad JSON".into()) }];
-        assert!(render(&nodes, &[], false).contains("unusable: bad JSON"));
+        let mut n = node("n", vec![]);
+        n.unusable = Some("bad JSON".into());
+        assert!(render_node(&n, &PodsOnDevice::new(), None, 0).contains("unusable: bad JSON"));
+        assert!(render(&[n], &[], false, &Query::default(), 0).contains(r#"<i class="x"></i>"#));
+    }
+
+    #[test]
+    fn the_front_page_stays_under_300_kb_compressed_at_5000_nodes_of_8_devices() {
+        use std::io::Write as _;
+        let nodes: Vec<NodeJson> = (0..5000)
+            .map(|i| {
+                node(
+                    &format!("gpu-node-{i:05}"),
+                    (0..8).map(|k| dev(k, u64::from(k) * 1500 * (i % 3), 10 * k, k % 3)).collect(),
+                )
+            })
+            .collect();
+        let recent: Vec<RecentDecision> = (0..50)
+            .map(|i| {
+                decision(&format!("team-{i}/pod-{i}"), "no-fit", "5000 nodes do not meet: 5000 CardInsufficientMemory")
+            })
+            .collect();
+        let html = render(&nodes, &recent, true, &Query::default(), 0);
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(html.as_bytes()).unwrap();
+        let zipped = z.finish().unwrap().len();
+        assert!(zipped < 300 * 1024, "{zipped} bytes compressed, {} plain", html.len());
+        assert_eq!(html.matches("<a href=\"?node=").count(), 5000, "every node reachable");
     }
 }
