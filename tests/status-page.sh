@@ -2,7 +2,8 @@
 # Renders the status page (GET /) of `hami-rs serve --cluster-file examples/cluster.json` after a few
 # pods were scheduled through /filter and /bind, in headless Chromium, and keeps a screenshot in
 # target/artifacts/status-page.png. Fails if Chromium is missing, the page lacks the nodes or the
-# decisions, or the screenshot is empty.
+# decisions, or the screenshot is empty. Then the same at 5 000 nodes x 8 GPUs: the front page under
+# 300 KB gzipped with every node linked, and a node page.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 browser=$(command -v chromium || command -v chromium-browser || true)
@@ -53,3 +54,28 @@ grep -q 'href="?node=node-b"' "$out/status-search.html" || { echo "search: node-
 size=$(stat -c %s "$out/status-page.png" 2>/dev/null || echo 0)
 (( size > 10000 )) || { echo "status page: screenshot missing or empty ($size bytes)" >&2; exit 1; }
 echo "status page: ok, screenshot $out/status-page.png ($size bytes)"
+
+# At 5 000 nodes x 8 GPUs with 20 000 running pods (the load test's cluster): the front page stays
+# under 300 KB gzipped, every node is linked, and a node's page lists its devices.
+lt=${HAMI_LOADTEST_BIN:-target/release/hami-loadtest}
+[[ -x "$lt" ]] || cargo build --release --bin hami-loadtest
+gen=$("$lt" run --embedded --nodes 5000 --gpus-per-node 8 --running-pods 20000 --pods 200 --keep-files 2>&1 | sed -n 's/^kept //p')
+[[ -s "$gen/cluster.json" ]] || { echo "status page: the load test wrote no cluster file" >&2; exit 1; }
+port2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mport2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$bin" serve --cluster-file "$gen/cluster.json" --http_bind "127.0.0.1:$port2" --metrics-bind-address "127.0.0.1:$mport2" \
+  >"$out/status-page-5000.log" 2>&1 &
+pid2=$!
+trap 'kill $pid $pid2 2>/dev/null || true; rm -rf "$gen"' EXIT
+for _ in $(seq 1 300); do curl -fsS "http://127.0.0.1:$port2/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS -H 'Accept-Encoding: gzip' -o "$out/status-5000.html.gz" "http://127.0.0.1:$port2/"
+zipped=$(stat -c %s "$out/status-5000.html.gz")
+(( zipped < 300 * 1024 )) || { echo "status page at 5000 nodes: $zipped bytes gzipped, over 300 KB" >&2; exit 1; }
+"$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port2/" >"$out/status-5000.html" 2>/dev/null
+grep -q "5000 nodes, 40000 devices" "$out/status-5000.html" || { echo "status page at 5000 nodes: no summary" >&2; exit 1; }
+links=$(grep -o 'href="?node=' "$out/status-5000.html" | wc -l)
+(( links == 5000 )) || { echo "status page at 5000 nodes: $links node links, not 5000" >&2; exit 1; }
+"$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port2/?node=fake-gpu-17" >"$out/status-5000-node.html" 2>/dev/null
+rows=$(grep -o '<td>[0-7]</td><td>' "$out/status-5000-node.html" | wc -l)
+(( rows == 8 )) || { echo "node page at 5000 nodes: $rows device rows, not 8" >&2; exit 1; }
+echo "status page at 5000 nodes x 8 GPUs, 20000 running pods: $zipped bytes gzipped, 5000 node links, node page with 8 devices"
