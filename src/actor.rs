@@ -245,6 +245,25 @@ pub struct RecentDecision {
 }
 
 const RECENT_DECISIONS: usize = 50;
+
+/// The last decisions, newest last, for the status page: filters and binds record theirs, node
+/// actors the reservations that expired without a bind.
+#[derive(Debug, Default)]
+pub struct Recent(Mutex<VecDeque<RecentDecision>>);
+
+impl Recent {
+    pub fn push(&self, d: RecentDecision) {
+        if let Ok(mut q) = self.0.lock() {
+            if q.len() >= RECENT_DECISIONS {
+                q.pop_front();
+            }
+            q.push_back(d);
+        }
+    }
+    pub fn list(&self) -> Vec<RecentDecision> {
+        self.0.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default()
+    }
+}
 /// How many of the best fitting nodes the coordinator may try to reserve on.
 const RESERVE_CANDIDATES: usize = 16;
 
@@ -275,7 +294,7 @@ struct Inner<B: Backend> {
     /// The shapes filtered lately, which node actors answer ahead on each new snapshot.
     shapes: Arc<shapes::Shapes>,
     quota: Option<SharedQuota>,
-    recent: Mutex<VecDeque<RecentDecision>>,
+    recent: Arc<Recent>,
     /// What filters ranked, for the prioritize call and the bind that follow
     /// (`--filter-result=all`).
     scores: prioritize::ScoreBook,
@@ -321,7 +340,7 @@ static ENGINES: AtomicU64 = AtomicU64::new(0);
 /// engine; tests run many).
 const LOCAL_COORDINATORS_KEPT: usize = 4;
 
-fn unix_now() -> (i64, i128) {
+pub(crate) fn unix_now() -> (i64, i128) {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     (d.as_secs() as i64, d.as_nanos() as i128)
 }
@@ -353,7 +372,7 @@ impl<B: Backend> Engine<B> {
                 arbiters,
                 coordinator,
                 quota,
-                recent: Mutex::new(VecDeque::new()),
+                recent: Arc::new(Recent::default()),
                 scores: prioritize::ScoreBook::default(),
             }),
         }
@@ -435,6 +454,7 @@ impl<B: Backend> Engine<B> {
                     quota: i.quota.clone(),
                     binds: binds.clone(),
                     shapes: i.shapes.clone(),
+                    recent: i.recent.clone(),
                 };
                 NodeEntry { addr: NodeAddr::start(cfg, &arb.handle()), snap, binds }
             })
@@ -464,17 +484,12 @@ impl<B: Backend> Engine<B> {
     }
 
     fn remember(&self, pod: &PodRef, node: Option<String>, outcome: &'static str, detail: String) {
-        if let Ok(mut q) = self.inner.recent.lock() {
-            if q.len() >= RECENT_DECISIONS {
-                q.pop_front();
-            }
-            q.push_back(RecentDecision { pod: pod.to_string(), node, outcome, detail, unix_s: unix_now().0 });
-        }
+        self.inner.recent.push(RecentDecision { pod: pod.to_string(), node, outcome, detail, unix_s: unix_now().0 });
     }
 
     /// The last decisions, newest last.
     pub fn recent_decisions(&self) -> Vec<RecentDecision> {
-        self.inner.recent.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default()
+        self.inner.recent.list()
     }
 
     // --- reporting ----------------------------------------------------------------------------

@@ -105,8 +105,8 @@ const API_CALLS: [(&str, &str); 6] = [
     ("create", "events"),
 ];
 
-/// Every counter at zero from the start, so dashboards and alerts that take a rate see a series
-/// before the first event rather than "No data".
+/// Every counter and histogram at zero from the start, so dashboards and alerts that take a rate
+/// see a series before the first event rather than "No data".
 fn zero_counters() {
     for outcome in ["placed", "no_longer_fits"] {
         counter!(BINDS_ELSEWHERE, "outcome" => outcome).absolute(0);
@@ -133,6 +133,16 @@ fn zero_counters() {
     }
     for by in ["fit", "memo"] {
         counter!(NODES_EVALUATED, "by" => by).absolute(0);
+    }
+    // A histogram registered is rendered with zero counts until its first sample.
+    for o in [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error] {
+        let _ = histogram!(FILTER_SECONDS, "outcome" => o.as_str());
+    }
+    for o in [Outcome::Scheduled, Outcome::Error] {
+        let _ = histogram!(BIND_SECONDS, "outcome" => o.as_str());
+    }
+    for p in [Phase::Decode, Phase::FanOut, Phase::Reserve, Phase::LockWait, Phase::ApiWrite, Phase::BindBacklog] {
+        let _ = histogram!(PHASE_SECONDS, "phase" => p.as_str());
     }
 }
 

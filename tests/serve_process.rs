@@ -239,6 +239,9 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
         ("hami_scheduler_decisions_total", vec![("request", "bind"), ("outcome", "error")]),
         ("hami_scheduler_decisions_total", vec![("request", "filter"), ("outcome", "no_fit")]),
         ("hami_scheduler_binds_elsewhere_total", vec![("outcome", "placed")]),
+        ("hami_scheduler_filter_duration_seconds_count", vec![("outcome", "error")]),
+        ("hami_scheduler_bind_duration_seconds_count", vec![("outcome", "scheduled")]),
+        ("hami_scheduler_phase_duration_seconds_count", vec![("phase", "bind_backlog")]),
     ] {
         assert_eq!(one(&s, name, &labels), 0.0, "{name} {labels:?} at zero from the start");
     }

@@ -45,6 +45,8 @@ pub struct NodeConfig {
     pub binds: Arc<BindState>,
     /// The shapes filtered lately, answered ahead on each new snapshot (`Prefill`).
     pub shapes: Arc<Shapes>,
+    /// Where an expired reservation is told, beside the filters' decisions.
+    pub recent: Arc<crate::actor::Recent>,
 }
 
 /// The node's registered devices as the cluster shows them.
@@ -246,7 +248,19 @@ impl NodeCore {
         for uid in &due {
             tracing::debug!(node = %self.cfg.name, pod = %uid, "reservation expired without a bind");
             crate::metrics::reservation_expired();
+            let pod = self
+                .ledger
+                .get(uid)
+                .and_then(|a| self.parts(uid, a))
+                .map_or_else(|| uid.to_string(), |p| format!("{}/{}", p.namespace, p.name));
             self.drop_alloc(uid);
+            self.cfg.recent.push(crate::actor::RecentDecision {
+                pod,
+                node: Some(self.cfg.name.to_string()),
+                outcome: "expired",
+                detail: "the reservation lapsed without a bind (--reservation-ttl); its devices are free again".into(),
+                unix_s: crate::actor::unix_now().0,
+            });
         }
         if !due.is_empty() {
             self.publish();

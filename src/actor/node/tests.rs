@@ -95,6 +95,7 @@ fn config(
         quota: None,
         binds: binds.clone(),
         shapes: Default::default(),
+        recent: Default::default(),
     }
 }
 

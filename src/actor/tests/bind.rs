@@ -225,6 +225,16 @@ async fn a_bind_after_the_reservation_expired_retakes_the_annotated_devices() {
 }
 
 #[actix::test]
+async fn an_expired_reservation_is_told_among_the_recent_decisions() {
+    let (e, b) = engine_with(cfg_ttl(Duration::from_millis(30)), &[node("a").gpus(1, 16384)]).await;
+    let p = pod().gpu(1).mem_mib(4096).name("p1");
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+    until_expired(&e, "p1").await;
+    let last = e.recent_decisions().pop().expect("a decision");
+    assert_eq!((last.pod.as_str(), last.node.as_deref(), last.outcome), ("default/p1", Some("a"), "expired"));
+}
+
+#[actix::test]
 async fn a_bind_after_the_reservation_expired_fails_when_the_devices_were_taken() {
     // The expired pod's devices went to another pod in the meantime: a clear error, not an
     // over-committed device.
