@@ -2,7 +2,6 @@
 //! read once (nodes, pods, ResourceQuotas), accounted by the scheduler's own engine in memory, so
 //! the figures are the ones hami-rs decides by; nothing is written to the cluster.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod, ResourceQuota};
@@ -136,17 +135,7 @@ pub fn top_gpus(engine: &Engine<MemoryBackend>, reports: &[NodeReport]) -> Strin
         "PODS".into(),
     ]];
     for r in reports {
-        // uuid -> the pods on it, with what each takes there.
-        let mut on: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for a in &r.allocs {
-            for (_, containers) in &a.devices.0 {
-                for d in containers.iter().flatten() {
-                    on.entry(d.uuid.as_str())
-                        .or_default()
-                        .push(format!("{}/{} ({} MiB, {} cores)", a.namespace, a.name, d.usedmem.0, d.usedcores));
-                }
-            }
-        }
+        let on = crate::report::pods_on_devices(r);
         let n = node_json(r, engine.vendors());
         for d in &n.devices {
             rows.push([
@@ -157,7 +146,11 @@ pub fn top_gpus(engine: &Engine<MemoryBackend>, reports: &[NodeReport]) -> Strin
                 format!("{}/{} {}", d.mem_used, d.mem_total, pct(d.mem_used, d.mem_total)),
                 format!("{}/{}", d.cores_used, d.cores_total),
                 format!("{}/{}{}", d.used, d.count, if d.healthy { "" } else { " unhealthy" }),
-                on.get(d.uuid.as_str()).map(|p| p.join(", ")).unwrap_or_default(),
+                on.get(&d.uuid)
+                    .map(|ps| {
+                        ps.iter().map(|(p, m, c)| format!("{p} ({m} MiB, {c} cores)")).collect::<Vec<_>>().join(", ")
+                    })
+                    .unwrap_or_default(),
             ]);
         }
     }

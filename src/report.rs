@@ -68,6 +68,27 @@ pub fn is_hami_node_key(k: &str) -> bool {
         || k == "hami-vnpu-core"
 }
 
+/// The pods on each device of a node, by device UUID: `namespace/name`, and the memory (MiB) and
+/// cores each takes there.
+pub type PodsOnDevice = BTreeMap<String, Vec<(String, u64, u32)>>;
+
+/// What each device of the node holds, pod by pod (the console's node page, `kubectl hami`).
+pub fn pods_on_devices(r: &NodeReport) -> PodsOnDevice {
+    let mut on = PodsOnDevice::new();
+    for a in &r.allocs {
+        for (_, containers) in &a.devices.0 {
+            for d in containers.iter().flatten() {
+                on.entry(d.uuid.to_string()).or_default().push((
+                    format!("{}/{}", a.namespace, a.name),
+                    d.usedmem.0,
+                    d.usedcores,
+                ));
+            }
+        }
+    }
+    on
+}
+
 pub fn node_json(r: &NodeReport, vendors: &Vendors) -> NodeJson {
     NodeJson {
         name: r.name.to_string(),

@@ -11,7 +11,7 @@ use actix_web::{HttpResponse, web};
 
 use crate::actor::RecentDecision;
 use crate::backend::Backend;
-use crate::report::{DeviceJson, NodeJson};
+use crate::report::{DeviceJson, NodeJson, PodsOnDevice};
 
 use super::AppState;
 
@@ -96,9 +96,6 @@ pub struct Query {
     /// Reload every so many seconds (5 at least).
     pub refresh: Option<u32>,
 }
-
-/// A pod on a device, for the node page: `namespace/name`, memory and cores.
-pub type PodsOnDevice = BTreeMap<String, Vec<(String, u64, u32)>>;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1.2em;color:#222}h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.3em}\
 table{border-collapse:collapse}td,th{padding:.2em .5em;border:1px solid #ddd;font-size:.85em;vertical-align:top;text-align:left}\
@@ -328,18 +325,7 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
                 .content_type("text/html; charset=utf-8")
                 .body(format!(r#"<!doctype html><p>no node {}. <a href="./">all nodes</a></p>"#, esc(name)));
         };
-        let mut pods = PodsOnDevice::new();
-        for a in &r.allocs {
-            for (_, containers) in &a.devices.0 {
-                for d in containers.iter().flatten() {
-                    pods.entry(d.uuid.to_string()).or_default().push((
-                        format!("{}/{}", a.namespace, a.name),
-                        d.usedmem.0,
-                        d.usedcores,
-                    ));
-                }
-            }
-        }
+        let pods = crate::report::pods_on_devices(r);
         return html(render_node(&crate::report::node_json(r, st.engine.vendors()), &pods, q.refresh, now));
     }
     let nodes: Vec<NodeJson> = reports.iter().map(|r| crate::report::node_json(r, st.engine.vendors())).collect();
