@@ -151,6 +151,23 @@ impl Failures {
     pub fn hami(&self) -> BTreeMap<String, String> {
         self.texts(false)
     }
+    /// The first `k` nodes' reasons with their detail, in the order they were found.
+    pub fn first(&self, k: usize) -> Vec<(String, String)> {
+        let listed = self.listed.iter().flat_map(|l| l.iter()).map(|(n, r, s)| (n.to_string(), r, s));
+        self.nodes
+            .iter()
+            .map(|(n, r, s)| (n.to_string(), *r, s.clone()))
+            .chain(listed)
+            .take(k)
+            .map(|(n, r, s)| {
+                let text = match s.as_deref() {
+                    Some(s) => r.render(&s.devices, s.unusable.as_deref()),
+                    None => r.hami_text(),
+                };
+                (n, text)
+            })
+            .collect()
+    }
     fn texts(&self, detail: bool) -> BTreeMap<String, String> {
         let text = |r: &Rejection, snap: Option<&NodeSnapshot>| match snap {
             Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
@@ -235,14 +252,45 @@ pub enum FilterOutcome {
 }
 
 /// A recent decision, for the status page.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct RecentDecision {
     pub pod: String,
     pub node: Option<String>,
     pub outcome: &'static str,
     pub detail: String,
     pub unix_s: i64,
+    /// A no-fit's reasons on its first nodes (at most `NO_FIT_NODES`), HAMi's reason then the
+    /// detail.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<(String, String)>,
+    /// A no-fit's request per device, one entry per container and vendor: what the console
+    /// measures the free memory of shared devices against.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<DeviceNeed>,
 }
+
+/// What one device must have free for one container's request.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceNeed {
+    /// The vendor's name, as devices report it.
+    pub vendor: String,
+    /// MiB per device; 0 when the request is a share of the device's memory.
+    pub mem: u64,
+    /// Percent of the device's memory, when `mem` is 0.
+    pub mem_pct: u32,
+    pub cores: u32,
+}
+
+impl DeviceNeed {
+    /// Whether a device with this much memory (`total`) and this much free could take it.
+    pub fn fits(&self, vendor: &str, total: u64, free_mem: u64, free_cores: u32) -> bool {
+        let mem = if self.mem > 0 { self.mem } else { total * u64::from(self.mem_pct.min(100)) / 100 };
+        vendor == self.vendor && free_mem >= mem && free_cores >= self.cores
+    }
+}
+
+/// How many nodes' reasons a no-fit keeps for the status page.
+const NO_FIT_NODES: usize = 20;
 
 const RECENT_DECISIONS: usize = 50;
 
@@ -484,7 +532,40 @@ impl<B: Backend> Engine<B> {
     }
 
     fn remember(&self, pod: &PodRef, node: Option<String>, outcome: &'static str, detail: String) {
-        self.inner.recent.push(RecentDecision { pod: pod.to_string(), node, outcome, detail, unix_s: unix_now().0 });
+        self.inner.recent.push(RecentDecision {
+            pod: pod.to_string(),
+            node,
+            outcome,
+            detail,
+            unix_s: unix_now().0,
+            ..RecentDecision::default()
+        });
+    }
+
+    /// A no-fit, with its first nodes' reasons and what it needs per device.
+    fn remember_no_fit(&self, pod: &PodRef, req: &PodRequest, failed: &Failures) {
+        let vendors = &self.inner.vendors;
+        let needs = req
+            .containers
+            .iter()
+            .flatten()
+            .filter(|c| c.nums > 0)
+            .map(|c| DeviceNeed {
+                vendor: vendors.get(c.vendor).name().to_owned(),
+                mem: c.memreq.0,
+                mem_pct: if c.memreq.0 == 0 { c.mempct } else { 0 },
+                cores: c.cores,
+            })
+            .collect();
+        self.inner.recent.push(RecentDecision {
+            pod: pod.to_string(),
+            node: None,
+            outcome: "no-fit",
+            detail: format!("{} nodes do not meet: {}", failed.len(), failed.summary()),
+            unix_s: unix_now().0,
+            nodes: failed.first(NO_FIT_NODES),
+            needs,
+        });
     }
 
     /// The last decisions, newest last.

@@ -145,7 +145,16 @@ pub fn top_gpus(engine: &Engine<MemoryBackend>, reports: &[NodeReport]) -> Strin
                 d.ty.clone(),
                 format!("{}/{} {}", d.mem_used, d.mem_total, pct(d.mem_used, d.mem_total)),
                 format!("{}/{}", d.cores_used, d.cores_total),
-                format!("{}/{}{}", d.used, d.count, if d.healthy { "" } else { " unhealthy" }),
+                format!(
+                    "{}/{}{}",
+                    d.used,
+                    d.count,
+                    match (d.healthy, d.cordoned) {
+                        (false, _) => " unhealthy",
+                        (true, true) => " cordoned",
+                        (true, false) => "",
+                    }
+                ),
                 on.get(&d.uuid)
                     .map(|ps| {
                         ps.iter().map(|(p, m, c)| format!("{p} ({m} MiB, {c} cores)")).collect::<Vec<_>>().join(", ")

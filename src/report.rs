@@ -20,6 +20,8 @@ pub struct DeviceJson {
     pub index: u32,
     pub numa: i32,
     pub healthy: bool,
+    /// Takes no new allocations (NVIDIA's `hami.io/device-cordon`).
+    pub cordoned: bool,
     pub count: u32,
     pub used: u32,
     pub mem_total: u64,
@@ -103,6 +105,11 @@ pub fn node_json(r: &NodeReport, vendors: &Vendors) -> NodeJson {
                 index: d.info.index,
                 numa: d.info.numa,
                 healthy: d.health,
+                cordoned: vendors
+                    .get(d.vendor)
+                    .cordoned(r.snapshot.extra(d.vendor))
+                    .iter()
+                    .any(|c| c == d.info.id.as_str()),
                 count: d.info.count,
                 used: d.used,
                 mem_total: d.info.devmem.get(),

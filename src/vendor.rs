@@ -315,6 +315,12 @@ pub trait Vendor: Send + Sync + 'static {
     /// Chooses devices for one container's request, appending them to `out`.
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection>;
 
+    /// The IDs of this vendor's devices on a node that take no new allocations, read from the
+    /// node's extras: reports show them apart from idle ones.
+    fn cordoned<'a>(&self, _extra: Option<&'a (dyn Any + Send + Sync)>) -> &'a [String] {
+        &[]
+    }
+
     /// Applies one chosen entry to a device in the evaluation's working usage. May rewrite the
     /// entry (NVIDIA MIG takes the profile's memory and cores).
     fn charge(&self, dev: &mut DeviceUsage, entry: &mut ContainerDevice, _pod: &PodRequest) {

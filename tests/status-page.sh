@@ -2,8 +2,9 @@
 # Renders the status page (GET /) of `hami-rs serve --cluster-file examples/cluster.json` after a few
 # pods were scheduled through /filter and /bind, in headless Chromium, and keeps a screenshot in
 # target/artifacts/status-page.png. Fails if Chromium is missing, the page lacks the nodes or the
-# decisions, or the screenshot is empty. Then the same at 5 000 nodes x 8 GPUs: the front page under
-# 300 KB gzipped with every node linked, and a node page.
+# decisions (with a no-fit's reasons per node), the cordoned device and the fragmented memory, or a
+# search by pod does not find its node, or the screenshot is empty. Then the same at 5 000 nodes x
+# 8 GPUs: the front page under 300 KB gzipped with every node linked, and a node page.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 browser=$(command -v chromium || command -v chromium-browser || true)
@@ -38,7 +39,7 @@ flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --dis
   --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --window-size=1500,1000)
 "$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/" >"$out/status-page.html" 2>/dev/null
 for want in node-a node-b node-c "Last decisions" "demo/web-1" "no-fit" "MiB" "Pending after their last decision (1)" \
-  "demo/huge" "CardInsufficientMemory"; do
+  "demo/huge" "CardInsufficientMemory" "<th>cordoned</th>" '<i class="c">' "fragmented" "<summary>per node</summary>"; do
   grep -q "$want" "$out/status-page.html" || { echo "status page: '$want' missing from the page" >&2; exit 1; }
 done
 # The node page of web-1's node lists it on its device, with the device's model and UUID.
@@ -50,6 +51,24 @@ done
 "$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/?q=node-b" >"$out/status-search.html" 2>/dev/null
 grep -q 'href="?node=node-b"' "$out/status-search.html" || { echo "search: node-b missing" >&2; exit 1; }
 ! grep -q 'href="?node=node-a"' "$out/status-search.html" || { echo "search: node-a listed for node-b" >&2; exit 1; }
+# A search by a pod's name finds the node holding it.
+"$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/?q=web-1" >"$out/status-search-pod.html" 2>/dev/null
+grep -qF "<td>demo/web-1</td><td><a href=\"?node=$web1_node\">" "$out/status-search-pod.html" ||
+  { echo "search: demo/web-1 not found on $web1_node" >&2; exit 1; }
+# The huge pod is pending: the memory free on shared devices that it could not use is fragmented;
+# the cordoned device of node-b is counted apart from the idle ones.
+python3 - "$out/status-page.html" <<'PY' || exit 1
+import re, sys
+html = open(sys.argv[1]).read()
+heads = re.search(r"<tr><th>devices</th>(.*?)</tr>", html).group(1)
+cells = re.search(r"<th>devices</th>.*?</tr><tr><td></td>(.*?)</tr>", html).group(1)
+heads = re.findall(r"<th[^>]*>(.*?)</th>", heads)
+cells = re.findall(r"<td>(.*?)</td>", cells)
+row = dict(zip(heads, cells))
+assert row["cordoned"] == "1", row
+free, frag = int(row["free on shared devices"].split()[0]), int(row["fragmented"].split()[0])
+assert free > 0 and frag == free, row
+PY
 "$browser" "${flags[@]}" --screenshot="$out/status-page.png" "http://127.0.0.1:$port/" >/dev/null 2>&1
 size=$(stat -c %s "$out/status-page.png" 2>/dev/null || echo 0)
 (( size > 10000 )) || { echo "status page: screenshot missing or empty ($size bytes)" >&2; exit 1; }

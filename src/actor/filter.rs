@@ -84,7 +84,7 @@ impl<B: Backend> Engine<B> {
         let (node, reserved) = match decision {
             Decision::Refused(refused) => {
                 self.add_refused(&mut failed, refused);
-                self.tell_no_fit(&pref, &failed, names.len());
+                self.tell_no_fit(&pref, &req, &failed, names.len());
                 return FilterOutcome::NoFit { failed };
             }
             Decision::Reserved { node, reserved, refused } => {
@@ -324,12 +324,12 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The FilteringFailed Events and the status page's line.
-    fn tell_no_fit(&self, pref: &PodRef, failed: &Failures, candidates: usize) {
+    fn tell_no_fit(&self, pref: &PodRef, req: &PodRequest, failed: &Failures, candidates: usize) {
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(pod = %pref, failed = ?failed.render(), "no node fits");
         }
         self.no_fit_events(pref, failed, candidates);
-        self.remember(pref, None, "no-fit", format!("{} nodes do not meet: {}", failed.len(), failed.summary()));
+        self.remember_no_fit(pref, req, failed);
     }
 
     /// Holds the filter while the API writes already queued would delay this pod's bind by

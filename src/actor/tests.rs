@@ -277,6 +277,37 @@ async fn no_fitting_node_answers_failed_nodes_and_records_hamis_events() {
 }
 
 #[actix::test]
+async fn a_no_fit_is_remembered_with_its_first_nodes_reasons_and_its_need_per_device() {
+    let (e, b) = engine(&[node("a").gpus(1, 4096), node("b").gpus(1, 8192)]).await;
+    let p = pod().gpu(1).mem_mib(10000).cores(30).name("p1");
+    assert!(matches!(filter(&e, &b, &p, &["a", "b", "zz"]).await, FilterOutcome::NoFit { .. }));
+    let last = e.recent_decisions().pop().expect("a decision");
+    assert_eq!((last.pod.as_str(), last.outcome), ("default/p1", "no-fit"));
+    assert_eq!(last.detail, "3 nodes do not meet: 2 CardInsufficientMemory, 1 node unregistered");
+    let mut nodes = last.nodes.clone();
+    nodes.sort();
+    assert_eq!(nodes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a", "b", "zz"]);
+    assert!(nodes[0].1.starts_with("1/1 CardInsufficientMemory") && nodes[0].1.contains("GPU-a-0"), "{nodes:?}");
+    assert_eq!(last.needs, [crate::actor::DeviceNeed { vendor: "NVIDIA".into(), mem: 10000, mem_pct: 0, cores: 30 }]);
+
+    let q = pod().gpu(2).mem_pct(60).name("q");
+    assert!(matches!(filter(&e, &b, &q, &["a", "b"]).await, FilterOutcome::NoFit { .. }));
+    let last = e.recent_decisions().pop().expect("a decision");
+    assert_eq!(last.needs, [crate::actor::DeviceNeed { vendor: "NVIDIA".into(), mem: 0, mem_pct: 60, cores: 0 }]);
+}
+
+#[test]
+fn a_device_need_fits_by_vendor_memory_share_and_cores() {
+    let need = |mem, mem_pct, cores| crate::actor::DeviceNeed { vendor: "NVIDIA".into(), mem, mem_pct, cores };
+    assert!(need(4000, 0, 20).fits("NVIDIA", 16384, 4000, 20));
+    assert!(!need(4000, 0, 20).fits("NVIDIA", 16384, 3999, 20), "memory short");
+    assert!(!need(4000, 0, 20).fits("NVIDIA", 16384, 4000, 19), "cores short");
+    assert!(!need(4000, 0, 0).fits("MLU", 16384, 8000, 100), "another vendor's device");
+    assert!(need(0, 50, 0).fits("NVIDIA", 16000, 8000, 0), "half of 16000");
+    assert!(!need(0, 50, 0).fits("NVIDIA", 16000, 7999, 0));
+}
+
+#[actix::test]
 async fn a_pod_requesting_nothing_passes_through() {
     // protocol.md §7.3: a pod with no HAMi request is answered with the input node names.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;

@@ -789,6 +789,30 @@ async fn prioritize_answers_a_host_priority_list() {
 // --- /usage ----------------------------------------------------------------------------------------
 
 #[actix_web::test]
+async fn a_cordoned_device_is_reported_cordoned_on_usage_the_console_and_its_search() {
+    let app = TestApp::new().node(node("a").gpus(2, 16384).annotation(keys::NVIDIA_CORDON, "GPU-a-1")).start().await;
+    let p = gpu_pod("train-7", 3000);
+    assert_eq!(app.filter(&filter_args(&p, ["a"])).await["NodeNames"], json!(["a"]));
+    let u = app.usage().await;
+    let cordoned: Vec<&Value> = u["nodes"][0]["devices"].as_array().unwrap().iter().map(|d| &d["cordoned"]).collect();
+    assert_eq!(cordoned, [&json!(false), &json!(true)]);
+
+    let (status, body) = app.call(TestRequest::get().uri("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    let html = String::from_utf8_lossy(&body);
+    // idle, shared, full, unhealthy, cordoned: GPU-a-0 holds the pod, GPU-a-1 is cordoned.
+    assert!(html.contains("<td>0</td><td>1</td><td>0</td><td>0</td><td>1</td>"), "{html}");
+    assert!(html.contains(r#"<i class="s1"></i><i class="c"></i>"#), "{html}");
+
+    // A search by the pod's name finds the node holding it.
+    let (_, body) = app.call(TestRequest::get().uri("/?q=train-7")).await;
+    let html = String::from_utf8_lossy(&body);
+    assert!(html.contains(r#"<td>default/train-7</td><td><a href="?node=a">a</a></td>"#), "{html}");
+    let (_, body) = app.call(TestRequest::get().uri("/?node=a")).await;
+    assert!(String::from_utf8_lossy(&body).contains("cordoned"));
+}
+
+#[actix_web::test]
 async fn usage_lists_nodes_devices_and_pods_in_the_report_shape() {
     // report.rs: `nodes[].name/devices[..]/annotations`, and `pods[]` with their state.
     let app = TestApp::new().node(node("a").gpus(2, 16384)).node(node("b").gpus(1, 8192)).start().await;
@@ -805,6 +829,7 @@ async fn usage_lists_nodes_devices_and_pods_in_the_report_shape() {
             "index": 1,
             "numa": 0,
             "healthy": true,
+            "cordoned": false,
             "count": 10,
             "used": 0,
             "memTotal": 16384,

@@ -78,6 +78,7 @@ async fn the_json_output_has_exactly_the_contract_shape() {
         "index",
         "numa",
         "healthy",
+        "cordoned",
         "count",
         "used",
         "memTotal",
@@ -90,7 +91,7 @@ async fn the_json_output_has_exactly_the_contract_shape() {
         for d in n["devices"].as_array().unwrap() {
             assert_eq!(key_set(d), device_keys, "{d}");
             assert_eq!(d["vendor"], "NVIDIA");
-            assert!(d["healthy"].is_boolean());
+            assert!(d["healthy"].is_boolean() && d["cordoned"].is_boolean());
             for k in ["index", "numa", "count", "used", "memTotal", "memUsed", "coresTotal", "coresUsed"] {
                 assert!(d[k].is_number(), "{k} in {d}");
             }

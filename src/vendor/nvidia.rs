@@ -308,6 +308,10 @@ impl Vendor for Nvidia {
         is_mig_request(cx)
     }
 
+    fn cordoned<'a>(&self, extra: Option<&'a (dyn std::any::Any + Send + Sync)>) -> &'a [String] {
+        extra.and_then(|e| e.downcast_ref::<Extra>()).map_or(&[], |e| &e.cordon)
+    }
+
     fn fit(&self, cx: &FitCx<'_>, out: &mut Vec<Pick>) -> Result<(), Rejection> {
         let p = cx.params_as::<Params>();
         let extra = cx.extra.and_then(|e| e.downcast_ref::<Extra>());

@@ -260,6 +260,7 @@ impl NodeCore {
                 outcome: "expired",
                 detail: "the reservation lapsed without a bind (--reservation-ttl); its devices are free again".into(),
                 unix_s: crate::actor::unix_now().0,
+                ..Default::default()
             });
         }
         if !due.is_empty() {
