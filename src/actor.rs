@@ -40,7 +40,6 @@ mod observe;
 pub mod prioritize;
 mod read_side;
 pub mod refit;
-mod shapes;
 mod simulate;
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;
@@ -339,8 +338,6 @@ struct Inner<B: Backend> {
     coordinator: Addr<Coordinator>,
     /// This engine's number among the process's (`ENGINES`).
     id: u64,
-    /// The shapes filtered lately, which node actors answer ahead on each new snapshot.
-    shapes: Arc<shapes::Shapes>,
     quota: Option<SharedQuota>,
     recent: Arc<Recent>,
     /// What filters ranked, for the prioritize call and the bind that follow
@@ -406,7 +403,6 @@ impl<B: Backend> Engine<B> {
         Engine {
             inner: Arc::new(Inner {
                 id: ENGINES.fetch_add(1, Ordering::Relaxed),
-                shapes: Arc::new(shapes::Shapes::default()),
                 cfg,
                 vendors,
                 backend,
@@ -501,7 +497,6 @@ impl<B: Backend> Engine<B> {
                     placements: i.placements.clone(),
                     quota: i.quota.clone(),
                     binds: binds.clone(),
-                    shapes: i.shapes.clone(),
                     recent: i.recent.clone(),
                 };
                 NodeEntry { addr: NodeAddr::start(cfg, &arb.handle()), snap, binds }

@@ -40,12 +40,7 @@ impl<B: Backend> Engine<B> {
         let list = self.resolve(names);
         // A namespace quota changes with allocations on other nodes: such answers are not kept.
         let keep = i.quota.as_deref().is_none_or(|q| q.view(&req.namespace).is_none());
-        let mut table = if keep {
-            i.shapes.note(req);
-            list.take_table(req.fit_key)
-        } else {
-            Table::fresh(req.fit_key, list.len())
-        };
+        let mut table = if keep { list.take_table(req.fit_key) } else { Table::fresh(req.fit_key, list.len()) };
         let mut moved = Vec::new();
         let mut snaps = Vec::new();
         let mut kept = 0;

@@ -1,5 +1,5 @@
 //! Messages to node actors and the coordinator, one documented struct each, with the reply type.
-//! Commands: `Filter`, `Reserve`, `Commit`, `Release`, `Lock`, `Unlock`, `Prefill`; observations:
+//! Commands: `Filter`, `Reserve`, `Commit`, `Release`, `Lock`, `Unlock`; observations:
 //! `NodeRegistered`, `NodeRemoved`, `PodObserved`, `PodDeleted`; queries: `Report`.
 
 use std::sync::Arc;
@@ -18,12 +18,6 @@ use crate::sched::accounting::Layout;
 pub struct Filter {
     pub pod: Arc<PodRequest>,
 }
-
-/// Fit the pod shapes filtered lately on the snapshot just published, into its memo. Sent by
-/// the actor to itself after a publish, so it waits behind the messages already queued.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Prefill;
 
 /// Reserve the pod on this node. The actor re-runs the fit against its current usage (the
 /// Filter answer is only advisory) and checks the invariant before accepting. With `exact`, the

@@ -24,10 +24,8 @@ use actix::{
 use dashmap::DashMap;
 
 use super::messages::*;
-use super::with_scratch;
 use crate::model::{NodeName, PodDevices, PodUid};
-use crate::sched::{NodeSnapshot, Rejection, fit};
-use crate::vendor::NoQuota;
+use crate::sched::{NodeSnapshot, Rejection};
 use crate::vendor::Vendors;
 
 pub use self::core::{NodeConfig, NodeCore, SharedQuota};
@@ -204,9 +202,6 @@ pub struct NodeActor {
 
 impl Actor for NodeActor {
     type Context = Context<Self>;
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        self.cell.lock().prefill.0 = Some(ctx.address().downgrade());
-    }
 }
 
 impl NodeActor {
@@ -252,30 +247,10 @@ impl NodeActor {
     }
 }
 
-/// Fills the memos of the node's latest snapshot (sent by the actor to itself).
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Prefill;
-
 /// Arms the timer for a reservation a sender applied on its own thread.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct ArmTimer;
-
-impl Handler<Prefill> for NodeActor {
-    type Result = ();
-    /// Answers of a shape depend on the snapshot and the shape alone, and no namespace quota
-    /// applies to the shapes noted, so these are the answers a filter would compute. A newer
-    /// snapshot published meanwhile queues its own `Prefill`.
-    fn handle(&mut self, _: Prefill, _: &mut Context<Self>) {
-        let (snap, vendors, shapes) = self.cell.lock().prefill_work();
-        with_scratch(|s| {
-            for req in shapes.recent() {
-                let _ = snap.memo.answer(req.fit_key, || fit::fit_pod_score(&snap, &req, &vendors, &NoQuota, s));
-            }
-        });
-    }
-}
 
 impl Handler<ArmTimer> for NodeActor {
     type Result = ();

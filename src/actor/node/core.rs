@@ -18,7 +18,6 @@ use super::{NodeActor, SnapCell};
 use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, Reserve, Reserved};
 use crate::actor::quota::{QuotaBook, usage_of};
 use crate::actor::read_side::{BindState, Placements};
-use crate::actor::shapes::Shapes;
 use crate::actor::with_scratch;
 use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
@@ -43,8 +42,6 @@ pub struct NodeConfig {
     pub quota: Option<SharedQuota>,
     /// What Filter reads of the node's binds.
     pub binds: Arc<BindState>,
-    /// The shapes filtered lately, answered ahead on each new snapshot (`Prefill`).
-    pub shapes: Arc<Shapes>,
     /// Where an expired reservation is told, beside the filters' decisions.
     pub recent: Arc<crate::actor::Recent>,
 }
@@ -83,9 +80,6 @@ pub struct NodeCore {
     /// NUMA refits held until their annotation write settles.
     pub(super) refits: HashMap<PodUid, PendingRefit>,
     pub(super) timer: Timer,
-    /// This node's actor, weak so it never keeps the actor alive, and whether a `Prefill` is
-    /// queued to it.
-    pub(super) prefill: (Option<actix::WeakAddr<NodeActor>>, bool),
     /// Messages sent through `NodeAddr` that were applied (see `NodeAddr::idle`).
     pub(super) done: u64,
     /// The node left the cluster: its actor stopped, and nothing more is applied.
@@ -116,7 +110,6 @@ impl NodeCore {
             ledger: Ledger::default(),
             refits: HashMap::new(),
             timer: Timer::default(),
-            prefill: (None, false),
             done: 0,
             stopped: false,
         }
@@ -182,12 +175,6 @@ impl NodeCore {
         self.count_pending();
         self.ledger.next_seq();
         self.cfg.snap.store(Arc::new(self.snapshot_of(devs)));
-        if !self.prefill.1
-            && let Some(me) = self.prefill.0.as_ref().and_then(actix::WeakAddr::upgrade)
-        {
-            self.prefill.1 = true;
-            me.do_send(super::Prefill);
-        }
     }
 
     pub(super) fn count_pending(&self) {
@@ -352,14 +339,6 @@ impl NodeCore {
         self.cfg.placements.insert(uid.clone(), self.cfg.name.clone());
         self.publish_devices(after);
         Ok(Reserved { devices, score })
-    }
-
-    /// What answering ahead needs: the latest snapshot and the shapes filtered lately. The
-    /// answers are computed outside the lock (see `NodeActor`'s `Prefill`), so a sender finds
-    /// the node idle meanwhile.
-    pub(super) fn prefill_work(&mut self) -> (Arc<NodeSnapshot>, Arc<Vendors>, Arc<Shapes>) {
-        self.prefill.1 = false;
-        (self.current(), self.cfg.vendors.clone(), self.cfg.shapes.clone())
     }
 
     /// Makes the reservation binding, returning the devices the bind writes.

@@ -94,7 +94,6 @@ fn config(
         placements: placements.clone(),
         quota: None,
         binds: binds.clone(),
-        shapes: Default::default(),
         recent: Default::default(),
     }
 }

@@ -14,14 +14,13 @@ async fn like_pods_are_answered_from_unchanged_nodes_and_a_changed_node_is_fitte
     let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384), node("c").gpus(1, 16384)]).await;
     let like = |n: &str| pod().gpu(1).mem_mib(10000).name(n);
     assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b", "c"]).await), "a");
-    // a took the reservation: a new snapshot, which its actor answers ahead for the shape once
-    // the messages before (the reservation) are handled; b and c keep their answers.
+    // a took the reservation: a new snapshot with nothing answered yet; b and c keep theirs.
     let _ = e.reports().await;
-    assert_eq!((memo_len(&e, "a"), memo_len(&e, "b"), memo_len(&e, "c")), (1, 1, 1));
-    // a no longer has room for a like pod: the answer computed ahead says so.
+    assert_eq!((memo_len(&e, "a"), memo_len(&e, "b"), memo_len(&e, "c")), (0, 1, 1));
+    // a no longer has room for a like pod: fitted again, it says so, and keeps the answer.
     assert_eq!(chosen(&filter(&e, &b, &like("p2"), &["a", "b", "c"]).await), "b");
     let _ = e.reports().await;
-    assert_eq!((memo_len(&e, "a"), memo_len(&e, "b"), memo_len(&e, "c")), (1, 1, 1), "c answered from its memo");
+    assert_eq!((memo_len(&e, "a"), memo_len(&e, "b"), memo_len(&e, "c")), (1, 0, 1), "c answered from its memo");
     assert_eq!(chosen(&filter(&e, &b, &like("p3"), &["a", "b", "c"]).await), "c");
     let FilterOutcome::NoFit { failed } = filter(&e, &b, &like("p4"), &["a", "b", "c"]).await else {
         panic!("no room left for a fourth");
@@ -48,8 +47,7 @@ async fn a_pod_under_a_namespace_quota_is_always_evaluated() {
     assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b"]).await), "a");
     assert!(matches!(filter(&e, &b, &like("p2"), &["a", "b"]).await, FilterOutcome::NoFit { .. }), "over quota");
     let _ = e.reports().await;
-    // Neither answered from nor answered ahead into a memo: `a` changed, and its actor did not
-    // fit the shape.
+    // Neither answered from nor kept in a memo.
     assert_eq!((memo_len(&e, "a"), memo_len(&e, "b")), (0, 0));
 }
 
