@@ -37,6 +37,7 @@ mod filter;
 pub mod messages;
 pub mod node;
 mod observe;
+pub mod preempt;
 pub mod prioritize;
 mod read_side;
 pub mod refit;
@@ -149,6 +150,17 @@ impl Failures {
     /// [`Rejection::answer`]).
     pub fn hami(&self) -> BTreeMap<String, String> {
         self.texts(false)
+    }
+    /// The nodes that failed for their devices (not unregistered, unusable, locked or silent),
+    /// sorted: where releasing devices could make room.
+    pub fn device_nodes(&self) -> Vec<NodeName> {
+        let devices = |r: &Rejection| matches!(r, Rejection::Devices(_) | Rejection::NodeInsufficientDevice { .. });
+        let listed = self.listed.iter().flat_map(|l| l.iter()).filter(|(_, r, _)| devices(r)).map(|(n, ..)| n.clone());
+        let mut v: Vec<NodeName> =
+            self.nodes.iter().filter(|(_, r, _)| devices(r)).map(|(n, ..)| n.clone()).chain(listed).collect();
+        v.sort();
+        v.dedup();
+        v
     }
     /// The first `k` nodes' reasons with their detail, in the order they were found.
     pub fn first(&self, k: usize) -> Vec<(String, String)> {

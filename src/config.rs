@@ -87,6 +87,14 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Whether the simulator preempts for a pod that fits nowhere.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Preemption {
+    #[default]
+    Off,
+    On,
+}
+
 // The engine owns these modes and knows nothing of the command line, so the command line names
 // them here (same names and help as a derive on the enums would give).
 impl ValueEnum for FilterMode {
@@ -345,6 +353,12 @@ pub struct SimulateArgs {
     /// Output format.
     #[arg(long = "output", short = 'o', value_enum, default_value = "table")]
     pub output: OutputFormat,
+
+    /// For a pod with a priority that fits no node for its devices, find the node and the fewest
+    /// bound pods of lower priority (`spec.priority`) whose eviction lets it fit, evict them from
+    /// the simulated cluster and place the pod; the report names them.
+    #[arg(long = "preemption", value_enum, default_value = "off")]
+    pub preemption: Preemption,
 }
 
 #[derive(Debug, thiserror::Error)]

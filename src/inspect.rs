@@ -246,14 +246,28 @@ pub async fn why(client: &kube::Client, flags: &SchedulerFlags, namespace: &str,
     for k in engine.vendors().scheduler_keys() {
         view.metadata.annotations.remove(k.as_str());
     }
-    let sim = crate::simulate::simulate_pods(&engine, vec![view]).await?;
+    let webhook = crate::http::webhook::WebhookConfig { quota: engine.quota().cloned(), ..Default::default() };
+    let sim = crate::simulate::simulate_pods_with(&engine, &webhook, vec![view], true).await?;
     let _ = writeln!(out, "\nFit against the cluster as it is now (read-only, this pod's own devices left out):");
     if let Some(r) = sim.pods.first() {
-        match (&r.node, &r.error) {
-            (Some(n), _) => {
+        match (&r.node, &r.error, &r.preempted) {
+            (Some(_), _, Some(plan)) => {
+                let victims: Vec<String> = plan
+                    .victims
+                    .iter()
+                    .map(|v| format!("{}/{} (priority {})", v.namespace, v.name, v.priority))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "  no node fits; evicting these pods of lower priority on {} would let it fit there: {}",
+                    plan.node,
+                    victims.join(", ")
+                );
+            }
+            (Some(n), _, None) => {
                 let _ = writeln!(out, "  fits: hami-rs would choose {n}");
             }
-            (None, e) => {
+            (None, e, _) => {
                 let _ = writeln!(out, "  {}", e.as_deref().unwrap_or("no node fits"));
             }
         }

@@ -10,6 +10,7 @@ use crate::vendor::NodeExtra;
 
 pub mod accounting;
 pub mod fit;
+pub mod preempt;
 pub mod quota;
 pub mod quota_book;
 pub mod report;

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::actor::preempt::Plan;
 use crate::actor::{Engine, FilterOutcome};
 use crate::backend::PodRef;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
@@ -25,6 +26,9 @@ pub struct PodResult {
     pub failed_nodes: BTreeMap<String, String>,
     /// Every annotation hami-rs wrote on the pod.
     pub annotations: BTreeMap<String, String>,
+    /// With `--preemption=on`: the pods evicted to place this one, and where.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preempted: Option<Plan>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -40,7 +44,7 @@ pub async fn run(args: &SimulateArgs) -> Result<Simulation, crate::app::Error> {
     let pods = ClusterObjects::load(&args.pods)?.pods;
     let engine = crate::app::memory_engine(&args.sched, cluster).await?;
     let webhook = WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
-    simulate_pods_with(&engine, &webhook, pods).await
+    simulate_pods_with(&engine, &webhook, pods, args.preemption == crate::config::Preemption::On).await
 }
 
 /// Places `pods` one after another on the engine's cluster, with the webhook's default flags.
@@ -49,15 +53,17 @@ pub async fn simulate_pods(
     pods: Vec<crate::model::PodView>,
 ) -> Result<Simulation, crate::app::Error> {
     let webhook = WebhookConfig { quota: engine.quota().cloned(), ..WebhookConfig::default() };
-    simulate_pods_with(engine, &webhook, pods).await
+    simulate_pods_with(engine, &webhook, pods, false).await
 }
 
 /// Places `pods` one after another: each goes through the webhook's admission, then filter, then
-/// bind, so every placement counts for the next pod.
+/// bind, so every placement counts for the next pod. With `preempt`, a pod no node fits is
+/// placed by evicting the pods a preemption would (see [`Engine::preemption_plan`]).
 pub async fn simulate_pods_with(
     engine: &Engine<MemoryBackend>,
     webhook: &WebhookConfig,
     pods: Vec<crate::model::PodView>,
+    preempt: bool,
 ) -> Result<Simulation, crate::app::Error> {
     let backend = engine.backend().clone();
     let names: Vec<String> = backend.nodes().iter().map(|n| n.metadata.name.clone()).collect();
@@ -84,12 +90,33 @@ pub async fn simulate_pods_with(
                     error: Some(format!("denied by the webhook: {e}")),
                     failed_nodes: BTreeMap::new(),
                     annotations: BTreeMap::new(),
+                    preempted: None,
                 });
                 continue;
             }
         };
         backend.insert_pod(pod.clone());
-        let (node, error, failed) = match engine.filter(&pod, &names).await {
+        let mut outcome = engine.filter(&pod, &names).await;
+        let mut preempted = None;
+        let mut first_failed = None;
+        if let FilterOutcome::NoFit { failed } = &outcome
+            && preempt
+            && let Ok(req) = engine.request_of(&pod)
+            && let Some(plan) = engine.preemption_plan(&pod, &req, failed).await
+        {
+            // The reasons reported are those that called for the preemption.
+            first_failed = Some(failed.render());
+            // Evicted: gone from the cluster, so their devices are free for the next filter.
+            for v in &plan.victims {
+                backend.remove_pod(&v.namespace, &v.name);
+                engine.delete_pod(&crate::model::PodUid::new(&v.uid));
+            }
+            // Every node actor has applied the deletions before the pod is filtered again.
+            let _ = engine.reports().await;
+            preempted = Some(plan);
+            outcome = engine.filter(&pod, &names).await;
+        }
+        let (node, error, failed) = match outcome {
             FilterOutcome::PassThrough => (None, Some("pod requests no devices".to_owned()), BTreeMap::new()),
             FilterOutcome::NoFit { failed } => (None, Some("no node fits".to_owned()), failed.render()),
             FilterOutcome::Error(e) => (None, Some(e.to_string()), BTreeMap::new()),
@@ -103,7 +130,9 @@ pub async fn simulate_pods_with(
                 Err(e) => (None, Some(format!("bind to {node} failed: {e}")), failed.render()),
             },
         };
+        let failed = first_failed.unwrap_or(failed);
         results.push(PodResult {
+            preempted,
             annotations: backend.written(&pref.namespace, &pref.name),
             namespace: pref.namespace,
             name: pref.name,
@@ -164,6 +193,11 @@ pub fn render_table(sim: &Simulation) -> String {
                     let _ = writeln!(s, "  {:w$}       {node}: {why}", "");
                 }
             }
+        }
+        if let Some(plan) = &p.preempted {
+            let victims: Vec<String> =
+                plan.victims.iter().map(|v| format!("{}/{} (priority {})", v.namespace, v.name, v.priority)).collect();
+            let _ = writeln!(s, "  {:w$}       preempted on {}: {}", "", plan.node, victims.join(", "));
         }
     }
     let placed = sim.pods.iter().filter(|p| p.node.is_some()).count();

@@ -288,6 +288,19 @@ impl PodBuilder {
         self.view.metadata.uid = format!("uid-{n}");
         self
     }
+    /// `spec.priority`, as admission resolves it from the pod's PriorityClass.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.view.spec.priority = Some(p);
+        self
+    }
+    pub fn preemption_policy(mut self, p: &str) -> Self {
+        self.view.spec.preemption_policy = Some(p.to_owned());
+        self
+    }
+    pub fn started(mut self, rfc3339: &str) -> Self {
+        self.view.status.start_time = Some(rfc3339.to_owned());
+        self
+    }
     pub fn namespace(mut self, ns: &str) -> Self {
         self.view.metadata.namespace = ns.to_owned();
         self

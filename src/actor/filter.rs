@@ -120,7 +120,7 @@ impl<B: Backend> Engine<B> {
 
     /// The pod's device request, with HAMi's error texts for what does not read.
     #[allow(clippy::result_large_err)]
-    pub(super) fn request_of(&self, pod: &PodView) -> Result<Arc<PodRequest>, FilterError> {
+    pub fn request_of(&self, pod: &PodView) -> Result<Arc<PodRequest>, FilterError> {
         let i = &*self.inner;
         match i.vendors.pod_request(pod, &i.cfg.defaults) {
             Ok(r) => Ok(Arc::new(r)),

@@ -17,6 +17,7 @@ fn report(v: &Vendors) -> NodeReport {
             name: Arc::from("p1"),
             state: AllocState::Reserved,
             devices,
+            charges: Vec::new(),
         }],
         locked_by: None,
     }

@@ -33,8 +33,17 @@ impl PackedPod {
         // until it is packed too.
         let PodView {
             metadata: ObjectMetaView { name, namespace, uid, annotations, labels, deletion_timestamp, resource_version },
-            spec: PodSpecView { containers, init_containers, node_name, scheduler_name, scheduling_group },
-            status: PodStatusView { phase, init_container_statuses },
+            spec:
+                PodSpecView {
+                    containers,
+                    init_containers,
+                    node_name,
+                    scheduler_name,
+                    scheduling_group,
+                    priority,
+                    preemption_policy,
+                },
+            status: PodStatusView { phase, start_time, init_container_statuses },
         } = p;
         let mut w = Writer(Vec::with_capacity(256));
         w.str(namespace);
@@ -69,6 +78,15 @@ impl PackedPod {
                 }
             }
         });
+        match priority {
+            None => w.byte(0),
+            Some(p) => {
+                w.byte(1);
+                w.varint(u64::from(((p << 1) ^ (p >> 31)) as u32));
+            }
+        }
+        w.opt_str(preemption_policy.as_deref());
+        w.opt_str(start_time.as_deref());
         PackedPod(w.0.into_boxed_slice())
     }
 
@@ -104,6 +122,16 @@ impl PackedPod {
             };
             Some(ContainerStatusView { name, state: ContainerStateView { terminated } })
         })?;
+        let priority = match r.byte()? {
+            0 => None,
+            1 => {
+                let z = u32::try_from(r.varint()?).ok()?;
+                Some(((z >> 1) as i32) ^ -((z & 1) as i32))
+            }
+            _ => return None,
+        };
+        let preemption_policy = r.opt_str()?.map(str::to_owned);
+        let start_time = r.opt_str()?.map(str::to_owned);
         if !r.0.is_empty() {
             return None;
         }
@@ -117,8 +145,16 @@ impl PackedPod {
                 deletion_timestamp,
                 resource_version,
             },
-            spec: PodSpecView { containers, init_containers, node_name, scheduler_name, scheduling_group },
-            status: PodStatusView { phase, init_container_statuses },
+            spec: PodSpecView {
+                containers,
+                init_containers,
+                node_name,
+                scheduler_name,
+                scheduling_group,
+                priority,
+                preemption_policy,
+            },
+            status: PodStatusView { phase, start_time, init_container_statuses },
         })
     }
 

@@ -151,6 +151,12 @@ pub struct PodSpecView {
     pub scheduler_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling_group: Option<SchedulingGroupView>,
+    /// The pod's priority as admission resolved it from its PriorityClass (none: 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// `Never` when the pod may not preempt others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_policy: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -179,6 +185,9 @@ pub struct ContainerStatusView {
 pub struct PodStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// When the kubelet started the pod (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
     #[serde(default, deserialize_with = "shrunk_vec", skip_serializing_if = "Vec::is_empty")]
     pub init_container_statuses: Vec<ContainerStatusView>,
 }

@@ -21,6 +21,8 @@ pub struct AllocReport {
     pub name: Arc<str>,
     pub state: AllocState,
     pub devices: PodDevices,
+    /// What the pod holds on each device, as the node's usage counts it.
+    pub charges: Vec<crate::sched::accounting::Charge>,
 }
 
 #[derive(Clone, Debug)]

@@ -350,3 +350,50 @@ async fn each_placement_counts_for_the_next_pod() {
     assert_eq!(sim.pods[3].error.as_deref(), Some("pod requests no devices"));
     assert!(sim.pods[3].annotations.is_empty());
 }
+
+/// A preempting simulation: every pod with `--preemption=on`.
+async fn simulate_preempting(nodes: &[NodeBuilder], pods: &[PodBuilder]) -> Simulation {
+    let mut a = args(&[]);
+    a.sched.arbiters = 2;
+    let cluster = ClusterObjects { nodes: nodes.iter().map(NodeBuilder::view).collect(), ..Default::default() };
+    let engine = crate::app::memory_engine(&a.sched, cluster).await.unwrap();
+    let webhook = WebhookConfig { quota: engine.quota().cloned(), ..WebhookConfig::default() };
+    simulate_pods_with(&engine, &webhook, pods.iter().map(PodBuilder::view).collect(), true).await.unwrap()
+}
+
+#[actix::test]
+async fn with_preemption_a_pod_that_fits_nowhere_evicts_the_fewest_lowest_priority_pods() {
+    let big = |n: &str, p: i32| pod().gpu(1).mem_mib(12000).name(n).priority(p);
+    let pods = [
+        big("low-a", 1).started("2026-01-01T10:00:00Z"),
+        big("low-b", 1).started("2026-01-01T11:00:00Z"),
+        big("low-c", 3),
+        big("mid", 5),
+        big("hi", 10),
+        big("polite", 10).preemption_policy("Never"),
+        big("peer", 3),
+        pod().gpu(1).mem_mib(30000).name("huge").priority(100),
+    ];
+    let sim = simulate_preempting(&[node("n").gpus(2, 16384), node("m").gpus(1, 16384)], &pods).await;
+    let got = |name: &str| sim.pods.iter().find(|p| p.name == name).unwrap();
+    // Three devices, three 12 000 MiB pods; `mid` evicts low-b, the later started of the two
+    // lowest, and `hi` then the other.
+    assert!(["low-a", "low-b", "low-c"].iter().all(|n| got(n).node.is_some()));
+    let evicted = |name: &str| {
+        got(name)
+            .preempted
+            .as_ref()
+            .map(|p| p.victims.iter().map(|v| (v.name.as_str(), v.priority)).collect::<Vec<_>>())
+    };
+    assert_eq!(evicted("mid"), Some(vec![("low-b", 1)]));
+    assert!(got("mid").node.is_some(), "placed after the eviction");
+    assert_eq!(evicted("hi"), Some(vec![("low-a", 1)]));
+    assert!(got("hi").node.is_some());
+    assert_eq!((got("polite").node.as_deref(), evicted("polite")), (None, None), "preemptionPolicy: Never");
+    assert_eq!((got("peer").node.as_deref(), evicted("peer")), (None, None), "equal priority is never evicted");
+    assert_eq!((got("huge").node.as_deref(), evicted("huge")), (None, None), "no eviction makes 30 000 MiB fit");
+    let held: u64 = sim.nodes.iter().flat_map(|n| &n.devices).map(|d| d.mem_used).sum();
+    assert_eq!(held, 3 * 12000, "the evicted pods' devices were freed");
+    let table = render_table(&sim);
+    assert!(table.contains("preempted on") && table.contains("default/low-b (priority 1)"), "{table}");
+}

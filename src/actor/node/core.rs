@@ -377,7 +377,7 @@ impl NodeCore {
                     State::Reserved { .. } => AllocState::Reserved,
                     State::Committed => AllocState::Committed,
                 };
-                AllocReport { uid: uid.clone(), namespace, name, state, devices }
+                AllocReport { uid: uid.clone(), namespace, name, state, devices, charges: a.charges.to_vec() }
             })
             .collect();
         allocs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));

@@ -125,23 +125,43 @@ fn pod() -> impl Strategy<Value = PodView> {
             resource_version,
         },
     );
-    let spec =
-        (
-            proptest::collection::vec(container(), 0..3),
-            proptest::collection::vec(container(), 0..2),
-            opt_text(),
-            opt_text(),
-            proptest::option::of(opt_text().prop_map(|pod_group_name| SchedulingGroupView { pod_group_name })),
-        )
-            .prop_map(|(containers, init_containers, node_name, scheduler_name, scheduling_group)| {
-                PodSpecView { containers, init_containers, node_name, scheduler_name, scheduling_group }
-            });
+    let spec = (
+        proptest::collection::vec(container(), 0..3),
+        proptest::collection::vec(container(), 0..2),
+        opt_text(),
+        opt_text(),
+        proptest::option::of(opt_text().prop_map(|pod_group_name| SchedulingGroupView { pod_group_name })),
+        proptest::option::of(any::<i32>()),
+        opt_text(),
+    )
+        .prop_map(
+            |(
+                containers,
+                init_containers,
+                node_name,
+                scheduler_name,
+                scheduling_group,
+                priority,
+                preemption_policy,
+            )| {
+                PodSpecView {
+                    containers,
+                    init_containers,
+                    node_name,
+                    scheduler_name,
+                    scheduling_group,
+                    priority,
+                    preemption_policy,
+                }
+            },
+        );
     let status_entry = (text(), proptest::option::of(any::<i32>())).prop_map(|(name, code)| ContainerStatusView {
         name,
         state: ContainerStateView { terminated: code.map(|exit_code| TerminatedView { exit_code }) },
     });
-    let status = (opt_text(), proptest::collection::vec(status_entry, 0..3))
-        .prop_map(|(phase, init_container_statuses)| PodStatusView { phase, init_container_statuses });
+    let status = (opt_text(), opt_text(), proptest::collection::vec(status_entry, 0..3)).prop_map(
+        |(phase, start_time, init_container_statuses)| PodStatusView { phase, start_time, init_container_statuses },
+    );
     (meta, spec, status).prop_map(|(metadata, spec, status)| PodView { metadata, spec, status })
 }
 
