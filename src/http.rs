@@ -114,6 +114,7 @@ async fn usage<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<UsageQuery>
 pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
     cfg.route("/filter", web::post().to(extender::filter::<B>))
         .route("/prioritize", web::post().to(extender::prioritize::<B>))
+        .route("/preempt", web::post().to(extender::preempt::<B>))
         .route("/bind", web::post().to(extender::bind::<B>))
         .route("/refit", web::post().to(refit::refit::<B>))
         .route("/webhook", web::post().to(webhook::webhook::<B>))

@@ -478,7 +478,7 @@ fn malformed_bodies() -> Vec<(&'static str, Vec<u8>, &'static str)> {
 #[actix_web::test]
 async fn malformed_bodies_are_400_with_a_json_error_on_every_route() {
     let app = TestApp::standard().start().await;
-    for uri in ["/filter", "/bind", "/webhook"] {
+    for uri in ["/filter", "/bind", "/webhook", "/preempt"] {
         for (what, body, says) in malformed_bodies() {
             let msg = app.post(uri, body).await.bad_request();
             assert!(msg.contains(says), "{uri} {what}: {msg}");
@@ -492,6 +492,7 @@ async fn malformed_bodies_are_400_with_a_json_error_on_every_route() {
         ("/filter", "invalid type: sequence, expected an ExtenderArgs object", "EOF while parsing a list"),
         ("/bind", "invalid type: sequence, expected an ExtenderBindingArgs object", "EOF while parsing a list"),
         ("/webhook", "recursion limit exceeded", "recursion limit exceeded"),
+        ("/preempt", "recursion limit exceeded", "recursion limit exceeded"),
     ] {
         let msg = app.post(uri, deep(100_000)).await.bad_request();
         assert!(msg.contains(top), "{uri}: {msg}");
@@ -547,7 +548,7 @@ async fn invalid_utf8_and_nul_bytes_are_400_where_read_and_skipped_where_ignored
 #[actix_web::test]
 async fn a_body_just_over_the_limit_is_400_and_one_at_the_limit_is_served() {
     let app = TestApp::standard().start().await;
-    for uri in ["/filter", "/bind", "/webhook"] {
+    for uri in ["/filter", "/bind", "/webhook", "/preempt"] {
         let msg = app.post(uri, vec![b' '; MAX_BODY + 1]).await.bad_request();
         assert_eq!(msg, format!("request body exceeds {MAX_BODY} bytes"), "{uri}");
     }

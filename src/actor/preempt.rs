@@ -2,6 +2,10 @@
 //! fewest bound pods of strictly lower priority whose release would let it fit there, by the fit
 //! and GPU policy a filter uses. Read-only: nothing is reserved or evicted here.
 
+use std::collections::BTreeMap;
+
+use super::error::FilterError;
+use super::messages::Report;
 use super::{Engine, Failures, with_scratch};
 use crate::model::{DeviceUsage, NodeName, PodRequest, PodView};
 use crate::port::Backend;
@@ -65,43 +69,104 @@ impl<B: Backend> Engine<B> {
         best.map(|(_, node, victims)| Plan { node: node.to_string(), victims })
     }
 
-    /// The victims on one node, with their cost.
-    fn victims_on(&self, r: &NodeReport, req: &PodRequest, below: i32) -> Option<(Cost, Vec<Victim>)> {
+    /// kube-scheduler's preemption verb: for each node it proposes victims on (by UID), whether
+    /// their release lets the pod's devices fit. Where it does, the node keeps those victims;
+    /// where it does not, the fewest more bound pods of lower priority are added when they
+    /// suffice; otherwise the node is dropped, so kube-scheduler never evicts for devices that
+    /// would still be missing. A pod asking for no device keeps every proposal.
+    pub async fn preempt_proposals(
+        &self,
+        pod: &PodView,
+        proposals: &BTreeMap<String, Vec<String>>,
+    ) -> Result<BTreeMap<String, Vec<String>>, FilterError> {
+        let req = self.request_of(pod)?;
+        if !req.requests_devices() {
+            return Ok(proposals.clone());
+        }
+        let below = priority(pod);
+        let mut out = BTreeMap::new();
+        for (node, uids) in proposals {
+            let Some(addr) = self.inner.book.get(node.as_str()).map(|e| e.addr.clone()) else { continue };
+            let Ok(r) = addr.send(Report).await else { continue };
+            let all = self.holders(&r, below);
+            let rest: Vec<Holder<'_>> = all
+                .into_iter()
+                .zip(&r.allocs)
+                .filter(|(_, a)| !uids.iter().any(|u| u == a.uid.as_str()))
+                .map(|(h, _)| h)
+                .collect();
+            let uid_of = |k: usize| {
+                r.allocs.iter().filter(|a| !uids.iter().any(|u| u == a.uid.as_str())).nth(k).map(|a| a.uid.to_string())
+            };
+            let extra = self.with_fit(&r, &req, |fits| {
+                if fits(&preempt::usage_without(&r.snapshot.devices, &rest, &[])) {
+                    Some(Vec::new())
+                } else {
+                    preempt::victims(&r.snapshot.devices, &rest, fits)
+                }
+            });
+            if let Some(extra) = extra {
+                let mut victims = uids.clone();
+                victims.extend(extra.into_iter().filter_map(uid_of));
+                // kube-scheduler refuses an answer naming a node without victims: a node the pod
+                // fits as it is needs no preemption.
+                if !victims.is_empty() {
+                    out.insert(node.clone(), victims);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every pod holding devices on the node, evictable when it is bound and running with a
+    /// priority below `below` (a pod being scheduled or terminating keeps its hold).
+    fn holders<'r>(&self, r: &'r NodeReport, below: i32) -> Vec<Holder<'r>> {
         let backend = &self.inner.backend;
-        let views: Vec<Option<std::sync::Arc<PodView>>> =
-            r.allocs.iter().map(|a| backend.pod(&a.namespace, &a.name)).collect();
-        let holders: Vec<Holder<'_>> = r
-            .allocs
+        r.allocs
             .iter()
-            .zip(&views)
-            .map(|(a, v)| {
+            .map(|a| {
+                let v = backend.pod(&a.namespace, &a.name);
                 let p = v.as_deref().map_or(i32::MAX, priority);
                 Holder {
                     priority: p,
                     started: v.as_deref().map_or(i64::MAX, started),
-                    // Only pods the cluster shows bound and running can be evicted; one being
-                    // scheduled (reserved) or already terminating keeps its hold.
                     evictable: a.state == AllocState::Committed
                         && p < below
                         && v.as_deref().is_some_and(|v| !v.is_terminating() && !v.is_finished()),
                     charges: &a.charges,
                 }
             })
-            .collect();
-        let snap = &r.snapshot;
+            .collect()
+    }
+
+    /// Runs `f` with the filter's fit of `req` on usages of the node (its namespace quota
+    /// applied), on this thread's fit buffers.
+    fn with_fit<R>(
+        &self,
+        r: &NodeReport,
+        req: &PodRequest,
+        f: impl FnOnce(&mut dyn FnMut(&[DeviceUsage]) -> bool) -> R,
+    ) -> R {
         let i = &*self.inner;
         let view = i.quota.as_deref().and_then(|q| q.view(&req.namespace));
         let quota: &dyn QuotaCheck = match &view {
             Some(v) => v,
             None => &NoQuota,
         };
-        let set = with_scratch(|s| {
+        let snap = &r.snapshot;
+        with_scratch(|s| {
             let mut fits = |devs: &[DeviceUsage]| {
                 let node = NodeSnapshot::new(snap.name.clone(), devs.to_vec(), snap.extras.clone());
                 fit::fit_pod(&node, req, &i.vendors, quota, s).is_ok()
             };
-            preempt::victims(&snap.devices, &holders, &mut fits)
-        })?;
+            f(&mut fits)
+        })
+    }
+
+    /// The victims on one node, with their cost.
+    fn victims_on(&self, r: &NodeReport, req: &PodRequest, below: i32) -> Option<(Cost, Vec<Victim>)> {
+        let holders = self.holders(r, below);
+        let set = self.with_fit(r, req, |fits| preempt::victims(&r.snapshot.devices, &holders, fits))?;
         let cost = preempt::cost(&holders, &set);
         let mut victims: Vec<Victim> = set
             .iter()

@@ -15,11 +15,17 @@ pub enum Error {
     Read(String),
     #[error("{0}")]
     BadRequest(String),
+    /// This replica cannot answer now (a follower); the caller should try again.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl ResponseError for Error {
     fn status_code(&self) -> StatusCode {
-        StatusCode::BAD_REQUEST
+        match self {
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::BAD_REQUEST,
+        }
     }
     fn error_response(&self) -> HttpResponse {
         // The caller sent something unreadable: worth a look, not an error of this scheduler.

@@ -1,4 +1,4 @@
-//! `POST /filter` and `POST /bind`, kube-scheduler's extender verbs. The body is parsed once, node
+//! `POST /filter`, `/prioritize`, `/preempt` and `/bind`, kube-scheduler's extender verbs. The body is parsed once, node
 //! names borrowed from it; every answer carries every field with Go's names.
 
 use std::borrow::Cow;
@@ -13,7 +13,10 @@ use crate::model::pod::NodeView;
 
 use super::AppState;
 use super::error::{Error, read_json_body};
-use super::wire::{ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority};
+use super::wire::{
+    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, ExtenderPreemptionArgs,
+    ExtenderPreemptionResult, HostPriority, MetaPod, MetaVictims,
+};
 
 fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
     match serde_json::to_vec(v) {
@@ -131,6 +134,44 @@ pub async fn prioritize<B: Backend>(st: web::Data<AppState<B>>, payload: web::Pa
         }
         Err(e) => {
             tracing::warn!(pod = %pod_name, error = %e, "prioritize failed");
+            Err(Error::BadRequest(e.to_string()))
+        }
+    }
+}
+
+/// kube-scheduler's preemption verb (the extender's `preemptVerb`): kube-scheduler proposes
+/// victims per node by its own resources; the answer keeps the nodes where releasing them, with
+/// the fewest more pods of lower priority where needed, lets the pod's devices fit, and drops
+/// the others. A pod that does not read is a 400, which fails that preemption attempt.
+pub async fn preempt<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
+    let body = read_json_body(payload, st.max_body).await?;
+    let args = ExtenderPreemptionArgs::from_slice(&body)?;
+    let Some(pod) = args.pod else {
+        return Err(Error::BadRequest("extender args missing pod".into()));
+    };
+    if !st.is_leader() {
+        // A follower's view of the nodes may be behind: kube-scheduler's preemption fails this
+        // attempt and tries again, rather than evicting by a stale view.
+        return Err(Error::Unavailable(st.not_leader_message()));
+    }
+    let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
+    let proposals: std::collections::BTreeMap<String, Vec<String>> =
+        args.victims.iter().map(|(n, v)| (n.clone(), v.pods.iter().map(|p| p.uid.clone()).collect())).collect();
+    match st.engine.preempt_proposals(&pod, &proposals).await {
+        Ok(kept) => {
+            tracing::info!(pod = %pod_name, proposed = proposals.len(), kept = kept.len(), "preempt");
+            let node_name_to_meta_victims = kept
+                .into_iter()
+                .map(|(node, uids)| {
+                    let num_pdb_violations = args.victims.get(&node).map_or(0, |v| v.num_pdb_violations);
+                    let pods = uids.into_iter().map(|uid| MetaPod { uid }).collect();
+                    (node, MetaVictims { pods, num_pdb_violations })
+                })
+                .collect();
+            Ok(json(&ExtenderPreemptionResult { node_name_to_meta_victims }))
+        }
+        Err(e) => {
+            tracing::warn!(pod = %pod_name, error = %e, "preempt failed");
             Err(Error::BadRequest(e.to_string()))
         }
     }

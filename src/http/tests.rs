@@ -735,7 +735,7 @@ async fn unknown_routes_and_methods_are_not_served() {
     let app = TestApp::new().start().await;
     let (status, _) = app.call(TestRequest::get().uri("/filter")).await;
     assert!(status.is_client_error(), "{status}");
-    let (status, _) = app.call(TestRequest::post().uri("/preempt").set_payload("{}")).await;
+    let (status, _) = app.call(TestRequest::post().uri("/unreserve").set_payload("{}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
@@ -950,4 +950,84 @@ async fn a_memory_percentage_above_100_created_past_the_webhook_takes_the_whole_
     assert_eq!(res["NodeNames"], json!(["a"]), "{res}");
     let u = app.usage().await;
     assert_eq!(u["nodes"][0]["devices"][0]["memUsed"], json!(16384), "{u}");
+}
+
+// --- /preempt ----------------------------------------------------------------------------------------
+
+/// A bound pod holding `mem` MiB of the node's first GPU, with a priority.
+fn holding(name: &str, node: &str, mem: u64, priority: i32) -> PodBuilder {
+    gpu_pod(name, mem).priority(priority).placed(node, &format!("GPU-{node}-0,NVIDIA,{mem},0:;")).bound_to(node)
+}
+
+#[actix_web::test]
+async fn preempt_keeps_the_nodes_where_the_victims_free_the_devices_adding_the_fewest_more() {
+    let app = TestApp::new()
+        .node(node("a").gpus(1, 16384))
+        .node(node("b").gpus(1, 16384))
+        .pod(holding("low1", "a", 8000, 1))
+        .pod(holding("low2", "a", 8000, 2))
+        .pod(holding("low3", "b", 10000, 1))
+        .pod(holding("high", "b", 6000, 50))
+        .start()
+        .await;
+    let p = gpu_pod("urgent", 12000).priority(10);
+    let args = json!({
+        "Pod": p.view(),
+        "NodeNameToMetaVictims": {
+            "a": {"Pods": [{"UID": "uid-low1"}], "NumPDBViolations": 1},
+            "b": {"Pods": [{"UID": "uid-low3"}], "NumPDBViolations": 0},
+            "zz": {"Pods": [], "NumPDBViolations": 0},
+        },
+    });
+    let (status, body) = app.post_raw("/preempt", args.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    // a: low1 alone leaves 8 384 MiB, low2 (priority 2) is added; b: high (priority 50) stays,
+    // so no eviction there makes 12 000 MiB; zz: not a node with devices.
+    assert_eq!(
+        v,
+        json!({"NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "uid-low1"}, {"UID": "uid-low2"}], "NumPDBViolations": 1}}})
+    );
+
+    // The same proposal in the full-pod form, keys in another case, proposing both pods of a.
+    let args = json!({
+        "pod": p.view(),
+        "nodeNameToVictims": {"a": {"pods": [holding("low1", "a", 8000, 1).view(), holding("low2", "a", 8000, 2).view()]}},
+    });
+    let (status, body) = app.post_raw("/preempt", args.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["NodeNameToMetaVictims"]["a"]["Pods"], json!([{"UID": "uid-low1"}, {"UID": "uid-low2"}]));
+
+    // A pod asking for no device keeps every proposal.
+    let args = json!({"Pod": pod().name("cpu").priority(10).view(), "NodeNameToMetaVictims": {"b": {"Pods": [{"UID": "uid-low3"}]}}});
+    let (_, body) = app.post_raw("/preempt", args.to_string()).await;
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["NodeNameToMetaVictims"]["b"]["Pods"], json!([{"UID": "uid-low3"}]));
+}
+
+#[actix_web::test]
+async fn a_follower_answers_preempt_with_a_503() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).readiness(false, true).start().await;
+    let args = json!({"Pod": gpu_pod("p", 1000).view(), "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "x"}]}}});
+    let (status, body) = app.post_raw("/preempt", args.to_string()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&body));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("not the leader"), "{v}");
+}
+
+#[actix_web::test]
+async fn preempt_refuses_what_does_not_read_with_a_json_400() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    for (body, says) in [
+        ("{", "EOF"),
+        ("[]", "must be an object"),
+        (r#"{"NodeNameToMetaVictims": {}}"#, "missing pod"),
+        (r#"{"Pod": {}, "NodeNameToMetaVictims": {"a": {"Pods": [{}]}}}"#, "without a UID"),
+        (r#"{"Pod": {}, "NodeNameToMetaVictims": 3}"#, "map of node names"),
+    ] {
+        let (status, b) = app.post_raw("/preempt", body).await;
+        let msg = assert_bad_request(status, &b);
+        assert!(msg.contains(says), "{body}: {msg}");
+    }
 }

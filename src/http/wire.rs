@@ -188,3 +188,78 @@ impl<'de> Deserialize<'de> for ExtenderBindingArgs {
 pub struct ExtenderBindingResult {
     pub error: String,
 }
+
+/// The victims kube-scheduler proposes on one node (`MetaVictims`), and the answer's per node.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct MetaVictims {
+    #[serde(rename = "Pods")]
+    pub pods: Vec<MetaPod>,
+    #[serde(rename = "NumPDBViolations")]
+    pub num_pdb_violations: i64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MetaPod {
+    #[serde(rename = "UID")]
+    pub uid: String,
+}
+
+/// POST /preempt answer: the nodes where the victims free what the pod needs, with the victims.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ExtenderPreemptionResult {
+    #[serde(rename = "NodeNameToMetaVictims")]
+    pub node_name_to_meta_victims: BTreeMap<String, MetaVictims>,
+}
+
+/// POST /preempt body: the pod, and per node the UIDs of the victims kube-scheduler proposes,
+/// from `NodeNameToMetaVictims` (`nodeCacheCapable`) or else from the pods of
+/// `NodeNameToVictims`. Keys are matched case-insensitively, as Go decodes them.
+#[derive(Debug, Default, PartialEq)]
+pub struct ExtenderPreemptionArgs {
+    pub pod: Option<PodView>,
+    pub victims: BTreeMap<String, MetaVictims>,
+}
+
+impl ExtenderPreemptionArgs {
+    pub fn from_slice(body: &[u8]) -> Result<ExtenderPreemptionArgs, serde_json::Error> {
+        use serde_json::Value;
+        fn field<'v>(v: &'v Value, name: &str) -> Option<&'v Value> {
+            let m = v.as_object()?;
+            m.get(name).or_else(|| m.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+        }
+        let bad = |what: &str| <serde_json::Error as de::Error>::custom(what);
+        let v: Value = serde_json::from_slice(body)?;
+        if !v.is_object() {
+            return Err(bad("preemption args must be an object"));
+        }
+        let pod = match field(&v, "Pod") {
+            None | Some(Value::Null) => None,
+            Some(p) => Some(PodView::deserialize(p)?),
+        };
+        let mut victims = BTreeMap::new();
+        let meta = field(&v, "NodeNameToMetaVictims").filter(|m| !m.is_null());
+        let (map, uid_of): (_, fn(&Value) -> Option<&Value>) = match meta {
+            Some(m) => (m, |p| field(p, "UID")),
+            None => (field(&v, "NodeNameToVictims").unwrap_or(&Value::Null), |p| {
+                field(p, "metadata").and_then(|m| field(m, "uid"))
+            }),
+        };
+        if let Some(nodes) = map.as_object() {
+            for (node, vs) in nodes {
+                let pods = field(vs, "Pods").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+                let mut out = MetaVictims {
+                    pods: Vec::with_capacity(pods.len()),
+                    num_pdb_violations: field(vs, "NumPDBViolations").and_then(Value::as_i64).unwrap_or(0),
+                };
+                for p in pods {
+                    let uid = uid_of(p).and_then(Value::as_str).ok_or_else(|| bad("a victim without a UID"))?;
+                    out.pods.push(MetaPod { uid: uid.to_owned() });
+                }
+                victims.insert(node.clone(), out);
+            }
+        } else if !map.is_null() {
+            return Err(bad("the victims must be a map of node names"));
+        }
+        Ok(ExtenderPreemptionArgs { pod, victims })
+    }
+}
