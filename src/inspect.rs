@@ -252,11 +252,7 @@ pub async fn why(client: &kube::Client, flags: &SchedulerFlags, namespace: &str,
     if let Some(r) = sim.pods.first() {
         match (&r.node, &r.error, &r.preempted) {
             (Some(_), _, Some(plan)) => {
-                let victims: Vec<String> = plan
-                    .victims
-                    .iter()
-                    .map(|v| format!("{}/{} (priority {})", v.namespace, v.name, v.priority))
-                    .collect();
+                let victims: Vec<String> = plan.victims.iter().map(ToString::to_string).collect();
                 let _ = writeln!(
                     out,
                     "  no node fits; evicting these pods of lower priority on {} would let it fit there: {}",

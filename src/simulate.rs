@@ -195,8 +195,7 @@ pub fn render_table(sim: &Simulation) -> String {
             }
         }
         if let Some(plan) = &p.preempted {
-            let victims: Vec<String> =
-                plan.victims.iter().map(|v| format!("{}/{} (priority {})", v.namespace, v.name, v.priority)).collect();
+            let victims: Vec<String> = plan.victims.iter().map(ToString::to_string).collect();
             let _ = writeln!(s, "  {:w$}       preempted on {}: {}", "", plan.node, victims.join(", "));
         }
     }

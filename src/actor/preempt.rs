@@ -23,6 +23,12 @@ pub struct Victim {
     pub priority: i32,
 }
 
+impl std::fmt::Display for Victim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} (priority {})", self.namespace, self.name, self.priority)
+    }
+}
+
 /// Where the pod would fit, and whom that would evict.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Plan {
