@@ -307,3 +307,38 @@ pub async fn run_http<B: Backend>(
 
 #[cfg(test)]
 mod tests;
+
+/// An error and its causes on one line, each cause printed once: messages that already include
+/// their source's text are not followed by it again.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod one_line_tests {
+    use super::one_line;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading pods: {0}")]
+    struct Repeats(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("loading the cluster")]
+    struct Wraps(#[source] Repeats);
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let e = Wraps(Repeats(std::io::Error::other("connection refused")));
+        assert_eq!(one_line(&e), "loading the cluster: reading pods: connection refused");
+    }
+}

@@ -113,20 +113,6 @@ fn set_aside(args: &mut Vec<std::ffi::OsString>, flag: &str) -> bool {
     }
 }
 
-/// An error and its causes on one line, each cause only where the text so far does not already
-/// say it (most errors here repeat their source in their own message).
-fn one_line(e: &anyhow::Error) -> String {
-    let mut line = e.to_string();
-    for cause in e.chain().skip(1) {
-        let c = cause.to_string();
-        if !line.contains(&c) {
-            line.push_str(": ");
-            line.push_str(&c);
-        }
-    }
-    line
-}
-
 fn main() -> ExitCode {
     let cli = match parse_cli() {
         Ok(cli) => cli,
@@ -163,7 +149,7 @@ fn main() -> ExitCode {
             let invalid = e
                 .downcast_ref::<E>()
                 .is_some_and(|e| matches!(e, E::Config(_) | E::DeviceConfig(_) | E::Cluster(_) | E::MetricsAddress(_)));
-            eprintln!("hami-rs: {}", one_line(&e));
+            eprintln!("hami-rs: {}", hami_rs::app::one_line(e.as_ref()));
             if invalid { ExitCode::from(INVALID) } else { ExitCode::FAILURE }
         }
     }
