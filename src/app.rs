@@ -324,21 +324,3 @@ pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
-#[cfg(test)]
-mod one_line_tests {
-    use super::one_line;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("reading pods: {0}")]
-    struct Repeats(#[source] std::io::Error);
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("loading the cluster")]
-    struct Wraps(#[source] Repeats);
-
-    #[test]
-    fn each_cause_is_said_once() {
-        let e = Wraps(Repeats(std::io::Error::other("connection refused")));
-        assert_eq!(one_line(&e), "loading the cluster: reading pods: connection refused");
-    }
-}
