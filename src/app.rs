@@ -323,4 +323,3 @@ pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     }
     line
 }
-
