@@ -1,9 +1,14 @@
 //! Scenario t: the kubectl plugin against the real API server, with pods that kube-scheduler and
 //! hami-rs placed. `top nodes` and `top gpus` show what the devices hold and who holds it, `why`
-//! names a pending pod's reason on each node and its Events, all with the cluster's own admin
-//! kubeconfig and nothing written.
+//! names a pending pod's reason on each node and its Events and, for a pod of higher priority
+//! (from a PriorityClass), the lower-priority pods whose eviction would make room, all with the
+//! cluster's own admin kubeconfig and nothing written.
 
 use std::time::Duration;
+
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::Api;
+use kube::api::PostParams;
 
 use crate::cluster::*;
 use crate::harness::*;
@@ -71,7 +76,50 @@ async fn t_kubectl_hami_shows_what_the_gpus_hold_and_why_a_pod_is_pending() {
     let big = get_pod(&cp.client, "t-big").await;
     assert_eq!(node_name(&big), None);
     assert!(annotation(&big, "hami.io/vgpu-node").is_none(), "nothing written on t-big");
+
+    // Priorities as admission resolves them from PriorityClasses: four priority-1 pods fill the
+    // four GPUs, and a priority-1000 pod asking as much stays pending; `why` names the pods whose
+    // eviction would make room for it (kube-scheduler's own preemption, blind to device memory,
+    // evicts nothing).
+    let classes: Api<PriorityClass> = Api::all(cp.client.clone());
+    for (name, value) in [("e2e-low", 1), ("e2e-high", 1000)] {
+        let pc: PriorityClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value,
+        }))
+        .expect("a PriorityClass");
+        classes.create(&PostParams::default(), &pc).await.expect("the PriorityClass is created");
+    }
+    let with_class = |name: &str, class: &str| {
+        let mut p = pod(name, &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "12000")], &[], None);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.priority_class_name = Some(class.to_owned());
+        }
+        p
+    };
+    for i in 0..4 {
+        create(&cp.client, &with_class(&format!("t-low-{i}"), "e2e-low")).await;
+        wait_allocated(&cp.client, &format!("t-low-{i}"), Duration::from_secs(90)).await;
+    }
+    create(&cp.client, &with_class("t-urgent", "e2e-high")).await;
+    wait_for("t-urgent's FilteringFailed Events", Duration::from_secs(60), || async {
+        let evs = events_of(&cp.client, "t-urgent").await;
+        if evs.iter().any(|e| e.reason.as_deref() == Some("FilteringFailed")) {
+            Ok(())
+        } else {
+            Err(event_summary(&evs))
+        }
+    })
+    .await;
+    let why_urgent = kubectl_hami(&cp, &["why", "t-urgent"]).await;
+    println!("e2e[t]: kubectl hami why t-urgent:\n{why_urgent}");
+    let line = line_with(&why_urgent, "evicting these pods of lower priority");
+    assert!(line.contains("default/t-low-") && line.contains("(priority 1)"), "{why_urgent}");
+    assert_eq!(line.matches("default/t-low-").count(), 1, "one victim is enough: {line}");
+    for i in 0..4 {
+        assert!(node_name(&get_pod(&cp.client, &format!("t-low-{i}")).await).is_some(), "nothing was evicted");
+    }
     println!(
-        "e2e summary t: kubectl-hami top nodes/gpus showed t-small's 3000 MiB on {node}; why named CardInsufficientMemory on both nodes for t-big"
+        "e2e summary t: kubectl-hami top nodes/gpus showed t-small's 3000 MiB on {node}; why named CardInsufficientMemory on both nodes for t-big, and for a priority-1000 pod the one priority-1 pod whose eviction would make room"
     );
 }
