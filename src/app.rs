@@ -307,19 +307,3 @@ pub async fn run_http<B: Backend>(
 
 #[cfg(test)]
 mod tests;
-
-/// An error and its causes on one line, each cause printed once: messages that already include
-/// their source's text are not followed by it again.
-pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = c.source();
-    }
-    line
-}

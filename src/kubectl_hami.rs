@@ -101,7 +101,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kubectl-hami: {}", hami_rs::app::one_line(e.as_ref()));
+            eprintln!("kubectl-hami: {}", hami_rs::error_text::one_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

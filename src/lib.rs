@@ -15,6 +15,7 @@ pub mod actor;
 pub mod app;
 pub mod backend;
 pub mod config;
+pub mod error_text;
 pub mod gosort;
 pub mod http;
 pub mod inspect;

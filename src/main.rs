@@ -149,7 +149,7 @@ fn main() -> ExitCode {
             let invalid = e
                 .downcast_ref::<E>()
                 .is_some_and(|e| matches!(e, E::Config(_) | E::DeviceConfig(_) | E::Cluster(_) | E::MetricsAddress(_)));
-            eprintln!("hami-rs: {}", hami_rs::app::one_line(e.as_ref()));
+            eprintln!("hami-rs: {}", hami_rs::error_text::one_line(e.as_ref()));
             if invalid { ExitCode::from(INVALID) } else { ExitCode::FAILURE }
         }
     }

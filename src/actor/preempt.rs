@@ -10,7 +10,7 @@ use super::{Engine, Failures, with_scratch};
 use crate::model::{DeviceUsage, NodeName, PodRequest, PodView};
 use crate::port::Backend;
 use crate::sched::preempt::{self, Cost, Holder};
-use crate::sched::report::{AllocState, NodeReport};
+use crate::sched::report::{AllocReport, AllocState, NodeReport};
 use crate::sched::{NodeSnapshot, fit};
 use crate::vendor::{NoQuota, QuotaCheck};
 
@@ -94,16 +94,13 @@ impl<B: Backend> Engine<B> {
         for (node, uids) in proposals {
             let Some(addr) = self.inner.book.get(node.as_str()).map(|e| e.addr.clone()) else { continue };
             let Ok(r) = addr.send(Report).await else { continue };
-            let all = self.holders(&r, below);
-            let rest: Vec<Holder<'_>> = all
+            // The proposed victims are gone; the others may still be added.
+            let (rest, kept): (Vec<Holder<'_>>, Vec<&AllocReport>) = self
+                .holders(&r, below)
                 .into_iter()
                 .zip(&r.allocs)
                 .filter(|(_, a)| !uids.iter().any(|u| u == a.uid.as_str()))
-                .map(|(h, _)| h)
-                .collect();
-            let uid_of = |k: usize| {
-                r.allocs.iter().filter(|a| !uids.iter().any(|u| u == a.uid.as_str())).nth(k).map(|a| a.uid.to_string())
-            };
+                .unzip();
             let extra = self.with_fit(&r, &req, |fits| {
                 if fits(&preempt::usage_without(&r.snapshot.devices, &rest, &[])) {
                     Some(Vec::new())
@@ -113,7 +110,7 @@ impl<B: Backend> Engine<B> {
             });
             if let Some(extra) = extra {
                 let mut victims = uids.clone();
-                victims.extend(extra.into_iter().filter_map(uid_of));
+                victims.extend(extra.into_iter().map(|k| kept[k].uid.to_string()));
                 // kube-scheduler refuses an answer naming a node without victims: a node the pod
                 // fits as it is needs no preemption.
                 if !victims.is_empty() {

@@ -61,17 +61,3 @@ async fn every_pod_of_a_cluster_larger_than_a_load_batch_is_counted() {
     assert_eq!(counted, copies);
     assert_eq!(engine.backend().pods().len(), copies);
 }
-
-#[derive(Debug, thiserror::Error)]
-#[error("reading pods: {0}")]
-struct Repeats(#[source] std::io::Error);
-
-#[derive(Debug, thiserror::Error)]
-#[error("loading the cluster")]
-struct Wraps(#[source] Repeats);
-
-#[test]
-fn each_cause_is_said_once() {
-    let e = Wraps(Repeats(std::io::Error::other("connection refused")));
-    assert_eq!(one_line(&e), "loading the cluster: reading pods: connection refused");
-}

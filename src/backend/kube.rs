@@ -69,24 +69,8 @@ pub struct KubeBackend {
 fn api_err(e: kube::Error) -> Error {
     match e {
         kube::Error::Api(s) => Error::Status { code: s.code, message: s.message, reason: s.reason },
-        other => Error::Transport(with_causes(&other)),
+        other => Error::Transport(crate::error_text::one_line(&other)),
     }
-}
-
-/// The error and its causes, `: `-separated (a transport error's own text, such as "client error
-/// (Connect)", does not say that the API server refused the connection; its causes do).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cause = c.source();
-    }
-    s
 }
 
 fn is_conflict(e: &kube::Error) -> bool {

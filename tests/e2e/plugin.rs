@@ -23,6 +23,19 @@ async fn kubectl_hami(cp: &ControlPlane, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Waits until hami-rs has recorded a `FilteringFailed` Event on the pod.
+async fn filtering_failed(cp: &ControlPlane, pod: &str) {
+    wait_for(&format!("{pod}'s FilteringFailed Events"), Duration::from_secs(60), || async {
+        let evs = events_of(&cp.client, pod).await;
+        if evs.iter().any(|e| e.reason.as_deref() == Some("FilteringFailed")) {
+            Ok(())
+        } else {
+            Err(event_summary(&evs))
+        }
+    })
+    .await;
+}
+
 fn line_with<'a>(text: &'a str, what: &str) -> &'a str {
     text.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("no line with {what}:\n{text}"))
 }
@@ -37,15 +50,7 @@ async fn t_kubectl_hami_shows_what_the_gpus_hold_and_why_a_pod_is_pending() {
     let node = node_name(&small).expect("bound").to_owned();
     // More memory than any one GPU has: it stays pending.
     create(&cp.client, &pod("t-big", &[("nvidia.com/gpu", "1"), ("nvidia.com/gpumem", "20000")], &[], None)).await;
-    wait_for("t-big's FilteringFailed Events", Duration::from_secs(60), || async {
-        let evs = events_of(&cp.client, "t-big").await;
-        if evs.iter().any(|e| e.reason.as_deref() == Some("FilteringFailed")) {
-            Ok(())
-        } else {
-            Err(event_summary(&evs))
-        }
-    })
-    .await;
+    filtering_failed(&cp, "t-big").await;
 
     let top = kubectl_hami(&cp, &["top", "nodes"]).await;
     let row = line_with(&top, &node);
@@ -102,15 +107,7 @@ async fn t_kubectl_hami_shows_what_the_gpus_hold_and_why_a_pod_is_pending() {
         wait_allocated(&cp.client, &format!("t-low-{i}"), Duration::from_secs(90)).await;
     }
     create(&cp.client, &with_class("t-urgent", "e2e-high")).await;
-    wait_for("t-urgent's FilteringFailed Events", Duration::from_secs(60), || async {
-        let evs = events_of(&cp.client, "t-urgent").await;
-        if evs.iter().any(|e| e.reason.as_deref() == Some("FilteringFailed")) {
-            Ok(())
-        } else {
-            Err(event_summary(&evs))
-        }
-    })
-    .await;
+    filtering_failed(&cp, "t-urgent").await;
     let why_urgent = kubectl_hami(&cp, &["why", "t-urgent"]).await;
     println!("e2e[t]: kubectl hami why t-urgent:\n{why_urgent}");
     let line = line_with(&why_urgent, "evicting these pods of lower priority");
