@@ -57,6 +57,7 @@ pub fn engine_config(f: &SchedulerFlags) -> EngineConfig {
         filter_deadline: f.filter_deadline,
         arbiters: f.arbiters(),
         slice_min: crate::actor::SLICE_MIN,
+        preemption_hold: (f.preemption == crate::config::Preemption::On).then_some(f.preemption_hold),
     }
 }
 

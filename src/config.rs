@@ -87,7 +87,7 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Whether the simulator preempts for a pod that fits nowhere.
+/// Whether a pod that fits nowhere for its devices may evict lower-priority pods.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Preemption {
     #[default]
@@ -187,6 +187,14 @@ pub struct SchedulerFlags {
     /// How long a reservation made by Filter waits for its Bind before it is released.
     #[arg(long = "reservation-ttl", env = "HAMI_RESERVATION_TTL", default_value = "30s", value_parser = parse_duration)]
     pub reservation_ttl: Duration,
+
+    /// GPU-aware preemption: for a pod that fits no node for its devices, evict the fewest bound pods of strictly lower priority whose release lets it fit on one node (PodDisruptionBudgets respected), and hold their devices for it. `simulate` shows the evictions without making them.
+    #[arg(long = "preemption", env = "HAMI_PREEMPTION", value_enum, default_value = "off")]
+    pub preemption: Preemption,
+
+    /// How long the devices a preemption frees are held for the preemptor while its victims terminate; then they are free for any pod again.
+    #[arg(long = "preemption-hold", env = "HAMI_PREEMPTION_HOLD", default_value = "2m", value_parser = parse_duration)]
+    pub preemption_hold: Duration,
 
     /// How Filter evaluates candidate nodes.
     #[arg(long = "filter-mode", env = "HAMI_FILTER_MODE", value_enum, default_value = "snapshot")]
@@ -353,12 +361,6 @@ pub struct SimulateArgs {
     /// Output format.
     #[arg(long = "output", short = 'o', value_enum, default_value = "table")]
     pub output: OutputFormat,
-
-    /// For a pod with a priority that fits no node for its devices, find the node and the fewest
-    /// bound pods of lower priority (`spec.priority`) whose eviction lets it fit, evict them from
-    /// the simulated cluster and place the pod; the report names them.
-    #[arg(long = "preemption", value_enum, default_value = "off")]
-    pub preemption: Preemption,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -374,6 +376,9 @@ impl SchedulerFlags {
     pub fn validate(&self, problems: &mut Vec<String>) {
         if self.reservation_ttl.is_zero() {
             problems.push("--reservation-ttl must be positive".into());
+        }
+        if self.preemption_hold.is_zero() {
+            problems.push("--preemption-hold must be positive".into());
         }
         if self.node_lock_timeout.is_zero() {
             problems.push("--node-lock-timeout must be positive".into());

@@ -31,6 +31,10 @@ pub const LOCK_HANDOVERS: &str = "hami_scheduler_node_lock_handovers_total";
 pub const WATCH_RESTARTS: &str = "hami_scheduler_watch_restarts_total";
 pub const BINDS_ELSEWHERE: &str = "hami_scheduler_binds_elsewhere_total";
 pub const NODES_EVALUATED: &str = "hami_scheduler_filter_nodes_evaluated_total";
+pub const PREEMPTIONS: &str = "hami_scheduler_preemptions_total";
+pub const PREEMPTION_VICTIMS: &str = "hami_scheduler_preemption_victims_total";
+pub const PREEMPTION_FREED_MEMORY: &str = "hami_scheduler_preemption_freed_device_memory_bytes_total";
+pub const PREEMPTION_FREED_CORES: &str = "hami_scheduler_preemption_freed_device_cores_total";
 pub const LEADER: &str = "hami_scheduler_leader";
 pub const BUILD_INFO: &str = "hami_build_info";
 
@@ -68,6 +72,13 @@ pub fn describe() {
     describe_histogram!(PHASE_SECONDS, metrics::Unit::Seconds, "Time spent in each phase of filter and bind");
     describe_counter!(DECISIONS, "Filter, bind and NUMA refit decisions, by outcome");
     describe_counter!(REJECTIONS, "Candidate nodes rejected, by HAMi reason word");
+    describe_counter!(
+        PREEMPTIONS,
+        "GPU-aware preemptions by outcome: started (victims evicted, devices held), placed (the preemptor took the held devices), lapsed (the hold ran out), blocked (PodDisruptionBudgets left no victims)"
+    );
+    describe_counter!(PREEMPTION_VICTIMS, "Pods evicted by GPU-aware preemption");
+    describe_counter!(PREEMPTION_FREED_MEMORY, "Device memory the evicted pods held, in bytes");
+    describe_counter!(PREEMPTION_FREED_CORES, "Device cores (percent of a device) the evicted pods held");
     describe_counter!(RESERVATIONS_EXPIRED, "Reservations released because no bind came within --reservation-ttl");
     describe_gauge!(RESERVATIONS_OUTSTANDING, "Reservations made by filter and not yet bound");
     describe_counter!(API_REQUESTS, "Kubernetes API requests, by verb, resource and result");
@@ -112,6 +123,12 @@ fn zero_counters() {
         counter!(BINDS_ELSEWHERE, "outcome" => outcome).absolute(0);
     }
     for name in [LOCK_WAITS, LOCK_TIMEOUTS, LOCK_HANDOVERS, RESERVATIONS_EXPIRED] {
+        counter!(name).absolute(0);
+    }
+    for o in [Preemption::Started, Preemption::Placed, Preemption::Lapsed, Preemption::Blocked] {
+        counter!(PREEMPTIONS, "outcome" => o.as_str()).absolute(0);
+    }
+    for name in [PREEMPTION_VICTIMS, PREEMPTION_FREED_MEMORY, PREEMPTION_FREED_CORES] {
         counter!(name).absolute(0);
     }
     for o in [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error] {
@@ -276,6 +293,37 @@ pub fn rejections(c: &RejectionCounts) {
             counter!(REJECTIONS, "reason" => label).increment(n);
         }
     }
+}
+
+/// What became of a GPU-aware preemption.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preemption {
+    Started,
+    Placed,
+    Lapsed,
+    Blocked,
+}
+
+impl Preemption {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preemption::Started => "started",
+            Preemption::Placed => "placed",
+            Preemption::Lapsed => "lapsed",
+            Preemption::Blocked => "blocked",
+        }
+    }
+}
+
+pub fn preemption(outcome: Preemption) {
+    counter!(PREEMPTIONS, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// Victims evicted by one preemption, and the device memory (MiB) and cores they held.
+pub fn preempted(victims: usize, mem_mib: u64, cores: u64) {
+    counter!(PREEMPTION_VICTIMS).increment(victims as u64);
+    counter!(PREEMPTION_FREED_MEMORY).increment(mem_mib.saturating_mul(1 << 20));
+    counter!(PREEMPTION_FREED_CORES).increment(cores);
 }
 
 pub fn reservation_expired() {

@@ -16,7 +16,7 @@ mod lock;
 mod observer;
 mod patch;
 
-pub use backend::{Backend, Error, Result};
+pub use backend::{Backend, Error, Evicted, Result};
 pub use event::{Event, EventBudget, EventType, ObjectKind, reasons};
 pub use lock::{CAMBRICON_LOCK_TIMEOUT, LockVerdict, holder_needs_lock, judge_lock, lock_holder_to_ask, lock_taken};
 pub use observer::Observer;

@@ -42,9 +42,12 @@ pub async fn run(args: &SimulateArgs) -> Result<Simulation, crate::app::Error> {
     args.validate()?;
     let cluster = ClusterObjects::load(&args.cluster_file)?;
     let pods = ClusterObjects::load(&args.pods)?.pods;
-    let engine = crate::app::memory_engine(&args.sched, cluster).await?;
+    // The simulation evicts between filters itself (and reports whom): its engine preempts nothing.
+    let mut flags = args.sched.clone();
+    flags.preemption = crate::config::Preemption::Off;
+    let engine = crate::app::memory_engine(&flags, cluster).await?;
     let webhook = WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
-    simulate_pods_with(&engine, &webhook, pods, args.preemption == crate::config::Preemption::On).await
+    simulate_pods_with(&engine, &webhook, pods, args.sched.preemption == crate::config::Preemption::On).await
 }
 
 /// Places `pods` one after another on the engine's cluster, with the webhook's default flags.

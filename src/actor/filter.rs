@@ -69,6 +69,9 @@ impl<B: Backend> Engine<B> {
         }
         self.drop_earlier_attempt(pod, &req).await;
         self.await_write_backlog().await;
+        if let Some(placed) = self.reserve_held(pod, &pref, &req, names).await {
+            return placed;
+        }
         let Some(mut eval) = self.evaluate(&req, names).await else {
             return FilterOutcome::Error(FilterError::Stopping);
         };
@@ -85,10 +88,13 @@ impl<B: Backend> Engine<B> {
             Decision::Refused(refused) => {
                 self.add_refused(&mut failed, refused);
                 self.tell_no_fit(&pref, &req, &failed, names.len());
+                self.preempt(pod, &pref, &req, &failed).await;
                 return FilterOutcome::NoFit { failed };
             }
             Decision::Reserved { node, reserved, refused } => {
                 self.add_refused(&mut failed, refused);
+                // Placed without its hold: what a node held for it is free again.
+                self.drop_hold(&req.uid);
                 (node, reserved)
             }
         };
@@ -103,7 +109,7 @@ impl<B: Backend> Engine<B> {
     /// Every other node that fits, for `FilterResult::All`, and the scores the prioritize call
     /// reads. A node that refused the reservation (its usage changed since its snapshot) no
     /// longer fits and is not answered.
-    fn answer_all(
+    pub(super) fn answer_all(
         &self,
         pref: &PodRef,
         req: &PodRequest,
@@ -275,7 +281,7 @@ impl<B: Backend> Engine<B> {
 
     /// Writes the decision onto the pod, unless it is written at bind (then the filter makes no
     /// API write). A failed write gives the reservation back.
-    async fn write_decision(
+    pub(super) async fn write_decision(
         &self,
         pod: &PodView,
         pref: &PodRef,
@@ -307,7 +313,14 @@ impl<B: Backend> Engine<B> {
 
     /// The FilteringSucceed Event and the status page's line. HAMi lists every fitting node with
     /// its score; the list is capped so one Event stays small on large clusters.
-    fn tell_chosen(&self, pref: &PodRef, node: &NodeName, fits: &[(NodeName, f32, ())], n_fit: usize, n: usize) {
+    pub(super) fn tell_chosen(
+        &self,
+        pref: &PodRef,
+        node: &NodeName,
+        fits: &[(NodeName, f32, ())],
+        n_fit: usize,
+        n: usize,
+    ) {
         let mut fit_list = String::new();
         for (k, (name, s, _)) in fits.iter().take(EVENT_FIT_NODES).enumerate() {
             if k > 0 {

@@ -59,6 +59,24 @@ pub struct Release {
     pub only_reserved: bool,
 }
 
+/// Hold the devices a preemption frees for the preemptor (see `node/hold.rs`). Replies false
+/// when the node already holds devices for another pod.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Hold {
+    pub uid: PodUid,
+    pub id: u64,
+    pub devices: Vec<crate::model::DeviceUuid>,
+}
+
+/// Drop the hold for a pod (only hold `id` when given). Replies whether there was one.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct DropHold {
+    pub uid: PodUid,
+    pub id: Option<u64>,
+}
+
 /// Take the node's in-process bind lock for a pod (HAMi's per-node mutex). Granted at once when
 /// free (or already this pod's); otherwise the pod queues and the reply comes when its turn
 /// does, first come first served. Replies `false` when the node actor stops first, or at once

@@ -36,6 +36,7 @@ use bind_queue::LockAnswer;
 mod bind_queue;
 mod cluster;
 mod core;
+mod hold;
 mod ledger;
 mod record;
 mod refit;
@@ -285,6 +286,21 @@ impl Handler<Release> for NodeActor {
     type Result = bool;
     fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) -> bool {
         self.apply(ctx, |c| c.release(&msg.uid, msg.only_reserved))
+    }
+}
+
+impl Handler<Hold> for NodeActor {
+    type Result = bool;
+    fn handle(&mut self, msg: Hold, ctx: &mut Context<Self>) -> bool {
+        let hold = hold::Hold { uid: msg.uid, id: msg.id, devices: msg.devices };
+        self.apply(ctx, |c| c.set_hold(hold))
+    }
+}
+
+impl Handler<DropHold> for NodeActor {
+    type Result = bool;
+    fn handle(&mut self, msg: DropHold, ctx: &mut Context<Self>) -> bool {
+        self.apply(ctx, |c| c.drop_hold(&msg.uid, msg.id))
     }
 }
 

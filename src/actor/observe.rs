@@ -134,6 +134,7 @@ impl<B: Backend> Engine<B> {
     /// The pod is gone (deleted, or finished).
     pub fn delete_pod(&self, uid: &PodUid) {
         self.inner.unsettled.remove(uid);
+        self.drop_hold(uid);
         if let Some((_, node)) = self.inner.placements.remove(uid)
             && let Some(e) = self.inner.book.get(node.as_str())
         {

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use super::error::FilterError;
 use super::messages::Report;
 use super::{Engine, Failures, with_scratch};
-use crate::model::{DeviceUsage, NodeName, PodRequest, PodView};
+use crate::model::{DeviceUsage, DeviceUuid, PodRequest, PodView};
 use crate::port::Backend;
+use crate::port::PodRef;
 use crate::sched::preempt::{self, Cost, Holder};
 use crate::sched::report::{AllocReport, AllocState, NodeReport};
 use crate::sched::{NodeSnapshot, fit};
@@ -34,6 +35,18 @@ impl std::fmt::Display for Victim {
 pub struct Plan {
     pub node: String,
     pub victims: Vec<Victim>,
+    /// The devices the victims hold there (what a live preemption holds for the pod).
+    #[serde(skip)]
+    pub devices: Vec<DeviceUuid>,
+    /// Device memory (MiB) and cores the victims hold there.
+    #[serde(skip)]
+    pub freed: (u64, u64),
+}
+
+impl Victim {
+    pub fn pod_ref(&self) -> PodRef {
+        PodRef { namespace: self.namespace.clone(), name: self.name.clone(), uid: self.uid.clone() }
+    }
 }
 
 /// The pod's priority as Kubernetes resolved it (a pod without one has 0).
@@ -58,21 +71,35 @@ impl<B: Backend> Engine<B> {
     /// lower-priority pods free enough. Nodes are ranked by their victims (fewest, then lowest priorities,
     /// then the most recently started), then by name.
     pub async fn preemption_plan(&self, pod: &PodView, req: &PodRequest, failed: &Failures) -> Option<Plan> {
+        self.plan_sparing(pod, req, failed, &[]).await
+    }
+
+    /// `preemption_plan` with the pods of `spared` (UIDs) kept, and no node that holds devices
+    /// for another preemptor.
+    pub(super) async fn plan_sparing(
+        &self,
+        pod: &PodView,
+        req: &PodRequest,
+        failed: &Failures,
+        spared: &[String],
+    ) -> Option<Plan> {
         if pod.spec.preemption_policy.as_deref() == Some("Never") {
             return None;
         }
         let nodes = failed.device_nodes();
         let below = priority(pod);
-        let reports = self.reports().await;
-        let mut best: Option<(Cost, NodeName, Vec<Victim>)> = None;
-        for r in reports.iter().filter(|r| nodes.binary_search(&r.name).is_ok()) {
-            let Some(found) = self.victims_on(r, req, below) else { continue };
-            let rank = (found.0, r.name.clone());
-            if best.as_ref().is_none_or(|(c, n, _)| rank < (*c, n.clone())) {
-                best = Some((found.0, r.name.clone(), found.1));
+        let reports = self.reports_of(&nodes).await;
+        let mut best: Option<(Cost, &NodeReport, Vec<usize>)> = None;
+        let open = |r: &&NodeReport| r.held_for.as_ref().is_none_or(|u| *u == req.uid);
+        for r in reports.iter().filter(open) {
+            let Some((cost, set)) = self.victims_on(r, req, below, spared) else { continue };
+            if best.as_ref().is_none_or(|(c, n, _)| (cost, &r.name) < (*c, &n.name)) {
+                best = Some((cost, r, set));
             }
         }
-        best.map(|(_, node, victims)| Plan { node: node.to_string(), victims })
+        let (_, r, set) = best?;
+        let backend = &self.inner.backend;
+        Some(plan_of(r, &set, |a| backend.pod(&a.namespace, &a.name).as_deref().map_or(i32::MAX, priority)))
     }
 
     /// kube-scheduler's preemption verb: for each node it proposes victims on (by UID), whether
@@ -166,24 +193,50 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    /// The victims on one node, with their cost.
-    fn victims_on(&self, r: &NodeReport, req: &PodRequest, below: i32) -> Option<(Cost, Vec<Victim>)> {
-        let holders = self.holders(r, below);
+    /// The victims on one node (places in `r.allocs`), with their cost; the pods of `spared`
+    /// are not evictable.
+    fn victims_on(
+        &self,
+        r: &NodeReport,
+        req: &PodRequest,
+        below: i32,
+        spared: &[String],
+    ) -> Option<(Cost, Vec<usize>)> {
+        let mut holders = self.holders(r, below);
+        for (h, a) in holders.iter_mut().zip(&r.allocs) {
+            if spared.iter().any(|u| u == a.uid.as_str()) {
+                h.evictable = false;
+            }
+        }
         let set = self.with_fit(r, req, |fits| preempt::victims(&r.snapshot.devices, &holders, fits))?;
-        let cost = preempt::cost(&holders, &set);
-        let mut victims: Vec<Victim> = set
-            .iter()
-            .map(|&k| {
-                let a = &r.allocs[k];
-                Victim {
-                    namespace: a.namespace.to_string(),
-                    name: a.name.to_string(),
-                    uid: a.uid.to_string(),
-                    priority: holders[k].priority,
-                }
-            })
-            .collect();
-        victims.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
-        Some((cost, victims))
+        Some((preempt::cost(&holders, &set), set))
     }
+}
+
+/// The plan that evicts `set` (places in `r.allocs`) on `r`'s node.
+fn plan_of(r: &NodeReport, set: &[usize], priority_of: impl Fn(&AllocReport) -> i32) -> Plan {
+    let mut victims: Vec<Victim> = set
+        .iter()
+        .map(|&k| {
+            let a = &r.allocs[k];
+            Victim {
+                namespace: a.namespace.to_string(),
+                name: a.name.to_string(),
+                uid: a.uid.to_string(),
+                priority: priority_of(a),
+            }
+        })
+        .collect();
+    victims.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
+    let charges = set.iter().flat_map(|&k| &r.allocs[k].charges);
+    let mut devices: Vec<DeviceUuid> = Vec::new();
+    let mut freed = (0, 0);
+    for c in charges {
+        if !devices.contains(&c.uuid) {
+            devices.push(c.uuid.clone());
+        }
+        freed.0 += c.mem.0;
+        freed.1 += u64::from(c.cores);
+    }
+    Plan { node: r.name.to_string(), victims, devices, freed }
 }

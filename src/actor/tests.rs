@@ -602,6 +602,7 @@ mod fast_path;
 mod filter_all;
 mod memo;
 mod observe;
+mod preemption;
 mod refit;
 mod resolution;
 mod tables;

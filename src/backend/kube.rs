@@ -19,6 +19,7 @@ use crate::model::pod::NodeView;
 use super::{Error, Event};
 
 mod events;
+mod evict;
 mod limit;
 mod lock;
 pub mod watch;

@@ -17,7 +17,7 @@ use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
-use super::{Backend, CAMBRICON_LOCK_TIMEOUT, Error, Event, LockVerdict, PodPatch, PodRef, Result};
+use super::{Backend, CAMBRICON_LOCK_TIMEOUT, Error, Event, Evicted, LockVerdict, PodPatch, PodRef, Result};
 
 mod load;
 pub use load::{ClusterObjects, LoadError, PackedCluster, QuotaObject, parse_objects};
@@ -99,6 +99,8 @@ struct Inner {
     lose_bind_answers: std::sync::atomic::AtomicBool,
     /// Reads past the cache fail with a transport error.
     fail_read: std::sync::atomic::AtomicBool,
+    /// Pods a PodDisruptionBudget keeps from eviction (`namespace/name`), for tests.
+    protected: DashMap<Box<str>, ()>,
 }
 
 /// The in-memory cluster. Clones share the same cluster.
@@ -122,6 +124,7 @@ impl MemoryBackend {
                 fail_bind: false.into(),
                 lose_bind_answers: false.into(),
                 fail_read: false.into(),
+                protected: DashMap::new(),
             }),
         }
     }
@@ -202,6 +205,11 @@ impl MemoryBackend {
         self.inner.lose_bind_answers.store(on, std::sync::atomic::Ordering::SeqCst);
     }
     /// Makes later reads past the cache ([`Backend::pod_read`]) fail.
+    /// Lets no eviction take the pod, as a PodDisruptionBudget that allows no disruption would.
+    pub fn protect(&self, namespace: &str, name: &str) {
+        self.inner.protected.insert(pod_key(namespace, name), ());
+    }
+
     pub fn fail_reads(&self, on: bool) {
         self.inner.fail_read.store(on, std::sync::atomic::Ordering::SeqCst);
     }
@@ -291,6 +299,28 @@ impl MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
+    async fn evict(&self, pod: &PodRef) -> Result<Evicted> {
+        let key = pod_key(&pod.namespace, &pod.name);
+        if self.inner.protected.contains_key(&key) {
+            return Err(Error::Status {
+                code: 429,
+                message: format!("Cannot evict pod {pod} as it would violate the pod's disruption budget."),
+                reason: "TooManyRequests".into(),
+            });
+        }
+        // Only the pod with this UID, as the Eviction API's precondition.
+        self.inner.pods.remove_if(&key, |_, e| pod.uid.is_empty() || e.view.uid() == pod.uid);
+        Ok(Evicted::Gone)
+    }
+
+    async fn disruption_blocked(&self, pods: &[PodRef]) -> Result<Vec<PodRef>> {
+        Ok(pods
+            .iter()
+            .filter(|p| self.inner.protected.contains_key(&pod_key(&p.namespace, &p.name)))
+            .cloned()
+            .collect())
+    }
+
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
         self.inner.pods.get(&pod_key(namespace, name)).and_then(|e| super::unpacked(&e.view))
     }

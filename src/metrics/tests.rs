@@ -20,6 +20,7 @@ fn report(v: &Vendors) -> NodeReport {
             charges: Vec::new(),
         }],
         locked_by: None,
+        held_for: None,
     }
 }
 

@@ -57,6 +57,15 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// What an eviction came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evicted {
+    /// The pod's deletion is under way (its grace period runs); the watch will say when it is gone.
+    Requested,
+    /// The pod no longer exists (the in-memory backend removes it at once).
+    Gone,
+}
+
 /// Everything the engine needs from a cluster.
 pub trait Backend: Clone + Send + Sync + 'static {
     /// The pod as the backend's cache holds it.
@@ -101,6 +110,15 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// and the decision when it is written at bind: one write either way), honouring
     /// [`PodPatch::while_unbound`], then creates the Binding.
     fn bind(&self, pod: &PodRef, node: &str, patch: &PodPatch) -> impl Future<Output = Result<()>> + Send;
+
+    /// Evicts the pod through the Eviction API (`policy/v1`), only the pod with this UID; the
+    /// API server refuses what a PodDisruptionBudget forbids. A pod already gone counts as
+    /// evicted.
+    fn evict(&self, pod: &PodRef) -> impl Future<Output = Result<Evicted>> + Send;
+
+    /// Of `pods`, those that PodDisruptionBudgets would not let go together: every pod a budget
+    /// selects when the budget allows fewer disruptions than it has pods among `pods`.
+    fn disruption_blocked(&self, pods: &[PodRef]) -> impl Future<Output = Result<Vec<PodRef>>> + Send;
 
     /// Records an Event; never fails the caller (Events are best effort).
     fn record_event(&self, event: Event);

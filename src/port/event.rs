@@ -38,6 +38,12 @@ pub mod reasons {
     pub const DEVICE_REGISTRATION_INVALID: &str = "DeviceRegistrationInvalid";
     pub const NUMA_REFIT_SUCCEED: &str = "NumaRefitSucceed";
     pub const NUMA_REFIT_FAILED: &str = "NumaRefitFailed";
+    /// hami-rs's own GPU-aware preemption: on the preemptor, victims are being evicted for it;
+    /// on each victim, kube-scheduler's own reason for a pod evicted to make room.
+    pub const PREEMPTING: &str = "Preempting";
+    pub const PREEMPTED: &str = "Preempted";
+    /// Eviction refused, or the victims not gone before the hold ran out.
+    pub const PREEMPTION_FAILED: &str = "PreemptionFailed";
 }
 
 /// client-go's Event spam filter, which HAMi's recorder applies: per object, a burst of 25 Events,

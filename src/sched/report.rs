@@ -31,4 +31,6 @@ pub struct NodeReport {
     pub snapshot: Arc<super::NodeSnapshot>,
     pub allocs: Vec<AllocReport>,
     pub locked_by: Option<PodUid>,
+    /// The preemptor the node holds devices for, while it does.
+    pub held_for: Option<PodUid>,
 }

@@ -84,6 +84,8 @@ pub struct NodeCore {
     pub(super) done: u64,
     /// The node left the cluster: its actor stopped, and nothing more is applied.
     pub(super) stopped: bool,
+    /// Devices kept for a preemptor while its victims terminate.
+    pub(super) hold: Option<super::hold::Hold>,
 }
 
 /// Points each charge at its device in `base`, the node's list: the node's own copy of the id,
@@ -112,6 +114,7 @@ impl NodeCore {
             timer: Timer::default(),
             done: 0,
             stopped: false,
+            hold: None,
         }
     }
 
@@ -170,10 +173,12 @@ impl NodeCore {
         self.publish_devices(devs);
     }
 
-    /// Publishes usage the caller already built (a reservation applied on top of the snapshot).
+    /// Publishes usage the caller already built (a reservation applied on top of the snapshot),
+    /// as the pods that read it see it: held devices full.
     pub(super) fn publish_devices(&mut self, devs: Vec<DeviceUsage>) {
         self.count_pending();
         self.ledger.next_seq();
+        let devs = self.seen_by_others(devs);
         self.cfg.snap.store(Arc::new(self.snapshot_of(devs)));
     }
 
@@ -293,9 +298,15 @@ impl NodeCore {
         }
         let layout = Self::layout_of(&msg.pod);
         // Against usage without this pod's own earlier reservation (the published snapshot is
-        // exactly that when the pod holds nothing here).
-        let snap =
-            if self.ledger.contains(uid) { Arc::new(self.snapshot_of(self.usage(Some(uid)))) } else { self.current() };
+        // exactly that when the pod holds nothing here), held devices full unless for this pod.
+        let holder = self.holds_for(uid);
+        let snap = if holder {
+            Arc::new(self.snapshot_of(self.usage(Some(uid))))
+        } else if self.ledger.contains(uid) {
+            Arc::new(self.snapshot_of(self.seen_by_others(self.usage(Some(uid)))))
+        } else {
+            self.current()
+        };
         let (devices, score) = match msg.exact {
             Some(d) => (d, 0.0),
             None => {
@@ -337,6 +348,10 @@ impl NodeCore {
         // A refit held for the pod is superseded: its settlement finds nothing to settle.
         self.refits.remove(uid);
         self.cfg.placements.insert(uid.clone(), self.cfg.name.clone());
+        if holder {
+            // The preemptor has what was held for it.
+            self.hold = None;
+        }
         self.publish_devices(after);
         Ok(Reserved { devices, score })
     }
@@ -381,11 +396,14 @@ impl NodeCore {
             })
             .collect();
         allocs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        // Readers of a report want the node's usage, not the view a hold gives other pods.
+        let snapshot = if self.hold.is_some() { Arc::new(self.snapshot_of(self.usage(None))) } else { self.current() };
         NodeReport {
             name: self.cfg.name.clone(),
-            snapshot: self.current(),
+            snapshot,
             allocs,
             locked_by: self.binds.holder().cloned(),
+            held_for: self.hold.as_ref().map(|h| h.uid.clone()),
         }
     }
 }

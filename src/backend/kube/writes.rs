@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 
-use crate::backend::{Backend, Error, Event, PodPatch, PodRef, Result, unpacked};
+use crate::backend::{Backend, Error, Event, Evicted, PodPatch, PodRef, Result, unpacked};
 use crate::model::PodView;
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
@@ -187,6 +187,14 @@ impl Backend for KubeBackend {
         .await
         .map(|_| ())
         .map_err(api_err)
+    }
+
+    async fn evict(&self, pod: &PodRef) -> Result<Evicted> {
+        self.evict_pod(pod).await
+    }
+
+    async fn disruption_blocked(&self, pods: &[PodRef]) -> Result<Vec<PodRef>> {
+        self.blocked_by_budgets(pods).await
     }
 
     fn record_event(&self, event: Event) {

@@ -1,0 +1,191 @@
+//! GPU-aware preemption, live (`--preemption=on`): when no candidate fits a pod for its devices,
+//! the plan's victims are checked against PodDisruptionBudgets, their node holds their devices
+//! for the pod, and they are evicted through the Eviction API. The filter still answers "no
+//! node": kube-scheduler filters the pod again when the victims' deletions arrive, and that
+//! filter reserves the held devices on the held node. A hold ends when the pod reserves there or
+//! anywhere else, is deleted, or the hold lapses (`--preemption-hold`), and only ever keeps
+//! devices from other pods, never counts them twice.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::messages::{DropHold, Hold, Reserve};
+use super::preempt::Plan;
+use super::{Engine, Failures, FilterOutcome, FilterResult};
+use crate::metrics::Preemption;
+use crate::model::{NodeName, PodRequest, PodUid, PodView};
+use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
+
+/// Rounds of planning that spare the victims PodDisruptionBudgets protect.
+const BUDGET_ROUNDS: usize = 4;
+
+/// A hold the engine keeps for a preemptor: its node, and which hold it is.
+#[derive(Clone, Debug)]
+pub(super) struct HeldFor {
+    pub node: NodeName,
+    pub id: u64,
+}
+
+impl<B: Backend> Engine<B> {
+    /// A preemptor's filter: it reserves on the node that holds devices for it, on that node's
+    /// usage without the hold. `None` (the filter goes on as usual) when the pod has no hold,
+    /// its node is not among the candidates, or its victims have not all gone yet.
+    pub(super) async fn reserve_held(
+        &self,
+        pod: &PodView,
+        pref: &PodRef,
+        req: &Arc<PodRequest>,
+        names: &[Cow<'_, str>],
+    ) -> Option<FilterOutcome> {
+        let i = &*self.inner;
+        let held = i.holds.get(&req.uid).map(|h| h.clone())?;
+        if !names.iter().any(|n| n.as_ref() == held.node.as_str()) {
+            return None;
+        }
+        let addr = i.book.get(held.node.as_str()).map(|e| e.addr.clone())?;
+        let msg = Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
+        let Ok(Ok(reserved)) = addr.reserve(msg).await else { return None };
+        // The node dropped the hold with the reservation.
+        i.holds.remove_if(&req.uid, |_, h| h.id == held.id);
+        crate::metrics::preemption(Preemption::Placed);
+        let node = held.node;
+        if let Err(e) = self.write_decision(pod, pref, req, &node, &reserved).await {
+            return Some(FilterOutcome::Error(e));
+        }
+        let fits = vec![(node.clone(), reserved.score, ())];
+        self.tell_chosen(pref, &node, &fits, 1, names.len());
+        let others = if i.cfg.filter_result == FilterResult::All {
+            self.answer_all(pref, req, &node, &fits, &Failures::default())
+        } else {
+            Vec::new()
+        };
+        Some(FilterOutcome::Chosen { node, others, failed: Failures::default() })
+    }
+
+    /// For a pod no candidate fits: plans a preemption, sparing pods PodDisruptionBudgets
+    /// protect, holds the victims' devices on its node for the pod, and evicts the victims. Off,
+    /// for a pod already waiting on a hold, or with nothing to evict: `None`.
+    pub(super) async fn preempt(
+        &self,
+        pod: &PodView,
+        pref: &PodRef,
+        req: &PodRequest,
+        failed: &Failures,
+    ) -> Option<Plan> {
+        let i = &*self.inner;
+        let ttl = i.cfg.preemption_hold?;
+        if i.holds.contains_key(&req.uid) {
+            return None;
+        }
+        let plan = self.plan_within_budgets(pod, pref, req, failed).await?;
+        let addr = i.book.get(plan.node.as_str()).map(|e| e.addr.clone())?;
+        let id = i.hold_ids.fetch_add(1, Ordering::Relaxed);
+        let hold = Hold { uid: req.uid.clone(), id, devices: plan.devices.clone() };
+        if !addr.send(hold).await.unwrap_or(false) {
+            // Another preemptor holds that node: this pod is planned again on its next filter.
+            return None;
+        }
+        let node = NodeName::new(&plan.node);
+        i.holds.insert(req.uid.clone(), HeldFor { node: node.clone(), id });
+        let mut evicted = Vec::with_capacity(plan.victims.len());
+        for v in &plan.victims {
+            let victim = v.pod_ref();
+            match i.backend.evict(&victim).await {
+                Ok(gone) => {
+                    let message = format!(
+                        "Preempted by pod {pref} (priority {}) on node {}: hami-rs frees its devices for it",
+                        super::preempt::priority(pod),
+                        plan.node
+                    );
+                    self.event(&victim, reasons::PREEMPTED, EventType::Warning, message);
+                    if gone == Evicted::Gone {
+                        self.delete_pod(&PodUid::new(&v.uid));
+                    }
+                    evicted.push(v.to_string());
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %pref, victim = %victim, error = %e, "eviction refused");
+                    let message = format!("could not evict {victim} on node {}: {e}", plan.node);
+                    self.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message);
+                }
+            }
+        }
+        crate::metrics::preemption(Preemption::Started);
+        crate::metrics::preempted(evicted.len(), plan.freed.0, plan.freed.1);
+        let message = format!(
+            "evicting {} on node {} to free device memory and cores for this pod; held for it for {}s",
+            evicted.join(", "),
+            plan.node,
+            ttl.as_secs()
+        );
+        tracing::info!(pod = %pref, node = %plan.node, victims = %evicted.join(","), "preempting");
+        self.event(pref, reasons::PREEMPTING, EventType::Normal, message.clone());
+        self.remember(pref, Some(plan.node.clone()), "preempting", message);
+        let engine = self.clone();
+        let (uid, pref) = (req.uid.clone(), pref.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(ttl).await;
+            engine.lapse_hold(&uid, id, &pref).await;
+        });
+        Some(plan)
+    }
+
+    /// The plan with the victims PodDisruptionBudgets protect spared; `None` when none is left
+    /// or the budgets cannot be read (nothing is evicted blind).
+    async fn plan_within_budgets(
+        &self,
+        pod: &PodView,
+        pref: &PodRef,
+        req: &PodRequest,
+        failed: &Failures,
+    ) -> Option<Plan> {
+        let mut spared: Vec<String> = Vec::new();
+        for _ in 0..BUDGET_ROUNDS {
+            let plan = self.plan_sparing(pod, req, failed, &spared).await?;
+            let victims: Vec<PodRef> = plan.victims.iter().map(|v| v.pod_ref()).collect();
+            match self.inner.backend.disruption_blocked(&victims).await {
+                Ok(blocked) if blocked.is_empty() => return Some(plan),
+                Ok(blocked) => {
+                    tracing::info!(pod = %pref, protected = blocked.len(), "disruption budgets protect planned victims; planning again");
+                    spared.extend(blocked.into_iter().map(|p| p.uid));
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %pref, error = %e, "could not read disruption budgets; no preemption");
+                    return None;
+                }
+            }
+        }
+        crate::metrics::preemption(Preemption::Blocked);
+        None
+    }
+
+    /// The hold's time ran out before the preemptor took it: its devices are free for any pod.
+    async fn lapse_hold(&self, uid: &PodUid, id: u64, pref: &PodRef) {
+        let i = &*self.inner;
+        let Some((_, held)) = i.holds.remove_if(uid, |_, h| h.id == id) else { return };
+        let Some(addr) = i.book.get(held.node.as_str()).map(|e| e.addr.clone()) else { return };
+        if addr.send(DropHold { uid: uid.clone(), id: Some(id) }).await.unwrap_or(false) {
+            crate::metrics::preemption(Preemption::Lapsed);
+            let message = format!(
+                "the devices held on node {} were not taken in time (its evicted pods may still be terminating); they are free for any pod again",
+                held.node
+            );
+            tracing::info!(pod = %pref, node = %held.node, "preemption hold lapsed");
+            self.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message.clone());
+            self.remember(pref, Some(held.node.to_string()), "hold lapsed", message);
+        }
+    }
+
+    /// The pod no longer needs its hold (deleted, or reserved without it): the devices go back.
+    pub(super) fn drop_hold(&self, uid: &PodUid) {
+        let i = &*self.inner;
+        if i.holds.is_empty() {
+            return;
+        }
+        let Some((_, held)) = i.holds.remove(uid) else { return };
+        if let Some(e) = i.book.get(held.node.as_str()) {
+            e.addr.do_send(DropHold { uid: uid.clone(), id: Some(held.id) });
+        }
+    }
+}
