@@ -182,7 +182,8 @@ check(rules(cr) == expand([
     ("", "nodes", ["get", "list", "watch", "patch"], []),
     ("", "events", ["create", "patch", "update"], []),
     ("", "resourcequotas", ["get", "list", "watch"], []),
-]), f"ClusterRole {full} rules differ from the least-privilege set: {sorted(rules(cr))}")
+] + ([("", "pods/eviction", ["create"], []), ("policy", "poddisruptionbudgets", ["list"], [])] if E.get("preemption") else [])),
+      f"ClusterRole {full} rules differ from the least-privilege set: {sorted(rules(cr))}")
 role = one("Role", full)
 want = [("", "pods", ["list", "patch"], [])]
 if E["leaderElect"]:
@@ -246,6 +247,7 @@ expect_flags = {
     "node-scheduler-policy": "binpack", "gpu-scheduler-policy": "spread",
     "force-overwrite-default-scheduler": "true", "device-config-file": "/device-config.yaml",
     "leader-elect": "true" if E["leaderElect"] else "false", "filter-result": E["filterResult"],
+    "preemption": "on" if E.get("preemption") else "off", "preemption-hold": "2m",
 }
 if E["leaderElect"]:
     expect_flags.update({"leader-elect-resource-name": E["schedulerName"], "leader-elect-resource-namespace": NS})
@@ -481,7 +483,7 @@ cmp -s "$DASHBOARD" "$ROOT/docs/grafana-dashboard.json" || die "docs/grafana-das
 RENDERINGS=(
     "default||{}"
     "ha-certmanager-monitoring|scheduler.certManager.enabled=true,scheduler.replicas=2,serviceMonitor.enabled=true,dashboard.enabled=true|{\"certManager\":true,\"certgen\":false,\"replicas\":2,\"serviceMonitor\":true,\"dashboard\":true}"
-    "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.extender.filterResult=all,scheduler.kubeScheduler.extender.weight=3,scheduler.kubeScheduler.extender.preemptVerb=true,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"filterResult\":\"all\",\"weight\":3,\"preemptVerb\":true,\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
+    "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.extender.filterResult=all,scheduler.kubeScheduler.extender.weight=3,scheduler.kubeScheduler.extender.preemptVerb=true,scheduler.extender.preemption.enabled=true,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"filterResult\":\"all\",\"weight\":3,\"preemptVerb\":true,\"preemption\":true,\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
     "minimal|scheduler.admissionWebhook.enabled=false,scheduler.kubeScheduler.enabled=false,scheduler.leaderElect=false,scheduler.patch.enabled=false,devices.amd.enabled=false,devices.biren.enabled=false|{\"webhook\":false,\"kubeScheduler\":false,\"leaderElect\":false,\"certgen\":false,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"kunlun\",\"awsneuron\",\"vastai\"]}"
     "webhook-off-certgen|scheduler.admissionWebhook.enabled=false|{\"webhook\":false}"
 )
