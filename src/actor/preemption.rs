@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use super::messages::{DropHold, Hold, Reserve};
 use super::preempt::Plan;
@@ -20,11 +21,17 @@ use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
 /// Rounds of planning that spare the victims PodDisruptionBudgets protect.
 const BUDGET_ROUNDS: usize = 4;
 
-/// A hold the engine keeps for a preemptor: its node, and which hold it is.
+/// How long a preemptor's filter waits for this scheduler's watch to release victims the API
+/// server no longer has.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+const RELEASE_POLL: Duration = Duration::from_millis(20);
+
+/// A hold the engine keeps for a preemptor: its node, which hold it is, and whom it evicted.
 #[derive(Clone, Debug)]
 pub(super) struct HeldFor {
     pub node: NodeName,
     pub id: u64,
+    pub victims: Vec<PodRef>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -44,8 +51,26 @@ impl<B: Backend> Engine<B> {
             return None;
         }
         let addr = i.book.get(held.node.as_str()).map(|e| e.addr.clone())?;
-        let msg = Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
-        let Ok(Ok(reserved)) = addr.reserve(msg).await else { return None };
+        let reserve = || addr.reserve(Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl });
+        let reserved = match reserve().await {
+            Ok(Ok(r)) => r,
+            // kube-scheduler filters the pod again as soon as a victim's deletion reaches it,
+            // which may be before this scheduler's watch has released the victim's devices: when
+            // every victim is gone from the API server, the release is moments away.
+            _ if self.victims_gone(&held.victims).await => {
+                let until = Instant::now() + RELEASE_WAIT;
+                loop {
+                    tokio::time::sleep(RELEASE_POLL).await;
+                    match reserve().await {
+                        Ok(Ok(r)) => break r,
+                        _ if Instant::now() >= until => return None,
+                        _ => {}
+                    }
+                }
+            }
+            // Victims still terminating: the last one's deletion brings the pod back.
+            _ => return None,
+        };
         // The node dropped the hold with the reservation.
         i.holds.remove_if(&req.uid, |_, h| h.id == held.id);
         crate::metrics::preemption(Preemption::Placed);
@@ -87,7 +112,8 @@ impl<B: Backend> Engine<B> {
             return None;
         }
         let node = NodeName::new(&plan.node);
-        i.holds.insert(req.uid.clone(), HeldFor { node: node.clone(), id });
+        let victims = plan.victims.iter().map(|v| v.pod_ref()).collect();
+        i.holds.insert(req.uid.clone(), HeldFor { node: node.clone(), id, victims });
         let mut evicted = Vec::with_capacity(plan.victims.len());
         for v in &plan.victims {
             let victim = v.pod_ref();
@@ -129,6 +155,19 @@ impl<B: Backend> Engine<B> {
             engine.lapse_hold(&uid, id, &pref).await;
         });
         Some(plan)
+    }
+
+    /// Whether the API server has none of `victims` any more (a pod of the same name with
+    /// another UID is not the victim). A read that fails answers no.
+    async fn victims_gone(&self, victims: &[PodRef]) -> bool {
+        for v in victims {
+            match self.inner.backend.pod_read(&v.namespace, &v.name).await {
+                Ok(None) => {}
+                Ok(Some(p)) if p.metadata.uid != v.uid => {}
+                _ => return false,
+            }
+        }
+        true
     }
 
     /// The plan with the victims PodDisruptionBudgets protect spared; `None` when none is left

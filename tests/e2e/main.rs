@@ -17,6 +17,7 @@ mod cluster;
 mod faults;
 mod harness;
 mod plugin;
+mod preemption;
 mod scoring;
 mod throughput;
 mod writes;

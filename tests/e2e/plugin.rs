@@ -24,7 +24,7 @@ async fn kubectl_hami(cp: &ControlPlane, args: &[&str]) -> String {
 }
 
 /// Waits until hami-rs has recorded a `FilteringFailed` Event on the pod.
-async fn filtering_failed(cp: &ControlPlane, pod: &str) {
+pub async fn filtering_failed(cp: &ControlPlane, pod: &str) {
     wait_for(&format!("{pod}'s FilteringFailed Events"), Duration::from_secs(60), || async {
         let evs = events_of(&cp.client, pod).await;
         if evs.iter().any(|e| e.reason.as_deref() == Some("FilteringFailed")) {
