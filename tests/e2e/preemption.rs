@@ -71,8 +71,12 @@ async fn u_a_high_priority_pod_evicts_the_one_unprotected_lower_priority_pod_its
     crate::plugin::filtering_failed(&cp, "u-peer").await;
     assert!(exists(&cp, "u-low-0").await && exists(&cp, "u-low-1").await, "nothing evicted for u-never or u-peer");
 
+    let asked = std::time::Instant::now();
     create(&cp.client, &classed("u-urgent", "e2e-high", None)).await;
     let urgent = wait_allocated(&cp.client, "u-urgent", Duration::from_secs(120)).await;
+    // From creation to allocated: the preempting filter, the victim's deletion, kube-scheduler's
+    // backoff and the filter that takes the held devices.
+    let took = asked.elapsed();
     assert_eq!(node_name(&urgent), Some("gpu-u-0"));
     assert!(!exists(&cp, "u-low-1").await, "u-low-1 was evicted");
     assert!(exists(&cp, "u-low-0").await, "the budget kept u-low-0");
@@ -101,7 +105,8 @@ async fn u_a_high_priority_pod_evicts_the_one_unprotected_lower_priority_pod_its
     assert_eq!(metric(&metrics, "hami_scheduler_preemption_victims_total", &[]), 1.0);
     assert_eq!(metric(&metrics, "hami_scheduler_preemption_freed_device_memory_bytes_total", &[]), 12000.0 * 1048576.0);
     println!(
-        "e2e summary u: u-urgent (priority 1000) evicted u-low-1 only (u-low-0 kept by its budget) and was placed on gpu-u-0; u-never and u-peer evicted nothing and stay pending; {}; events: {} | {}",
+        "e2e summary u: u-urgent (priority 1000) evicted u-low-1 only (u-low-0 kept by its budget) and was allocated on gpu-u-0 {:.1} s after its creation; u-never and u-peer evicted nothing and stay pending; {}; events: {} | {}",
+        took.as_secs_f64(),
         summary.line(),
         event_summary(&said),
         event_summary(&evicted)

@@ -130,3 +130,200 @@ async fn a_preemptor_waiting_on_its_hold_preempts_no_more() {
     assert!(matches!(filter(&e, &b, &other, &["n"]).await, FilterOutcome::NoFit { .. }));
     assert!(!gone(&b, &a), "a held node is no second preemptor's");
 }
+
+/// One case of victim selection: nodes, pods placed first (in order, on the named candidates),
+/// the preemptor, and whom it must evict.
+struct Case {
+    what: &'static str,
+    nodes: Vec<NodeBuilder>,
+    placed: Vec<(PodBuilder, &'static [&'static str])>,
+    preemptor: PodBuilder,
+    evicted: &'static [&'static str],
+}
+
+fn low(name: &str, mem: u64, started: &str) -> PodBuilder {
+    pod().gpu(1).mem_mib(mem).name(name).priority(1).started(&format!("2026-01-01T{started}:00Z"))
+}
+
+fn on(p: PodBuilder, uuid: &str) -> PodBuilder {
+    p.annotation(keys::NVIDIA_USE_UUID, uuid)
+}
+
+/// A bound MIG pod on GPU-aa11 holding one 1g.5gb instance at `slot`.
+fn mig_pod(name: &str, slot: u32, started: &str) -> PodBuilder {
+    let mig = format!(
+        r#"[{{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{{"start":{slot},"size":1}}}}]"#
+    );
+    low(name, 4864, started)
+        .placed("a", "GPU-aa11,NVIDIA,4864,15:;")
+        .annotation(keys::NVIDIA_MIG_ALLOCATIONS, &mig)
+        .bound_to("a")
+}
+
+#[actix::test]
+async fn victims_are_chosen_by_the_filters_own_fit() {
+    let numa_node = || {
+        node("n")
+            .gpu(gpu("GPU-n-0", 16384).numa(0))
+            .gpu(gpu("GPU-n-1", 16384).numa(0))
+            .gpu(gpu("GPU-n-2", 16384).numa(1))
+            .gpu(gpu("GPU-n-3", 16384).numa(1))
+    };
+    let numa_lows = || {
+        vec![
+            (on(low("a", 12000, "10:00"), "GPU-n-0"), &["n"][..]),
+            (on(low("b", 12000, "11:00"), "GPU-n-2"), &["n"][..]),
+            (on(low("c", 12000, "09:00"), "GPU-n-3"), &["n"][..]),
+        ]
+    };
+    let cases = vec![
+        Case {
+            what: "a two-GPU pod needs both GPUs' big pods gone, not the small one beside them",
+            nodes: vec![node("n").gpus(2, 16384)],
+            placed: vec![
+                (on(low("a", 12000, "10:00"), "GPU-n-0"), &["n"]),
+                (on(low("b", 12000, "10:00"), "GPU-n-1"), &["n"]),
+                (on(low("c", 2000, "11:00"), "GPU-n-1"), &["n"]),
+            ],
+            preemptor: pod().gpu(2).mem_mib(12000).name("p").priority(10),
+            evicted: &["a", "b"],
+        },
+        Case {
+            what: "one two-GPU victim rather than two single ones",
+            nodes: vec![node("m").gpus(2, 16384), node("n").gpus(2, 16384)],
+            placed: vec![
+                (low("s1", 12000, "10:00").annotation(keys::NVIDIA_USE_UUID, "GPU-m-0"), &["m"]),
+                (low("s2", 12000, "10:00").annotation(keys::NVIDIA_USE_UUID, "GPU-m-1"), &["m"]),
+                (pod().gpu(2).mem_mib(12000).name("pair").priority(1), &["n"]),
+            ],
+            preemptor: pod().gpu(2).mem_mib(12000).name("p").priority(10),
+            evicted: &["pair"],
+        },
+        Case {
+            what: "an init container is fitted alone: evicting the 8 000 MiB pod makes room for its 12 000",
+            nodes: vec![node("n").gpus(1, 16384)],
+            placed: vec![(low("a", 8000, "10:00"), &["n"]), (low("b", 4000, "11:00"), &["n"])],
+            preemptor: pod().gpu(1).mem_mib(4000).name("p").priority(10).init("warm").gpu(1).mem_mib(12000).main(),
+            evicted: &["a"],
+        },
+        Case {
+            what: "without NUMA binding, one victim beside the free GPU: the latest started",
+            nodes: vec![numa_node()],
+            placed: numa_lows(),
+            preemptor: pod().gpu(2).mem_mib(12000).name("p").priority(10),
+            evicted: &["b"],
+        },
+        Case {
+            what: "with NUMA binding, the victim that frees a GPU on the free GPU's NUMA node",
+            nodes: vec![numa_node()],
+            placed: numa_lows(),
+            preemptor: pod().gpu(2).mem_mib(12000).name("p").priority(10).annotation(keys::NVIDIA_NUMA_BIND, "true"),
+            evicted: &["a"],
+        },
+    ];
+    for c in cases {
+        let (e, b) = engine_with(preempting(Duration::from_secs(60)), &c.nodes).await;
+        for (p, candidates) in &c.placed {
+            let node = chosen(&filter(&e, &b, p, candidates).await).to_owned();
+            e.bind(&pref(p), &node).await.expect("bound");
+            let view = crate::port::Backend::pod(&b, "default", &p.view.metadata.name).expect("in the cluster");
+            e.observe_pod(&view);
+            let _ = e.reports().await;
+        }
+        let names: Vec<&'static str> = c.nodes.iter().map(|n| &*n.name.clone().leak()).collect();
+        assert!(matches!(filter(&e, &b, &c.preemptor, &names).await, FilterOutcome::NoFit { .. }), "{}", c.what);
+        let mut evicted: Vec<String> =
+            c.placed.iter().filter(|(p, _)| gone(&b, p)).map(|(p, _)| p.view.metadata.name.clone()).collect();
+        evicted.sort();
+        assert_eq!(evicted, c.evicted, "{}", c.what);
+        assert!(!chosen(&filter(&e, &b, &c.preemptor, &names).await).is_empty(), "{}: placed after", c.what);
+    }
+}
+
+#[actix::test]
+async fn mig_placements_decide_the_victim_where_memory_alone_would_not() {
+    // Two 1g.5gb instances at slots 0 and 4 leave 31 232 MiB free, yet no 3g.20gb placement (start
+    // 0 or 4) is whole: one of them must go, the later started.
+    let n = node("a").gpu(gpu("GPU-aa11", 40960).mig(a100_profiles()));
+    let (e, b) = engine_with(preempting(Duration::from_secs(60)), &[n]).await;
+    let (x, y) = (mig_pod("x", 0, "10:00"), mig_pod("y", 4, "11:00"));
+    observe(&e, &b, &x).await;
+    observe(&e, &b, &y).await;
+    let p = pod().gpu(1).mem_mib(19968).name("p").priority(10);
+    assert!(matches!(filter(&e, &b, &p, &["a"]).await, FilterOutcome::NoFit { .. }));
+    assert!(gone(&b, &y) && !gone(&b, &x));
+    assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
+}
+
+#[actix::test]
+async fn a_namespace_quota_that_refuses_the_pod_is_not_lifted_by_evictions() {
+    let v = Arc::new(vendors());
+    let book = Arc::new(quota::QuotaBook::new(&v));
+    book.set_quota("default", "q", &[("limits.nvidia.com/gpumem".into(), 17_000)]);
+    let b = MemoryBackend::new(Duration::from_secs(300));
+    let e = Engine::start(preempting(Duration::from_secs(60)), v, b.clone(), Some(book));
+    let n = node("n").gpus(1, 16384);
+    b.insert_node(n.view());
+    e.register_node(Arc::new(n.view())).await;
+    let a = low("a", 10000, "10:00");
+    let other = low("o", 6000, "11:00").namespace("other");
+    place(&e, &b, &a).await;
+    place(&e, &b, &other).await;
+    // 10 000 + 8 000 is over the quota of 17 000 whoever goes: nothing is evicted.
+    let p = pod().gpu(1).mem_mib(8000).name("p").priority(10);
+    assert!(matches!(filter(&e, &b, &p, &["n"]).await, FilterOutcome::NoFit { .. }));
+    assert!(!gone(&b, &a) && !gone(&b, &other));
+    // 10 000 + 6 000 is within it: either pod's release makes room on the device, and the later
+    // started goes.
+    let q = pod().gpu(1).mem_mib(6000).name("q").priority(10);
+    assert!(matches!(filter(&e, &b, &q, &["n"]).await, FilterOutcome::NoFit { .. }));
+    assert!(gone(&b, &other) && !gone(&b, &a));
+    assert_eq!(chosen(&filter(&e, &b, &q, &["n"]).await), "n");
+}
+
+#[actix::test]
+async fn preemptors_and_small_pods_racing_never_overcommit_a_device() {
+    let nodes: Vec<NodeBuilder> = (0..4).map(|k| node(&format!("n{k}")).gpus(2, 16384)).collect();
+    let names: Vec<&'static str> = nodes.iter().map(|n| &*n.name.clone().leak()).collect();
+    let (e, b) = engine_with(preempting(Duration::from_secs(60)), &nodes).await;
+    for k in 0..16 {
+        let p = low(&format!("low-{k}"), 8000, &format!("{:02}:00", k % 24));
+        let node = chosen(&filter(&e, &b, &p, &names).await).to_owned();
+        e.bind(&pref(&p), &node).await.expect("bound");
+        e.observe_pod(&p.view());
+    }
+    let racers: Vec<PodBuilder> = (0..8)
+        .flat_map(|k| {
+            [
+                pod().gpu(1).mem_mib(12000).name(&format!("hi-{k}")).priority(10),
+                pod().gpu(1).mem_mib(4000).name(&format!("small-{k}")).priority(1),
+            ]
+        })
+        .collect();
+    let runs = racers.iter().map(|p| {
+        let (e, b, names) = (e.clone(), b.clone(), names.clone());
+        async move {
+            for _ in 0..6 {
+                if let FilterOutcome::Chosen { node, .. } = filter(&e, &b, p, &names).await {
+                    if e.bind(&pref(p), node.as_str()).await.is_ok() {
+                        return true;
+                    }
+                }
+                tokio::task::yield_now().await;
+            }
+            false
+        }
+    });
+    let placed = futures::future::join_all(runs).await;
+    for r in e.reports().await {
+        for d in &r.snapshot.devices {
+            assert!(
+                d.used <= d.cap.count && d.used_mem <= d.cap.devmem && d.used_cores <= d.cap.devcore,
+                "{}: {d:?}",
+                r.name
+            );
+        }
+    }
+    let hi_placed = placed.iter().step_by(2).filter(|p| **p).count();
+    assert!(hi_placed > 0, "some preemptor was placed");
+}
