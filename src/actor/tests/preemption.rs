@@ -304,10 +304,10 @@ async fn preemptors_and_small_pods_racing_never_overcommit_a_device() {
         let (e, b, names) = (e.clone(), b.clone(), names.clone());
         async move {
             for _ in 0..6 {
-                if let FilterOutcome::Chosen { node, .. } = filter(&e, &b, p, &names).await {
-                    if e.bind(&pref(p), node.as_str()).await.is_ok() {
-                        return true;
-                    }
+                if let FilterOutcome::Chosen { node, .. } = filter(&e, &b, p, &names).await
+                    && e.bind(&pref(p), node.as_str()).await.is_ok()
+                {
+                    return true;
                 }
                 tokio::task::yield_now().await;
             }
