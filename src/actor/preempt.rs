@@ -106,7 +106,8 @@ impl<B: Backend> Engine<B> {
     /// their release lets the pod's devices fit. Where it does, the node keeps those victims;
     /// where it does not, the fewest more bound pods of lower priority are added when they
     /// suffice; otherwise the node is dropped, so kube-scheduler never evicts for devices that
-    /// would still be missing. A pod asking for no device keeps every proposal.
+    /// would still be missing. A pod asking for no device keeps every proposal; a pod a node
+    /// already holds devices for (`--preemption=on`) keeps none.
     pub async fn preempt_proposals(
         &self,
         pod: &PodView,
@@ -115,6 +116,10 @@ impl<B: Backend> Engine<B> {
         let req = self.request_of(pod)?;
         if !req.requests_devices() {
             return Ok(proposals.clone());
+        }
+        if self.inner.holds.contains_key(&req.uid) {
+            // This scheduler's own preemption is already making room for the pod: no one else goes.
+            return Ok(BTreeMap::new());
         }
         let below = priority(pod);
         let mut out = BTreeMap::new();

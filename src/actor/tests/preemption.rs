@@ -327,3 +327,15 @@ async fn preemptors_and_small_pods_racing_never_overcommit_a_device() {
     let hi_placed = placed.iter().step_by(2).filter(|p| **p).count();
     assert!(hi_placed > 0, "some preemptor was placed");
 }
+
+#[actix::test]
+async fn kube_schedulers_preemption_evicts_no_one_more_for_a_pod_a_node_holds_for() {
+    let (e, b, a, _) = full_node(preempting(Duration::from_secs(60))).await;
+    let urgent = pod().gpu(1).mem_mib(8000).name("urgent").priority(100);
+    let proposal: std::collections::BTreeMap<String, Vec<String>> =
+        [("n".to_owned(), vec![a.view.metadata.uid.clone()])].into();
+    // Before: the proposed victim's release makes room, so kube-scheduler may evict it.
+    assert_eq!(e.preempt_proposals(&urgent.view(), &proposal).await.unwrap(), proposal);
+    assert!(matches!(filter(&e, &b, &urgent, &["n"]).await, FilterOutcome::NoFit { .. }));
+    assert!(e.preempt_proposals(&urgent.view(), &proposal).await.unwrap().is_empty(), "held: no one else goes");
+}
