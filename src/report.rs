@@ -40,6 +40,9 @@ pub struct NodeJson {
     /// Why the node's devices are unusable, when its registration is malformed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unusable: Option<String>,
+    /// The UID of the preemptor the node holds its victims' devices for, while it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_for: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -120,6 +123,7 @@ pub fn node_json(r: &NodeReport, vendors: &Vendors) -> NodeJson {
             .collect(),
         annotations: None,
         unusable: r.snapshot.unusable.as_deref().map(str::to_owned),
+        held_for: r.held_for.as_ref().map(|u| u.to_string()),
     }
 }
 

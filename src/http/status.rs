@@ -353,6 +353,13 @@ pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, refresh: Option<u32>, now_
     if let Some(u) = &n.unusable {
         let _ = write!(s, r#"<p class="bad">unusable: {}</p>"#, esc(u));
     }
+    if let Some(uid) = &n.held_for {
+        let _ = write!(
+            s,
+            r#"<p class="bad">held for a preemptor (pod UID {}): the devices its victims are freeing take no other pod</p>"#,
+            esc(uid)
+        );
+    }
     s.push_str("<table><tr><th>#</th><th>model</th><th>UUID</th><th>state</th><th>memory (MiB)</th><th>cores</th><th>tasks</th><th>pods</th></tr>");
     for d in &n.devices {
         let on = pods.get(&d.uuid).map_or(String::new(), |ps| {
@@ -436,7 +443,7 @@ mod tests {
     }
 
     fn node(name: &str, devices: Vec<DeviceJson>) -> NodeJson {
-        NodeJson { name: name.into(), devices, annotations: None, unusable: None }
+        NodeJson { name: name.into(), devices, annotations: None, unusable: None, held_for: None }
     }
 
     fn decision(pod: &str, outcome: &'static str, detail: &str) -> RecentDecision {
@@ -566,6 +573,14 @@ mod tests {
         n.unusable = Some("bad JSON".into());
         assert!(render_node(&n, &PodsOnDevice::new(), None, 0).contains("unusable: bad JSON"));
         assert!(render(&[n], &[], &[], false, &Query::default(), 0).contains(r#"<i class="x"></i>"#));
+    }
+
+    #[test]
+    fn a_node_holding_devices_for_a_preemptor_says_for_whom() {
+        let mut n = node("n", vec![]);
+        assert!(!render_node(&n, &PodsOnDevice::new(), None, 0).contains("held for a preemptor"));
+        n.held_for = Some("uid-urgent".into());
+        assert!(render_node(&n, &PodsOnDevice::new(), None, 0).contains("held for a preemptor (pod UID uid-urgent)"));
     }
 
     #[test]

@@ -49,6 +49,8 @@ async fn a_preemptor_evicts_the_latest_started_victim_and_takes_the_devices_held
     let report = e.reports().await;
     assert_eq!(report[0].held_for.as_ref().map(|u| u.as_str()), Some(urgent.view.metadata.uid.as_str()));
     assert_eq!(report[0].snapshot.devices[0].used_mem.get(), 6000, "reports show the node's real usage");
+    let json = crate::report::node_json(&report[0], e.vendors());
+    assert_eq!((json.held_for.as_deref(), json.devices[0].mem_used), (Some(urgent.view.metadata.uid.as_str()), 6000));
     // The preemptor's next filter reserves the held devices; the hold is gone with it.
     assert_eq!(chosen(&filter(&e, &b, &urgent, &["n"]).await), "n");
     assert_eq!(used(&e, "n"), (2, 14000, 0));
