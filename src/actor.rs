@@ -127,6 +127,16 @@ impl Default for EngineConfig {
 /// The default `EngineConfig::slice_min`.
 pub const SLICE_MIN: usize = 2048;
 
+/// A failed node's text: HAMi's reason, followed by the detail a person needs when `detail`
+/// (the reason alone, and an unusable node's cause, otherwise).
+fn failure_text(r: &Rejection, snap: Option<&NodeSnapshot>, detail: bool) -> String {
+    match snap {
+        Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
+        Some(s) => r.answer(s.unusable.as_deref()),
+        None => r.hami_text(),
+    }
+}
+
 /// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
 /// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).
 #[derive(Clone, Debug, Default)]
@@ -134,6 +144,8 @@ pub struct Failures {
     nodes: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
     /// Candidates of a resolved list, by their place in it (no name or snapshot copied per node).
     listed: Option<candidates::Listed>,
+    /// `summary`, once asked for (the log and the console both want it).
+    summary: std::sync::OnceLock<String>,
 }
 
 impl Failures {
@@ -145,6 +157,7 @@ impl Failures {
 
     pub fn push(&mut self, node: NodeName, rejection: Rejection, snap: Option<Arc<NodeSnapshot>>) {
         self.nodes.push((node, rejection, snap));
+        self.summary = std::sync::OnceLock::new();
     }
     /// HAMi's reason, then the detail, per node: for people (logs, the simulator).
     pub fn render(&self) -> BTreeMap<String, String> {
@@ -159,7 +172,7 @@ impl Failures {
     /// sorted: where releasing devices could make room.
     pub fn device_nodes(&self) -> Vec<NodeName> {
         let devices = |r: &Rejection| matches!(r, Rejection::Devices(_) | Rejection::NodeInsufficientDevice { .. });
-        let listed = self.listed.iter().flat_map(|l| l.iter()).filter(|(_, r, _)| devices(r)).map(|(n, ..)| n.clone());
+        let listed = self.listed.iter().flat_map(|l| l.reasons()).filter(|(_, r)| devices(r)).map(|(n, _)| n.clone());
         let mut v: Vec<NodeName> =
             self.nodes.iter().filter(|(_, r, _)| devices(r)).map(|(n, ..)| n.clone()).chain(listed).collect();
         v.sort();
@@ -168,29 +181,15 @@ impl Failures {
     }
     /// The first `k` nodes' reasons with their detail, in the order they were found.
     pub fn first(&self, k: usize) -> Vec<(String, String)> {
-        let listed = self.listed.iter().flat_map(|l| l.iter()).map(|(n, r, s)| (n.to_string(), r, s));
-        self.nodes
-            .iter()
-            .map(|(n, r, s)| (n.to_string(), *r, s.clone()))
-            .chain(listed)
-            .take(k)
-            .map(|(n, r, s)| {
-                let text = match s.as_deref() {
-                    Some(s) => r.render(&s.devices, s.unusable.as_deref()),
-                    None => r.hami_text(),
-                };
-                (n, text)
-            })
-            .collect()
+        self.all_texts(true).take(k).collect()
     }
     fn texts(&self, detail: bool) -> BTreeMap<String, String> {
-        let text = |r: &Rejection, snap: Option<&NodeSnapshot>| match snap {
-            Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
-            Some(s) => r.answer(s.unusable.as_deref()),
-            None => r.hami_text(),
-        };
-        let listed = self.listed.iter().flat_map(|l| l.iter()).map(|(n, r, s)| (n.to_string(), text(&r, s.as_deref())));
-        self.nodes.iter().map(|(n, r, s)| (n.to_string(), text(r, s.as_deref()))).chain(listed).collect()
+        self.all_texts(detail).collect()
+    }
+    /// Every failed node's text, in the order they were found.
+    fn all_texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
+        let listed = self.listed.iter().flat_map(move |l| l.texts(detail));
+        self.nodes.iter().map(move |(n, r, s)| (n.to_string(), failure_text(r, s.as_deref(), detail))).chain(listed)
     }
     /// The nodes each device reason was counted on, by reason word and sorted by name: what
     /// HAMi's per-reason `FilteringFailed` Events name. Rejections without a device count
@@ -207,7 +206,7 @@ impl Failures {
         for (n, r, _) in &self.nodes {
             add(n, r);
         }
-        for (n, r, _) in self.listed.iter().flat_map(|l| l.iter()) {
+        for (n, r) in self.listed.iter().flat_map(|l| l.reasons()) {
             add(n, &r);
         }
         for nodes in by.values_mut() {
@@ -219,6 +218,9 @@ impl Failures {
     /// One line for a log: on how many nodes each reason was counted, most first, e.g.
     /// `3 CardInsufficientMemory, 1 node unregistered`.
     pub fn summary(&self) -> String {
+        self.summary.get_or_init(|| self.count_reasons()).clone()
+    }
+    fn count_reasons(&self) -> String {
         let mut by: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut add = |r: &Rejection| match r {
             Rejection::Devices(t) => t.items().for_each(|(reason, _)| *by.entry(reason.as_str()).or_default() += 1),
@@ -230,7 +232,7 @@ impl Failures {
         for (_, r, _) in &self.nodes {
             add(r);
         }
-        for (_, r, _) in self.listed.iter().flat_map(|l| l.iter()) {
+        for (_, r) in self.listed.iter().flat_map(|l| l.reasons()) {
             add(&r);
         }
         let mut counts: Vec<(&str, usize)> = by.into_iter().collect();

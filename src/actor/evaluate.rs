@@ -75,7 +75,7 @@ impl<B: Backend> Engine<B> {
         }
         crate::metrics::rejections(&counts);
         crate::metrics::nodes_evaluated(fitted, remembered + kept);
-        let failed = Failures { nodes: Vec::new(), listed: Some(Listed::new(list.clone(), answers, failed)) };
+        let failed = Failures { listed: Some(Listed::new(list.clone(), answers, failed)), ..Failures::default() };
         Some(Evaluation::of_list(list, fits, failed))
     }
 
