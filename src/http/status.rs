@@ -299,11 +299,16 @@ fn pod_rows(s: &mut String, pods: &[(String, String)], needle: &str) {
     for (pod, node) in pods.iter().take(SEARCH_ROWS) {
         let _ = write!(s, r#"<tr><td>{}</td><td><a href="?node={}">{}</a></td></tr>"#, esc(pod), url(node), esc(node));
     }
-    if pods.len() > SEARCH_ROWS {
+    end_search_table(s, pods.len(), 2);
+}
+
+/// Closes a search table of `hits` rows shown up to `SEARCH_ROWS`, saying how many were left out.
+fn end_search_table(s: &mut String, hits: usize, columns: usize) {
+    if hits > SEARCH_ROWS {
         let _ = write!(
             s,
-            r#"<tr><td colspan="2" class="muted">… {} more: narrow the search</td></tr>"#,
-            pods.len() - SEARCH_ROWS
+            r#"<tr><td colspan="{columns}" class="muted">… {} more: narrow the search</td></tr>"#,
+            hits - SEARCH_ROWS
         );
     }
     s.push_str("</table>");
@@ -335,14 +340,7 @@ fn node_rows(s: &mut String, nodes: &[NodeJson], needle: &str) {
             n.devices.len()
         );
     }
-    if hits.len() > SEARCH_ROWS {
-        let _ = write!(
-            s,
-            r#"<tr><td colspan="4" class="muted">… {} more: narrow the search</td></tr>"#,
-            hits.len() - SEARCH_ROWS
-        );
-    }
-    s.push_str("</table>");
+    end_search_table(s, hits.len(), 4);
 }
 
 /// One node's page: each device with its model, UUID, usage and the pods on it.
