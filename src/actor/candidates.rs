@@ -233,50 +233,35 @@ impl Listed {
     pub(super) fn len(&self) -> usize {
         self.failed
     }
-    /// Each failed candidate's name, rejection and current snapshot. The rendered detail names a
-    /// device by its place in the snapshot; a snapshot newer than the answer names the same
-    /// device unless the node registered again in between.
+    /// Candidate `k`'s cell and rejection, when it failed.
+    fn failed_at(&self, k: u32) -> Option<(Option<&Arc<SnapCell>>, Rejection)> {
+        let cell = self.list.cell(k);
+        let rejection = match cell {
+            None => Rejection::NodeUnregistered,
+            Some(_) if self.answers.scores[k as usize].is_some() => return None,
+            Some(_) => self.answers.rejections[k as usize],
+        };
+        Some((cell, rejection))
+    }
     /// Each failed candidate and its rejection, without its snapshot (loading one is an atomic
     /// count on a handle every node actor writes, for each of what may be thousands of nodes).
     pub(super) fn reasons(&self) -> impl Iterator<Item = (&NodeName, Rejection)> + '_ {
-        (0..self.list.len() as u32).filter_map(move |k| {
-            let rejection = match self.list.cell(k) {
-                None => Rejection::NodeUnregistered,
-                Some(_) if self.answers.scores[k as usize].is_some() => return None,
-                Some(_) => self.answers.rejections[k as usize],
-            };
-            Some((self.list.name(k), rejection))
-        })
+        (0..self.list.len() as u32).filter_map(move |k| self.failed_at(k).map(|(_, r)| (self.list.name(k), r)))
     }
-    /// Each failed candidate's text (see `failure_text`), its snapshot loaded only when the text
-    /// needs it.
+    /// Each failed candidate's text (see `failure_text`), its current snapshot loaded only when
+    /// the text needs it. The detail names a device by its place in the snapshot; a snapshot
+    /// newer than the answer names the same device unless the node registered again in between.
     pub(super) fn texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
         (0..self.list.len() as u32).filter_map(move |k| {
-            let cell = self.list.cell(k);
-            let rejection = match cell {
-                None => Rejection::NodeUnregistered,
-                Some(_) if self.answers.scores[k as usize].is_some() => return None,
-                Some(_) => self.answers.rejections[k as usize],
-            };
+            let (cell, rejection) = self.failed_at(k)?;
             let snap = cell.filter(|_| detail || rejection == Rejection::NodeUnusable).map(|c| c.load());
             Some((self.list.name(k).to_string(), super::failure_text(&rejection, snap.as_deref(), detail)))
-        })
-    }
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&NodeName, Rejection, Option<Arc<NodeSnapshot>>)> + '_ {
-        (0..self.list.len() as u32).filter_map(move |k| {
-            let cell = self.list.cell(k);
-            let rejection = match cell {
-                None => Rejection::NodeUnregistered,
-                Some(_) if self.answers.scores[k as usize].is_some() => return None,
-                Some(_) => self.answers.rejections[k as usize],
-            };
-            Some((self.list.name(k), rejection, cell.map(|c| c.load())))
         })
     }
 }
 
 impl std::fmt::Debug for Listed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter().map(|(n, r, _)| (n, r))).finish()
+        f.debug_list().entries(self.reasons()).finish()
     }
 }
