@@ -70,6 +70,7 @@ async fn u_a_high_priority_pod_evicts_the_one_unprotected_lower_priority_pod_its
     create(&cp.client, &classed("u-peer", "e2e-low", None)).await;
     crate::plugin::filtering_failed(&cp, "u-peer").await;
     assert!(exists(&cp, "u-low-0").await && exists(&cp, "u-low-1").await, "nothing evicted for u-never or u-peer");
+    check_invariants(&cp.client).await;
 
     let asked = std::time::Instant::now();
     create(&cp.client, &classed("u-urgent", "e2e-high", None)).await;
