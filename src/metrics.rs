@@ -53,6 +53,7 @@ pub fn install() -> Option<Handle> {
         .install_recorder()
         .ok()?;
     describe();
+    let _ = HOT.set(Hot::register());
     let h = handle.clone();
     // Without the exporter's own listener nothing else runs upkeep.
     tokio::spawn(async move {
@@ -215,9 +216,48 @@ impl Phase {
     }
 }
 
+/// Handles of the series every filter records, registered once the recorder is installed: a
+/// handle records with atomic operations, where a macro call looks its series up by name and
+/// labels each time (several per filter, on the hot path).
+struct Hot {
+    /// By `Outcome as usize`.
+    filter_seconds: [metrics::Histogram; 4],
+    filter_decisions: [metrics::Counter; 4],
+    /// By `Phase as usize`.
+    phases: [metrics::Histogram; 6],
+    /// Fitted, answered from a memo.
+    evaluated: [metrics::Counter; 2],
+}
+
+const OUTCOMES: [Outcome; 4] = [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error];
+const PHASES: [Phase; 6] =
+    [Phase::Decode, Phase::FanOut, Phase::Reserve, Phase::LockWait, Phase::ApiWrite, Phase::BindBacklog];
+
+impl Hot {
+    fn register() -> Hot {
+        Hot {
+            filter_seconds: OUTCOMES.map(|o| histogram!(FILTER_SECONDS, "outcome" => o.as_str())),
+            filter_decisions: OUTCOMES.map(|o| counter!(DECISIONS, "request" => "filter", "outcome" => o.as_str())),
+            phases: PHASES.map(|p| histogram!(PHASE_SECONDS, "phase" => p.as_str())),
+            evaluated: ["fit", "memo"].map(|by| counter!(NODES_EVALUATED, "by" => by)),
+        }
+    }
+}
+
+static HOT: std::sync::OnceLock<Hot> = std::sync::OnceLock::new();
+
 pub fn filter_done(outcome: Outcome, started: Instant) {
-    histogram!(FILTER_SECONDS, "outcome" => outcome.as_str()).record(started.elapsed().as_secs_f64());
-    counter!(DECISIONS, "request" => "filter", "outcome" => outcome.as_str()).increment(1);
+    let seconds = started.elapsed().as_secs_f64();
+    match HOT.get() {
+        Some(h) => {
+            h.filter_seconds[outcome as usize].record(seconds);
+            h.filter_decisions[outcome as usize].increment(1);
+        }
+        None => {
+            histogram!(FILTER_SECONDS, "outcome" => outcome.as_str()).record(seconds);
+            counter!(DECISIONS, "request" => "filter", "outcome" => outcome.as_str()).increment(1);
+        }
+    }
 }
 
 pub fn bind_done(outcome: Outcome, started: Instant) {
@@ -231,7 +271,11 @@ pub fn refit_done(outcome: &'static str) {
 }
 
 pub fn phase(p: Phase, started: Instant) {
-    histogram!(PHASE_SECONDS, "phase" => p.as_str()).record(started.elapsed().as_secs_f64());
+    let seconds = started.elapsed().as_secs_f64();
+    match HOT.get() {
+        Some(h) => h.phases[p as usize].record(seconds),
+        None => histogram!(PHASE_SECONDS, "phase" => p.as_str()).record(seconds),
+    }
 }
 
 /// Rejection counts of one filter call, summed over its nodes before anything is recorded.
@@ -271,11 +315,14 @@ impl RejectionCounts {
 /// How one filter call evaluated its candidates: `fitted` fitted, `memo` answered from what was
 /// kept (the candidate list's answer table, or the snapshots' memos).
 pub fn nodes_evaluated(fitted: u64, memo: u64) {
-    if fitted > 0 {
-        counter!(NODES_EVALUATED, "by" => "fit").increment(fitted);
-    }
-    if memo > 0 {
-        counter!(NODES_EVALUATED, "by" => "memo").increment(memo);
+    for (k, (by, n)) in [("fit", fitted), ("memo", memo)].into_iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        match HOT.get() {
+            Some(h) => h.evaluated[k].increment(n),
+            None => counter!(NODES_EVALUATED, "by" => by).increment(n),
+        }
     }
 }
 

@@ -242,6 +242,8 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
         ("hami_scheduler_filter_duration_seconds_count", vec![("outcome", "error")]),
         ("hami_scheduler_bind_duration_seconds_count", vec![("outcome", "scheduled")]),
         ("hami_scheduler_phase_duration_seconds_count", vec![("phase", "bind_backlog")]),
+        ("hami_scheduler_preemptions_total", vec![("outcome", "started")]),
+        ("hami_scheduler_preemption_victims_total", vec![]),
     ] {
         assert_eq!(one(&s, name, &labels), 0.0, "{name} {labels:?} at zero from the start");
     }
@@ -314,6 +316,8 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
     assert_eq!(count(&s, "hami_scheduler_bind_duration_seconds", &[("outcome", "scheduled")]), 1.0);
     assert_eq!(one(&s, "hami_scheduler_decisions_total", &[("request", "bind"), ("outcome", "scheduled")]), 1.0);
     assert!(one(&s, "hami_scheduler_decisions_total", &[("request", "filter"), ("outcome", "scheduled")]) >= 1.0);
+    let evaluated = sum(&s, "hami_scheduler_filter_nodes_evaluated_total", &[]);
+    assert!(evaluated >= 4.0, "the filter's four candidates were evaluated: {evaluated}");
     for phase in ["decode", "fan_out", "reserve", "lock_wait", "api_write"] {
         assert!(
             count(&s, "hami_scheduler_phase_duration_seconds", &[("phase", phase)]) >= 1.0,

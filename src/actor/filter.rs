@@ -398,7 +398,10 @@ impl<B: Backend> Engine<B> {
         if locked {
             return Some(pending);
         }
-        let view = i.backend.node(node).filter(|_| !kinds.is_empty())?;
+        if kinds.is_empty() {
+            return None;
+        }
+        let view = i.backend.node(node)?;
         let timeout = i.cfg.node_lock_timeout;
         kinds
             .iter()
