@@ -75,7 +75,7 @@ pub fn describe() {
     describe_counter!(REJECTIONS, "Candidate nodes rejected, by HAMi reason word");
     describe_counter!(
         PREEMPTIONS,
-        "GPU-aware preemptions by outcome: started (victims evicted, devices held), placed (the preemptor took the held devices), lapsed (the hold ran out), blocked (PodDisruptionBudgets left no victims)"
+        "GPU-aware preemptions by outcome: started (victims evicted, devices held), placed (the preemptor took the held devices), lapsed (the hold ran out), blocked (PodDisruptionBudgets or the Eviction API left no victim)"
     );
     describe_counter!(PREEMPTION_VICTIMS, "Pods evicted by GPU-aware preemption");
     describe_counter!(PREEMPTION_FREED_MEMORY, "Device memory the evicted pods held, in bytes");

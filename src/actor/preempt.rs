@@ -22,6 +22,9 @@ pub struct Victim {
     pub name: String,
     pub uid: String,
     pub priority: i32,
+    /// Device memory (MiB) and cores the pod holds on the node.
+    #[serde(skip)]
+    pub holds: (u64, u64),
 }
 
 impl std::fmt::Display for Victim {
@@ -38,9 +41,6 @@ pub struct Plan {
     /// The devices the victims hold there (what a live preemption holds for the pod).
     #[serde(skip)]
     pub devices: Vec<DeviceUuid>,
-    /// Device memory (MiB) and cores the victims hold there.
-    #[serde(skip)]
-    pub freed: (u64, u64),
 }
 
 impl Victim {
@@ -229,19 +229,16 @@ fn plan_of(r: &NodeReport, set: &[usize], priority_of: impl Fn(&AllocReport) -> 
                 name: a.name.to_string(),
                 uid: a.uid.to_string(),
                 priority: priority_of(a),
+                holds: a.charges.iter().fold((0, 0), |(m, c), ch| (m + ch.mem.0, c + u64::from(ch.cores))),
             }
         })
         .collect();
     victims.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
-    let charges = set.iter().flat_map(|&k| &r.allocs[k].charges);
     let mut devices: Vec<DeviceUuid> = Vec::new();
-    let mut freed = (0, 0);
-    for c in charges {
+    for c in set.iter().flat_map(|&k| &r.allocs[k].charges) {
         if !devices.contains(&c.uuid) {
             devices.push(c.uuid.clone());
         }
-        freed.0 += c.mem.0;
-        freed.1 += u64::from(c.cores);
     }
-    Plan { node: r.name.to_string(), victims, devices, freed }
+    Plan { node: r.name.to_string(), victims, devices }
 }

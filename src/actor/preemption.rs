@@ -128,7 +128,7 @@ impl<B: Backend> Engine<B> {
                     if gone == Evicted::Gone {
                         self.delete_pod(&PodUid::new(&v.uid));
                     }
-                    evicted.push(v.to_string());
+                    evicted.push(v);
                 }
                 Err(e) => {
                     tracing::warn!(pod = %pref, victim = %victim, error = %e, "eviction refused");
@@ -137,15 +137,23 @@ impl<B: Backend> Engine<B> {
                 }
             }
         }
+        if evicted.is_empty() {
+            // Nothing is on its way out: holding devices would only keep them from other pods.
+            self.drop_hold(&req.uid);
+            crate::metrics::preemption(Preemption::Blocked);
+            return None;
+        }
         crate::metrics::preemption(Preemption::Started);
-        crate::metrics::preempted(evicted.len(), plan.freed.0, plan.freed.1);
+        let (mem, cores) = evicted.iter().fold((0, 0), |(m, c), v| (m + v.holds.0, c + v.holds.1));
+        crate::metrics::preempted(evicted.len(), mem, cores);
+        let names: Vec<String> = evicted.iter().map(|v| v.to_string()).collect();
         let message = format!(
             "evicting {} on node {} to free device memory and cores for this pod; held for it for {}s",
-            evicted.join(", "),
+            names.join(", "),
             plan.node,
             ttl.as_secs()
         );
-        tracing::info!(pod = %pref, node = %plan.node, victims = %evicted.join(","), "preempting");
+        tracing::info!(pod = %pref, node = %plan.node, victims = %names.join(","), "preempting");
         self.event(pref, reasons::PREEMPTING, EventType::Normal, message.clone());
         self.remember(pref, Some(plan.node.clone()), "preempting", message);
         let engine = self.clone();

@@ -101,6 +101,9 @@ struct Inner {
     fail_read: std::sync::atomic::AtomicBool,
     /// Pods a PodDisruptionBudget keeps from eviction (`namespace/name`), for tests.
     protected: DashMap<Box<str>, ()>,
+    /// Evictions refused although no budget was seen to protect the pod (one that changed
+    /// after it was read).
+    refuse_evictions: std::sync::atomic::AtomicBool,
 }
 
 /// The in-memory cluster. Clones share the same cluster.
@@ -125,6 +128,7 @@ impl MemoryBackend {
                 lose_bind_answers: false.into(),
                 fail_read: false.into(),
                 protected: DashMap::new(),
+                refuse_evictions: false.into(),
             }),
         }
     }
@@ -208,6 +212,11 @@ impl MemoryBackend {
     /// Lets no eviction take the pod, as a PodDisruptionBudget that allows no disruption would.
     pub fn protect(&self, namespace: &str, name: &str) {
         self.inner.protected.insert(pod_key(namespace, name), ());
+    }
+
+    /// Refuses every eviction, as a budget tightened after it was read would.
+    pub fn refuse_evictions(&self, on: bool) {
+        self.inner.refuse_evictions.store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn fail_reads(&self, on: bool) {
@@ -301,7 +310,9 @@ impl MemoryBackend {
 impl Backend for MemoryBackend {
     async fn evict(&self, pod: &PodRef) -> Result<Evicted> {
         let key = pod_key(&pod.namespace, &pod.name);
-        if self.inner.protected.contains_key(&key) {
+        if self.inner.protected.contains_key(&key)
+            || self.inner.refuse_evictions.load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Err(Error::Status {
                 code: 429,
                 message: format!("Cannot evict pod {pod} as it would violate the pod's disruption budget."),

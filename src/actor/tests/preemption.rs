@@ -76,6 +76,23 @@ async fn a_victim_protected_by_a_disruption_budget_is_spared_for_another_or_none
 }
 
 #[actix::test]
+async fn when_every_eviction_is_refused_nothing_is_held() {
+    let (e, b, a, low_b) = full_node(preempting(Duration::from_secs(60))).await;
+    b.refuse_evictions(true);
+    let urgent = pod().gpu(1).mem_mib(8000).name("urgent").priority(100);
+    assert!(matches!(filter(&e, &b, &urgent, &["n"]).await, FilterOutcome::NoFit { .. }));
+    assert!(!gone(&b, &a) && !gone(&b, &low_b));
+    let failed = messages(&b, &urgent, reasons::PREEMPTION_FAILED);
+    assert!(failed.len() == 1 && failed[0].contains("could not evict default/low-b"), "{failed:?}");
+    assert!(messages(&b, &urgent, reasons::PREEMPTING).is_empty());
+    assert!(e.reports().await[0].held_for.is_none(), "no hold for evictions that did not happen");
+    // Its next filter may try again.
+    b.refuse_evictions(false);
+    assert!(matches!(filter(&e, &b, &urgent, &["n"]).await, FilterOutcome::NoFit { .. }));
+    assert!(gone(&b, &low_b));
+}
+
+#[actix::test]
 async fn never_equal_priority_and_preemption_off_evict_nothing() {
     let cases: [(&str, EngineConfig, PodBuilder); 3] = [
         (
