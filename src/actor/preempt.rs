@@ -89,7 +89,7 @@ impl<B: Backend> Engine<B> {
         let nodes = failed.device_nodes();
         let below = priority(pod);
         let reports = self.reports_of(&nodes).await;
-        let mut best: Option<(Cost, &NodeReport, Vec<usize>)> = None;
+        let mut best: Option<(Cost, &NodeReport, Victims)> = None;
         let open = |r: &&NodeReport| r.held_for.as_ref().is_none_or(|u| *u == req.uid);
         for r in reports.iter().filter(open) {
             let Some((cost, set)) = self.victims_on(r, req, below, spared) else { continue };
@@ -98,8 +98,7 @@ impl<B: Backend> Engine<B> {
             }
         }
         let (_, r, set) = best?;
-        let backend = &self.inner.backend;
-        Some(plan_of(r, &set, |a| backend.pod(&a.namespace, &a.name).as_deref().map_or(i32::MAX, priority)))
+        Some(plan_of(r, &set))
     }
 
     /// kube-scheduler's preemption verb: for each node it proposes victims on (by UID), whether
@@ -198,15 +197,9 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    /// The victims on one node (places in `r.allocs`), with their cost; the pods of `spared`
-    /// are not evictable.
-    fn victims_on(
-        &self,
-        r: &NodeReport,
-        req: &PodRequest,
-        below: i32,
-        spared: &[String],
-    ) -> Option<(Cost, Vec<usize>)> {
+    /// The victims on one node (places in `r.allocs`, with their priorities), with their cost;
+    /// the pods of `spared` are not evictable.
+    fn victims_on(&self, r: &NodeReport, req: &PodRequest, below: i32, spared: &[String]) -> Option<(Cost, Victims)> {
         let mut holders = self.holders(r, below);
         for (h, a) in holders.iter_mut().zip(&r.allocs) {
             if spared.iter().any(|u| u == a.uid.as_str()) {
@@ -214,28 +207,32 @@ impl<B: Backend> Engine<B> {
             }
         }
         let set = self.with_fit(r, req, |fits| preempt::victims(&r.snapshot.devices, &holders, fits))?;
-        Some((preempt::cost(&holders, &set), set))
+        let cost = preempt::cost(&holders, &set);
+        Some((cost, set.into_iter().map(|k| (k, holders[k].priority)).collect()))
     }
 }
 
-/// The plan that evicts `set` (places in `r.allocs`) on `r`'s node.
-fn plan_of(r: &NodeReport, set: &[usize], priority_of: impl Fn(&AllocReport) -> i32) -> Plan {
+/// Victims on one node: their places in its report's `allocs`, with their priorities.
+type Victims = Vec<(usize, i32)>;
+
+/// The plan that evicts `set` on `r`'s node.
+fn plan_of(r: &NodeReport, set: &[(usize, i32)]) -> Plan {
     let mut victims: Vec<Victim> = set
         .iter()
-        .map(|&k| {
+        .map(|&(k, priority)| {
             let a = &r.allocs[k];
             Victim {
                 namespace: a.namespace.to_string(),
                 name: a.name.to_string(),
                 uid: a.uid.to_string(),
-                priority: priority_of(a),
+                priority,
                 holds: a.charges.iter().fold((0, 0), |(m, c), ch| (m + ch.mem.0, c + u64::from(ch.cores))),
             }
         })
         .collect();
     victims.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
     let mut devices: Vec<DeviceUuid> = Vec::new();
-    for c in set.iter().flat_map(|&k| &r.allocs[k].charges) {
+    for c in set.iter().flat_map(|&(k, _)| &r.allocs[k].charges) {
         if !devices.contains(&c.uuid) {
             devices.push(c.uuid.clone());
         }

@@ -227,9 +227,6 @@ impl<B: Backend> Engine<B> {
     /// The pod no longer needs its hold (deleted, or reserved without it): the devices go back.
     pub(super) fn drop_hold(&self, uid: &PodUid) {
         let i = &*self.inner;
-        if i.holds.is_empty() {
-            return;
-        }
         let Some((_, held)) = i.holds.remove(uid) else { return };
         if let Some(e) = i.book.get(held.node.as_str()) {
             e.addr.do_send(DropHold { uid: uid.clone(), id: Some(held.id) });

@@ -208,7 +208,6 @@ impl MemoryBackend {
     pub fn lose_bind_answers(&self, on: bool) {
         self.inner.lose_bind_answers.store(on, std::sync::atomic::Ordering::SeqCst);
     }
-    /// Makes later reads past the cache ([`Backend::pod_read`]) fail.
     /// Lets no eviction take the pod, as a PodDisruptionBudget that allows no disruption would.
     pub fn protect(&self, namespace: &str, name: &str) {
         self.inner.protected.insert(pod_key(namespace, name), ());
@@ -219,6 +218,7 @@ impl MemoryBackend {
         self.inner.refuse_evictions.store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Makes later reads past the cache ([`Backend::pod_read`]) fail.
     pub fn fail_reads(&self, on: bool) {
         self.inner.fail_read.store(on, std::sync::atomic::Ordering::SeqCst);
     }

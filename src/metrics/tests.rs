@@ -131,3 +131,14 @@ fn state_gauges_say_leader_and_synced_and_a_follower_is_never_synced() {
     assert!(follower.contains("hami_scheduler_is_leader{zone=\"vGPU\"} 0\n"), "{follower}");
     assert!(follower.contains("hami_scheduler_cache_synced{zone=\"vGPU\"} 0\n"), "{follower}");
 }
+
+#[test]
+fn the_hot_handles_are_indexed_by_declaration_order() {
+    // `Hot` indexes its handles with `as usize`: each list must follow its enum's order.
+    for (k, o) in OUTCOMES.iter().enumerate() {
+        assert_eq!(*o as usize, k, "{o:?}");
+    }
+    for (k, p) in PHASES.iter().enumerate() {
+        assert_eq!(*p as usize, k, "{p:?}");
+    }
+}
