@@ -46,6 +46,7 @@ mod simulate;
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;
 
+pub use candidates::Candidates;
 use coordinator::Coordinator;
 pub use error::{BindError, FilterError};
 use messages::*;

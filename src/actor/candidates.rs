@@ -30,9 +30,50 @@ const NEVER: u64 = u64::MAX;
 /// A candidate without a slot on the board.
 const NO_SLOT: u32 = u32::MAX;
 
+/// The candidate names of one filter call.
+pub enum Candidates<'a> {
+    /// A list resolved before, recognised by the text of the JSON array kube-scheduler sent: its
+    /// names need not be read again.
+    Known(Arc<Resolution>),
+    /// Names read from the request; `raw`, the array's text they were read from, recognises the
+    /// list when it comes again.
+    Names { names: Cow<'a, [Cow<'a, str>]>, raw: Option<&'a str> },
+}
+
+impl<'a> Candidates<'a> {
+    /// Names read from a request (`raw`: the JSON array they were read from, when there was one).
+    pub fn read(names: Vec<Cow<'a, str>>, raw: Option<&'a str>) -> Candidates<'a> {
+        Candidates::Names { names: Cow::Owned(names), raw }
+    }
+    /// Names given as a slice (no JSON text to recognise them by).
+    pub fn names(names: &'a [Cow<'a, str>]) -> Candidates<'a> {
+        Candidates::Names { names: Cow::Borrowed(names), raw: None }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            Candidates::Known(r) => r.len(),
+            Candidates::Names { names, .. } => names.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        match self {
+            Candidates::Known(r) => Box::new(r.names.iter().map(|n| n.as_str())),
+            Candidates::Names { names, .. } => Box::new(names.iter().map(|n| n.as_ref())),
+        }
+    }
+    pub fn contains(&self, name: &str) -> bool {
+        self.iter().any(|n| n == name)
+    }
+}
+
 /// A candidate list with each name's snapshot handle, as of one address book generation.
-pub(super) struct Resolution {
+pub struct Resolution {
     pub(super) generation: u64,
+    /// The JSON array the names were read from, when they came in one.
+    raw: Option<Box<str>>,
     names: Vec<NodeName>,
     /// The names again, end to end, and where each ends: a repeated list is recognised by one
     /// pass over contiguous bytes rather than a pointer chase per name.
@@ -53,6 +94,7 @@ impl Resolution {
     pub(super) fn new(
         generation: u64,
         names: &[Cow<'_, str>],
+        raw: Option<&str>,
         board: Arc<Board>,
         cell: impl Fn(&str) -> Option<Arc<SnapCell>>,
     ) -> Self {
@@ -74,6 +116,7 @@ impl Resolution {
             .collect();
         Resolution {
             generation,
+            raw: raw.map(Box::from),
             names: names.iter().map(|n| NodeName::new(n)).collect(),
             text,
             ends,
@@ -83,6 +126,21 @@ impl Resolution {
             by_name,
             tables: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Whether this list was read from the JSON array `raw` (byte for byte: one comparison of
+    /// contiguous text).
+    pub(super) fn was_read_from(&self, raw: &str) -> bool {
+        self.raw.as_deref() == Some(raw)
+    }
+
+    /// The names, borrowed.
+    pub(super) fn names(&self) -> Vec<Cow<'_, str>> {
+        self.names.iter().map(|n| Cow::Borrowed(n.as_str())).collect()
+    }
+
+    pub(super) fn raw(&self) -> Option<&str> {
+        self.raw.as_deref()
     }
 
     pub(super) fn is_for(&self, names: &[Cow<'_, str>]) -> bool {

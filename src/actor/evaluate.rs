@@ -3,12 +3,11 @@
 //! fitted afresh (in slices on every arbiter for long lists) where it has; or, in message mode,
 //! from every node actor. The fitting nodes come out ranked by the pod's node policy.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::candidates::{Listed, Resolution, Table};
+use super::candidates::{Candidates, Listed, Resolution, Table};
 use super::coordinator::FanOut;
 use super::quota::QuotaBook;
 use super::{Engine, Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
@@ -21,7 +20,7 @@ use crate::vendor::{NoQuota, QuotaCheck, Vendors};
 impl<B: Backend> Engine<B> {
     /// Every candidate's answer, the fitting ones ranked; `None` when an arbiter is gone (the
     /// engine is stopping).
-    pub(super) async fn evaluate(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
+    pub(super) async fn evaluate(&self, req: &Arc<PodRequest>, names: &Candidates<'_>) -> Option<Evaluation> {
         let fan_out = Instant::now();
         let eval = match self.inner.cfg.filter_mode {
             FilterMode::Snapshot => self.evaluate_snapshots(req, names).await?,
@@ -35,7 +34,7 @@ impl<B: Backend> Engine<B> {
     /// answered over this list, and answers the others from the list's table. A pod under a
     /// namespace quota is fitted on every candidate. `None` when an arbiter is gone (the engine is
     /// stopping).
-    async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Option<Evaluation> {
+    async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &Candidates<'_>) -> Option<Evaluation> {
         let i = &*self.inner;
         let list = self.resolve(names);
         // A namespace quota changes with allocations on other nodes: such answers are not kept.
@@ -125,17 +124,24 @@ impl<B: Backend> Engine<B> {
 
     /// Each candidate's snapshot handle (`None`: not a node the engine knows), from the lists
     /// resolved lately when `names` is one of them and no node joined or left since.
-    fn resolve(&self, names: &[Cow<'_, str>]) -> Arc<Resolution> {
+    fn resolve(&self, names: &Candidates<'_>) -> Arc<Resolution> {
         let i = &*self.inner;
         let generation = i.book_generation.load(Ordering::SeqCst);
-        {
-            let recent = i.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(r) = recent.iter().find(|r| r.generation == generation && r.is_for(names)) {
-                return r.clone();
+        let (list, raw) = match names {
+            Candidates::Known(r) if r.generation == generation => return r.clone(),
+            // Resolved before a node joined or left: its names are resolved again.
+            Candidates::Known(r) => (r.names(), r.raw()),
+            Candidates::Names { names, raw } => {
+                let recent = i.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(r) = recent.iter().find(|r| r.generation == generation && r.is_for(names)) {
+                    return r.clone();
+                }
+                (names.to_vec(), *raw)
             }
-        }
-        let r =
-            Arc::new(Resolution::new(generation, names, i.board.clone(), |n| i.book.get(n).map(|e| e.snap.clone())));
+        };
+        let r = Arc::new(Resolution::new(generation, &list, raw, i.board.clone(), |n| {
+            i.book.get(n).map(|e| e.snap.clone())
+        }));
         let mut recent = i.resolved.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         recent.retain(|old| old.generation == generation);
         if recent.len() == RESOLUTIONS_KEPT {
@@ -145,9 +151,16 @@ impl<B: Backend> Engine<B> {
         r
     }
 
+    /// The list resolved lately from the JSON array `raw`, whose names then need not be read;
+    /// `None` when no list came in that text lately.
+    pub fn known_candidates<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
+        let recent = self.inner.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        recent.iter().rev().find(|r| r.was_read_from(raw)).map(|r| Candidates::Known(r.clone()))
+    }
+
     /// Sends `Filter` to every candidate node actor through the coordinator.
-    async fn evaluate_messages(&self, req: &Arc<PodRequest>, names: &[Cow<'_, str>]) -> Evaluation {
-        let ids: Vec<NodeName> = names.iter().map(|n| NodeName::new(n)).collect();
+    async fn evaluate_messages(&self, req: &Arc<PodRequest>, names: &Candidates<'_>) -> Evaluation {
+        let ids: Vec<NodeName> = names.iter().map(NodeName::new).collect();
         let answers = self.coordinator().send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();
         let mut fits = Vec::with_capacity(answers.len());
         let mut failed = Failures::default();

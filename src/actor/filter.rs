@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::candidates::Candidates;
 use super::coordinator::{Decide, Decision};
 use super::evaluate::Evaluation;
 use super::messages::{Reserve, Reserved};
@@ -45,6 +46,12 @@ impl<B: Backend> Engine<B> {
     /// kube-scheduler's filter call in live mode (`nodeCacheCapable`): decide one node for the
     /// pod among `names`, reserve it there and write the decision onto the pod.
     pub async fn filter(&self, pod: &PodView, names: &[Cow<'_, str>]) -> FilterOutcome {
+        self.filter_candidates(pod, &Candidates::names(names)).await
+    }
+
+    /// [`Engine::filter`] over candidates as the extender read them (see
+    /// [`Engine::known_candidates`]).
+    pub async fn filter_candidates(&self, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
         let started = Instant::now();
         let outcome = self.filter_steps(pod, names).await;
         crate::metrics::filter_done(outcome.metric(), started);
@@ -55,7 +62,7 @@ impl<B: Backend> Engine<B> {
         outcome
     }
 
-    async fn filter_steps(&self, pod: &PodView, names: &[Cow<'_, str>]) -> FilterOutcome {
+    async fn filter_steps(&self, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
         let req = match self.request_of(pod) {
             Ok(r) => r,
             Err(e) => return FilterOutcome::Error(e),

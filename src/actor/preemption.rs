@@ -6,11 +6,11 @@
 //! anywhere else, is deleted, or the hold lapses (`--preemption-hold`), and only ever keeps
 //! devices from other pods, never counts them twice.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::candidates::Candidates;
 use super::messages::{DropHold, Hold, Reserve};
 use super::preempt::Plan;
 use super::{Engine, Failures, FilterOutcome, FilterResult};
@@ -43,11 +43,11 @@ impl<B: Backend> Engine<B> {
         pod: &PodView,
         pref: &PodRef,
         req: &Arc<PodRequest>,
-        names: &[Cow<'_, str>],
+        names: &Candidates<'_>,
     ) -> Option<FilterOutcome> {
         let i = &*self.inner;
         let held = i.holds.get(&req.uid).map(|h| h.clone())?;
-        if !names.iter().any(|n| n.as_ref() == held.node.as_str()) {
+        if !names.contains(held.node.as_str()) {
             return None;
         }
         let addr = i.book.get(held.node.as_str()).map(|e| e.addr.clone())?;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-use super::{Engine, FilterError};
+use super::{Candidates, Engine, FilterError};
 use crate::model::request::NodePolicy;
 use crate::model::{NodeName, PodRequest, PodUid, PodView};
 use crate::port::{Backend, PodRef};
@@ -142,7 +142,7 @@ impl<B: Backend> Engine<B> {
         req: &Arc<PodRequest>,
         names: &[Cow<'_, str>],
     ) -> Result<Scored, FilterError> {
-        let mut eval = self.evaluate(req, names).await.ok_or(FilterError::Stopping)?;
+        let mut eval = self.evaluate(req, &Candidates::names(names)).await.ok_or(FilterError::Stopping)?;
         eval.rank_all();
         let pref = PodRef::of(pod);
         Ok(self.scored(&eval.ranked, None, &pref, req))

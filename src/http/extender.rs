@@ -7,7 +7,7 @@ use std::time::Instant;
 use actix_web::{HttpResponse, web};
 use serde_json::value::RawValue;
 
-use crate::actor::{FilterOutcome, Simulation};
+use crate::actor::{Candidates, FilterOutcome, Simulation};
 use crate::backend::{Backend, PodRef};
 use crate::model::pod::NodeView;
 
@@ -15,7 +15,7 @@ use super::AppState;
 use super::error::{Error, read_json_body};
 use super::wire::{
     ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, ExtenderPreemptionArgs,
-    ExtenderPreemptionResult, HostPriority, MetaPod, MetaVictims,
+    ExtenderPreemptionResult, HostPriority, MetaPod, MetaVictims, node_names,
 };
 
 fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
@@ -39,7 +39,8 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     };
     let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
     if let Some(nodes) = &args.nodes {
-        return Ok(json(&simulate_nodes(&st, &pod, nodes.items.as_slice(), args.node_names.as_deref())));
+        let names = args.node_names.map(node_names).transpose().inspect_err(|_| refused())?;
+        return Ok(json(&simulate_nodes(&st, &pod, nodes.items.as_slice(), names)));
     }
     let Some(names) = args.node_names else {
         // HAMi's handler panics here; answer with `Error` instead (see docs/compat.md).
@@ -47,19 +48,22 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         tracing::warn!(pod = %pod_name, "filter: extender args have neither Nodes nor NodeNames");
         return Ok(json(&ExtenderFilterResult::error("extender args have neither Nodes nor NodeNames")));
     };
-    let names: Vec<Cow<'_, str>> = names.into_iter().map(|n| n.0).collect();
+    let names = match st.engine.known_candidates(names.get()) {
+        Some(known) => known,
+        None => Candidates::read(node_names(names).inspect_err(|_| refused())?, Some(names.get())),
+    };
     if !st.is_leader() {
         refused();
         return Ok(json(&ExtenderFilterResult::error(st.not_leader_message())));
     }
     st.engine.backend().learn_pod(&pod);
-    let outcome = st.engine.filter(&pod, &names).await;
+    let outcome = st.engine.filter_candidates(&pod, &names).await;
     let mut reasons = String::new();
     let (res, node, verdict) = match outcome {
         FilterOutcome::PassThrough => {
             let res = ExtenderFilterResult {
                 nodes: None,
-                node_names: Some(names),
+                node_names: Some(names.iter().map(Cow::Borrowed).collect()),
                 failed_nodes: None,
                 failed_and_unresolvable_nodes: None,
                 error: String::new(),
@@ -122,7 +126,7 @@ pub async fn prioritize<B: Backend>(st: web::Data<AppState<B>>, payload: web::Pa
     let Some(names) = args.node_names else {
         return Err(Error::BadRequest("prioritize needs NodeNames (the extender's nodeCacheCapable: true)".into()));
     };
-    let names: Vec<Cow<'_, str>> = names.into_iter().map(|n| n.0).collect();
+    let names = node_names(names)?;
     let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
     match st.engine.prioritize(&pod, &names).await {
         Ok(scores) => {
@@ -184,14 +188,14 @@ fn simulate_nodes<'a, B: Backend>(
     st: &AppState<B>,
     pod: &crate::model::PodView,
     items: &[&RawValue],
-    names: Option<&[super::wire::NameRef<'a>]>,
+    names: Option<Vec<Cow<'a, str>>>,
 ) -> ExtenderFilterResult<'a> {
     let views = items
         .iter()
         .map(|raw| serde_json::from_str::<NodeView>(raw.get()).map_err(|e| format!("invalid node in Nodes: {e}")));
     let (nodes, node_names, failed_nodes) = match st.engine.simulate(pod, views) {
         Simulation::Error(e) => return ExtenderFilterResult::error(e),
-        Simulation::PassThrough => (node_list(items), names.map(|n| n.iter().map(|n| n.0.clone()).collect()), None),
+        Simulation::PassThrough => (node_list(items), names, None),
         Simulation::Ranked { best, failed } => {
             (best.and_then(|k| items.get(k)).and_then(|raw| node_list(&[raw])), None, Some(failed))
         }

@@ -22,12 +22,19 @@ pub struct NodeList<'a> {
     pub items: Vec<&'a RawValue>,
 }
 
-/// POST /filter body.
+/// POST /filter body. `NodeNames` is kept as the array's text: kube-scheduler sends the same
+/// list pod after pod, and a list the engine has seen in that text is not read again.
 #[derive(Debug, Default)]
 pub struct ExtenderArgs<'a> {
     pub pod: Option<PodView>,
     pub nodes: Option<NodeList<'a>>,
-    pub node_names: Option<Vec<NameRef<'a>>>,
+    pub node_names: Option<&'a RawValue>,
+}
+
+/// The names of a `NodeNames` array.
+pub fn node_names(raw: &RawValue) -> Result<Vec<Cow<'_, str>>, serde_json::Error> {
+    let names: Vec<NameRef<'_>> = serde_json::from_str(raw.get())?;
+    Ok(names.into_iter().map(|n| n.0).collect())
 }
 
 /// A map key compared case-insensitively against the Go field names.
