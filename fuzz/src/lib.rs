@@ -14,7 +14,7 @@ use hami_rs::actor::EngineConfig;
 use hami_rs::backend::memory::ClusterObjects;
 use hami_rs::config::device::DeviceConfig;
 use hami_rs::http::webhook::{self, WebhookConfig};
-use hami_rs::http::wire::{ExtenderArgs, ExtenderBindingArgs};
+use hami_rs::http::wire::{ExtenderArgs, ExtenderBindingArgs, node_names};
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec::{self, Error as CodecError, Handshake, Selection, TypeList, UuidList};
 use hami_rs::model::pod::{NodeView, QuantityText};
@@ -321,7 +321,9 @@ pub fn extender_args(data: &[u8]) {
                 Err(e) => assert!(!e.to_string().is_empty()),
             }
         }
-        let _ = args.node_names.as_ref().map(Vec::len);
+        if let Some(raw) = args.node_names {
+            let _ = node_names(raw).map(|n| n.len());
+        }
     }
     let _ = serde_json::from_slice::<ExtenderBindingArgs>(data);
 }
