@@ -227,7 +227,13 @@ struct Hot {
     phases: [metrics::Histogram; 6],
     /// Fitted, answered from a memo.
     evaluated: [metrics::Counter; 2],
+    /// By `Reason::ALL`'s order, then the node-level reasons of `NODE_REASONS`.
+    rejections: [metrics::Counter; REASONS],
+    node_rejections: [metrics::Counter; 3],
 }
+
+/// The rejection labels beside the device reasons.
+const NODE_REASONS: [&str; 3] = ["NodeInsufficientDevice", "NodeUnregistered", "Other"];
 
 const OUTCOMES: [Outcome; 4] = [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error];
 const PHASES: [Phase; 6] =
@@ -240,6 +246,8 @@ impl Hot {
             filter_decisions: OUTCOMES.map(|o| counter!(DECISIONS, "request" => "filter", "outcome" => o.as_str())),
             phases: PHASES.map(|p| histogram!(PHASE_SECONDS, "phase" => p.as_str())),
             evaluated: ["fit", "memo"].map(|by| counter!(NODES_EVALUATED, "by" => by)),
+            rejections: Reason::ALL.map(|r| counter!(REJECTIONS, "reason" => r.as_str())),
+            node_rejections: NODE_REASONS.map(|r| counter!(REJECTIONS, "reason" => r)),
         }
     }
 }
@@ -328,16 +336,22 @@ pub fn nodes_evaluated(fitted: u64, memo: u64) {
 
 /// Records the rejection reasons of one filter call.
 pub fn rejections(c: &RejectionCounts) {
-    for (r, n) in Reason::ALL.iter().zip(c.devices.iter()) {
+    let hot = HOT.get();
+    for (k, (r, n)) in Reason::ALL.iter().zip(c.devices.iter()).enumerate() {
         if *n > 0 {
-            counter!(REJECTIONS, "reason" => r.as_str()).increment(*n);
+            match hot {
+                Some(h) => h.rejections[k].increment(*n),
+                None => counter!(REJECTIONS, "reason" => r.as_str()).increment(*n),
+            }
         }
     }
-    for (label, n) in
-        [("NodeInsufficientDevice", c.insufficient_device), ("NodeUnregistered", c.unregistered), ("Other", c.other)]
-    {
+    let node = [c.insufficient_device, c.unregistered, c.other];
+    for (k, (label, n)) in NODE_REASONS.iter().zip(node).enumerate() {
         if n > 0 {
-            counter!(REJECTIONS, "reason" => label).increment(n);
+            match hot {
+                Some(h) => h.node_rejections[k].increment(n),
+                None => counter!(REJECTIONS, "reason" => *label).increment(n),
+            }
         }
     }
 }

@@ -10,13 +10,15 @@
 //! fitting again would give.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use crate::metrics::RejectionCounts;
 use crate::model::NodeName;
-use crate::model::request::FitKey;
-use crate::sched::{NodeSnapshot, Rejection};
+use crate::model::request::{FitKey, NodePolicy};
+use crate::sched::{NodeSnapshot, Rejection, score};
 
+use super::evaluate::Placed;
 use super::node::SnapCell;
 use super::read_side::Board;
 
@@ -86,6 +88,10 @@ pub struct Resolution {
     /// Each candidate's place in name order: ties in score go to the smaller name, as in
     /// `score::rank_nodes`, without comparing strings on every filter.
     by_name: Vec<u32>,
+    /// Each place in name order's candidate (the inverse of `by_name`).
+    by_rank: Vec<u32>,
+    /// How many candidates are not nodes the engine knows.
+    unregistered: usize,
     /// Answer tables by pod shape, most recently used last.
     tables: Mutex<Vec<Table>>,
 }
@@ -101,10 +107,11 @@ impl Resolution {
         let mut order: Vec<u32> = (0..names.len() as u32).collect();
         order.sort_by(|a, b| names[*a as usize].cmp(&names[*b as usize]));
         let mut by_name = vec![0; names.len()];
-        for (rank, i) in order.into_iter().enumerate() {
-            by_name[i as usize] = rank as u32;
+        for (rank, i) in order.iter().enumerate() {
+            by_name[*i as usize] = rank as u32;
         }
         let cells: Vec<Option<Arc<SnapCell>>> = names.iter().map(|n| cell(n)).collect();
+        let unregistered = cells.iter().filter(|c| c.is_none()).count();
         let slots = cells.iter().map(|c| c.as_ref().and_then(|c| c.slot_on(&board)).unwrap_or(NO_SLOT)).collect();
         let mut text = String::with_capacity(names.iter().map(|n| n.len()).sum());
         let ends = names
@@ -124,6 +131,8 @@ impl Resolution {
             slots,
             board,
             by_name,
+            by_rank: order,
+            unregistered,
             tables: Mutex::new(Vec::new()),
         }
     }
@@ -184,6 +193,26 @@ impl Resolution {
     pub(super) fn name_rank(&self, i: u32) -> u32 {
         self.by_name[i as usize]
     }
+    /// The candidate at place `rank` in name order.
+    pub(super) fn at_name_rank(&self, rank: u32) -> u32 {
+        self.by_rank[rank as usize]
+    }
+    pub(super) fn unregistered(&self) -> usize {
+        self.unregistered
+    }
+
+    /// Every registered candidate that fits by `answers`, with its rank key under `policy`, in
+    /// list order.
+    pub(super) fn placed(&self, answers: &Answers, policy: NodePolicy) -> Vec<Placed> {
+        let mut fits = Vec::with_capacity(self.len());
+        for (k, score) in answers.scores.iter().enumerate() {
+            let k = k as u32;
+            if let (Some(score), Some(_)) = (score, self.cell(k)) {
+                fits.push((score::rank_key(policy, *score, self.name_rank(k)), *score, k));
+            }
+        }
+        fits
+    }
 
     /// The table of `key`, taken out while one filter works on it (another filter of the same
     /// shape at the same time starts a fresh one rather than wait). A new table knows no answer.
@@ -216,6 +245,16 @@ pub(super) struct Table {
     answers: Arc<Answers>,
     /// The rejections among the answers, kept as answers change (a filter reports them all).
     counts: RejectionCounts,
+    /// Once built, the fitting candidates in rank order, kept as answers change: a filter reads
+    /// the best without going over every candidate.
+    ranked: Option<Ranked>,
+}
+
+/// The rank keys (`score::rank_key`) of a table's fitting candidates under one node policy. A
+/// key's low half is the candidate's place in name order, so keys are unique.
+struct Ranked {
+    policy: NodePolicy,
+    keys: BTreeSet<u64>,
 }
 
 /// Per candidate, the score when it fits (`None`: it does not) and, only then read, why not.
@@ -228,6 +267,7 @@ pub(super) struct Answers {
 }
 
 impl Answers {
+    #[cfg(test)]
     pub(super) fn scores(&self) -> &[Option<f32>] {
         &self.scores
     }
@@ -237,20 +277,38 @@ impl Table {
     /// A table that knows no answer yet.
     pub(super) fn fresh(key: FitKey, len: usize) -> Table {
         let answers = Answers { scores: vec![Some(0.0); len], rejections: vec![Rejection::NodeUnregistered; len] };
-        Table { key, generations: vec![NEVER; len], answers: Arc::new(answers), counts: RejectionCounts::default() }
+        Table {
+            key,
+            generations: vec![NEVER; len],
+            answers: Arc::new(answers),
+            counts: RejectionCounts::default(),
+            ranked: None,
+        }
     }
     /// Whether candidate `i`'s answer is for the snapshot of `generation`.
     pub(super) fn current(&self, i: u32, generation: u64) -> bool {
         self.generations[i as usize] == generation
     }
-    pub(super) fn set(&mut self, i: u32, snap: &NodeSnapshot, answer: Result<f32, Rejection>) {
+    /// Candidate `i`'s answer on `snap`; `name_rank`: its place in its list's name order.
+    pub(super) fn set(&mut self, i: u32, snap: &NodeSnapshot, answer: Result<f32, Rejection>, name_rank: u32) {
         let i = i as usize;
         let a = Arc::make_mut(&mut self.answers);
-        if self.generations[i] != NEVER && a.scores[i].is_none() {
-            self.counts.remove(&a.rejections[i]);
+        if self.generations[i] != NEVER {
+            match (a.scores[i], &mut self.ranked) {
+                (None, _) => self.counts.remove(&a.rejections[i]),
+                (Some(old), Some(r)) => {
+                    r.keys.remove(&score::rank_key(r.policy, old, name_rank));
+                }
+                (Some(_), None) => {}
+            }
         }
         match answer {
-            Ok(score) => a.scores[i] = Some(score),
+            Ok(score) => {
+                a.scores[i] = Some(score);
+                if let Some(r) = &mut self.ranked {
+                    r.keys.insert(score::rank_key(r.policy, score, name_rank));
+                }
+            }
             Err(r) => {
                 self.counts.add(&r);
                 a.scores[i] = None;
@@ -271,6 +329,28 @@ impl Table {
     /// Every answer as it stands now (shared, not copied).
     pub(super) fn answers(&self) -> Arc<Answers> {
         self.answers.clone()
+    }
+
+    /// The best `n` fitting candidates of `list` under `policy`, best first, and how many fit.
+    /// Every registered candidate must have been answered. The order is built on the first call
+    /// (or for another policy) and kept from then on as answers change.
+    pub(super) fn best(&mut self, list: &Resolution, policy: NodePolicy, n: usize) -> (Vec<Placed>, usize) {
+        if self.ranked.as_ref().is_none_or(|r| r.policy != policy) {
+            let mut keys: Vec<u64> = list.placed(&self.answers, policy).into_iter().map(|p| p.0).collect();
+            keys.sort_unstable();
+            self.ranked = Some(Ranked { policy, keys: keys.into_iter().collect() });
+        }
+        let Some(r) = &self.ranked else { return (Vec::new(), 0) };
+        let best = r
+            .keys
+            .iter()
+            .take(n)
+            .filter_map(|key| {
+                let k = list.at_name_rank(*key as u32);
+                self.answers.scores[k as usize].map(|s| (*key, s, k))
+            })
+            .collect();
+        (best, r.keys.len())
     }
 }
 

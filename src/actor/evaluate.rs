@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::candidates::{Candidates, Listed, Resolution, Table};
+use super::candidates::{Answers, Candidates, Listed, Resolution, Table};
 use super::coordinator::FanOut;
 use super::quota::QuotaBook;
 use super::{Engine, Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
@@ -52,30 +52,23 @@ impl<B: Backend> Engine<B> {
                 snaps.push(c.load());
             }
         }
-        let (fitted, remembered) = self.fit_all(req, snaps, keep, &moved, &mut table).await?;
+        let (fitted, remembered) = self.fit_all(req, &list, snaps, keep, &moved, &mut table).await?;
         let mut counts = *table.counts();
+        counts.unregistered += list.unregistered() as u64;
         let answers = table.answers();
-        if keep {
+        let policy = req.node_policy;
+        let (best, n_fit) = if keep {
+            let best = table.best(&list, policy, RANKED_FIRST);
             list.put_table(table);
-        }
-        let mut fits = Vec::with_capacity(list.len());
-        let mut failed = 0;
-        for (k, score) in answers.scores().iter().enumerate() {
-            let k = k as u32;
-            if list.cell(k).is_none() {
-                counts.add(&Rejection::NodeUnregistered);
-                failed += 1;
-                continue;
-            }
-            match score {
-                Some(score) => fits.push((score::rank_key(req.node_policy, *score, list.name_rank(k)), *score, k)),
-                None => failed += 1,
-            }
-        }
+            best
+        } else {
+            let fits = list.placed(&answers, policy);
+            let n_fit = fits.len();
+            (Evaluation::select_best(fits), n_fit)
+        };
         crate::metrics::rejections(&counts);
         crate::metrics::nodes_evaluated(fitted, remembered + kept);
-        let failed = Failures { listed: Some(Listed::new(list.clone(), answers, failed)), ..Failures::default() };
-        Some(Evaluation::of_list(list, fits, failed))
+        Some(Evaluation::of_list(list, answers, best, n_fit, policy))
     }
 
     /// Answers the pod on each snapshot (from its memo when `memo`) into `table` at `places`.
@@ -85,6 +78,7 @@ impl<B: Backend> Engine<B> {
     async fn fit_all(
         &self,
         req: &Arc<PodRequest>,
+        list: &Resolution,
         mut snaps: Vec<Arc<NodeSnapshot>>,
         memo: bool,
         places: &[u32],
@@ -116,7 +110,8 @@ impl<B: Backend> Engine<B> {
             fitted += part.fitted;
             remembered += part.remembered;
             for (n, (snap, answer)) in part.answers.into_iter().enumerate() {
-                table.set(places[start + n], &snap, answer);
+                let k = places[start + n];
+                table.set(k, &snap, answer, list.name_rank(k));
             }
         }
         Some((fitted, remembered))
@@ -199,9 +194,17 @@ pub(super) struct Evaluation {
     pub(super) ranked: Vec<(NodeName, f32, ())>,
     /// How many candidates fit.
     pub(super) n_fit: usize,
-    /// Every fitting candidate of a resolved list, by place, when `ranked` holds only the best.
-    pub(super) rest: Option<(Arc<Resolution>, Vec<Placed>)>,
+    /// Where the other fitting candidates of a resolved list are read from, when `ranked` holds
+    /// only the best.
+    rest: Option<Rest>,
     pub(super) failed: Failures,
+}
+
+/// A list's answers as one filter read them, ranked whole only when needed.
+struct Rest {
+    list: Arc<Resolution>,
+    answers: Arc<Answers>,
+    policy: NodePolicy,
 }
 
 impl Evaluation {
@@ -210,24 +213,44 @@ impl Evaluation {
         Evaluation { n_fit: fits.len(), ranked: fits, rest: None, failed }
     }
 
-    /// Ranks the best `RANKED_FIRST` of a list's fitting candidates (selected, not sorted, from
-    /// the rest), in `score::rank_nodes`'s order.
-    pub(super) fn of_list(list: Arc<Resolution>, mut fits: Vec<Placed>, failed: Failures) -> Evaluation {
-        let n_fit = fits.len();
+    /// The best `RANKED_FIRST` of `fits` (selected, not sorted, from the rest), in
+    /// `score::rank_nodes`'s order.
+    pub(super) fn select_best(mut fits: Vec<Placed>) -> Vec<Placed> {
         // Keys are unique (no two candidates share a place in name order): unstable is exact.
-        let first = RANKED_FIRST.min(n_fit);
-        if first < n_fit {
+        let first = RANKED_FIRST.min(fits.len());
+        if first < fits.len() {
             fits.select_nth_unstable_by_key(first, |p| p.0);
+            fits.truncate(first);
         }
-        fits[..first].sort_unstable_by_key(|p| p.0);
-        let ranked = fits[..first].iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
-        let rest = (first < n_fit).then_some((list, fits));
+        fits.sort_unstable_by_key(|p| p.0);
+        fits
+    }
+
+    /// A list's evaluation from its answers: `best`, the best fitting candidates in rank order,
+    /// and how many fit.
+    pub(super) fn of_list(
+        list: Arc<Resolution>,
+        answers: Arc<Answers>,
+        best: Vec<Placed>,
+        n_fit: usize,
+        policy: NodePolicy,
+    ) -> Evaluation {
+        let listed = Listed::new(list.clone(), answers.clone(), list.len() - n_fit);
+        let failed = Failures { listed: Some(listed), ..Failures::default() };
+        let ranked = best.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
+        let rest = (n_fit > best.len()).then_some(Rest { list, answers, policy });
         Evaluation { ranked, n_fit, rest, failed }
+    }
+
+    /// Whether only the best fitting candidates are ranked yet.
+    pub(super) fn partly_ranked(&self) -> bool {
+        self.rest.is_some()
     }
 
     /// Ranks every fitting candidate, when only the best were.
     pub(super) fn rank_all(&mut self) {
-        if let Some((list, mut fits)) = self.rest.take() {
+        if let Some(Rest { list, answers, policy }) = self.rest.take() {
+            let mut fits = list.placed(&answers, policy);
             fits.sort_unstable_by_key(|p| p.0);
             self.ranked = fits.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
         }

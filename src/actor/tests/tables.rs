@@ -75,14 +75,14 @@ async fn when_the_best_ranked_nodes_are_all_locked_a_free_node_further_down_is_c
 
 #[test]
 fn a_table_taken_twice_is_fresh_the_second_time_and_kept_once() {
-    let list = Resolution::new(0, &names(&["a", "b"]), Default::default(), |_| None);
+    let list = Resolution::new(0, &names(&["a", "b"]), None, Default::default(), |_| None);
     let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
     let mut first = list.take_table(key);
     let snap = crate::sched::NodeSnapshot {
         generation: 7,
         ..NodeActor::initial_snapshot(&NodeName::new("a"), &vendors()).as_ref().clone()
     };
-    first.set(0, &snap, Ok(1.0));
+    first.set(0, &snap, Ok(1.0), 0);
     let second = list.take_table(key);
     assert!(!second.current(0, 7), "a table in use is not shared");
     list.put_table(second);
@@ -127,7 +127,7 @@ proptest! {
         let mut held: Vec<Option<Result<f32, Rejection>>> = vec![None; 6];
         for (g, (k, answer)) in sets.into_iter().enumerate() {
             let snap = crate::sched::NodeSnapshot { generation: g as u64, ..base.as_ref().clone() };
-            table.set(k, &snap, answer);
+            table.set(k, &snap, answer, k);
             held[k as usize] = Some(answer);
         }
         let mut want = crate::metrics::RejectionCounts::default();
@@ -137,38 +137,77 @@ proptest! {
         prop_assert_eq!(*table.counts(), want);
     }
 
-    /// The best candidates selected from a list rank as sorting every fitting node would, and
-    /// ranking everything afterwards gives that whole order.
+    /// The best candidates a table keeps in order, as answers change turn after turn, and the
+    /// best selected from a list answered afresh, rank as sorting every fitting node would; ranking
+    /// everything afterwards gives that whole order.
     #[test]
-    fn the_best_selected_from_a_list_rank_as_a_full_sort(
-        scores in prop::collection::vec(
-            prop_oneof![Just(0.0f32), Just(-0.0), Just(1.0), Just(2.5), 0.0f32..10.0, -10.0f32..0.0, Just(f32::MAX)],
-            1..200,
-        ),
+    fn the_best_kept_or_selected_rank_as_a_full_sort(
+        first in prop::collection::vec(any_score_or_rejection(), 1..200),
+        turns in prop::collection::vec(prop::collection::vec((any::<prop::sample::Index>(), any_score_or_rejection()), 0..12), 1..6),
         spread in any::<bool>(),
         seed in any::<u64>(),
     ) {
         let policy = if spread { NodePolicy::Spread } else { NodePolicy::Binpack };
         // Names in an order unrelated to the list's, so ties are broken by name, not by place.
         let names: Vec<String> =
-            (0..scores.len()).map(|i| format!("n{:016x}", (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
-        let list = Arc::new(Resolution::new(0, &owned(&names), Default::default(), |_| None));
-        let fits: Vec<Placed> =
-            scores.iter().enumerate().map(|(k, s)| (score::rank_key(policy, *s, list.name_rank(k as u32)), *s, k as u32)).collect();
-        let mut want: Vec<(NodeName, f32, ())> = fits.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
-        score::rank_nodes(&mut want, policy);
-        let mut eval = Evaluation::of_list(list, fits, Failures::default());
-        prop_assert_eq!(eval.n_fit, want.len());
-        let first = RANKED_FIRST.min(want.len());
-        prop_assert_eq!(&eval.ranked[..], &want[..first]);
-        eval.rank_all();
-        prop_assert_eq!(&eval.ranked[..], &want[..]);
+            (0..first.len()).map(|i| format!("n{:016x}", (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
+        let board = Arc::new(read_side::Board::default());
+        let cells: std::collections::HashMap<String, Arc<SnapCell>> = names
+            .iter()
+            .map(|n| (n.clone(), SnapCell::on_board(NodeActor::initial_snapshot(&NodeName::new(n), &vendors()), &board)))
+            .collect();
+        let list = Arc::new(Resolution::new(0, &owned(&names), None, board, |n| cells.get(n).cloned()));
+        let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
+        let base = NodeActor::initial_snapshot(&NodeName::new("a"), &vendors());
+        let mut table = Table::fresh(key, names.len());
+        let mut held = first.clone();
+        let mut generation = 0;
+        let mut set = |table: &mut Table, k: usize, answer: Result<f32, Rejection>| {
+            generation += 1;
+            let snap = crate::sched::NodeSnapshot { generation, ..base.as_ref().clone() };
+            table.set(k as u32, &snap, answer, list.name_rank(k as u32));
+        };
+        for (k, a) in first.iter().enumerate() {
+            set(&mut table, k, *a);
+        }
+        for turn in turns {
+            for (at, answer) in turn {
+                let k = at.index(names.len());
+                set(&mut table, k, answer);
+                held[k] = answer;
+            }
+            let mut want: Vec<(NodeName, f32, ())> = held
+                .iter()
+                .enumerate()
+                .filter_map(|(k, a)| a.ok().map(|s| (list.name(k as u32).clone(), s, ())))
+                .collect();
+            score::rank_nodes(&mut want, policy);
+            let (best, n_fit) = table.best(&list, policy, RANKED_FIRST);
+            prop_assert_eq!(n_fit, want.len());
+            let named = |p: &[Placed]| p.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect::<Vec<_>>();
+            let cut = RANKED_FIRST.min(want.len());
+            prop_assert_eq!(&named(&best)[..], &want[..cut]);
+            let selected = Evaluation::select_best(list.placed(&table.answers(), policy));
+            prop_assert_eq!(&named(&selected)[..], &want[..cut]);
+            let mut eval = Evaluation::of_list(list.clone(), table.answers(), best, n_fit, policy);
+            prop_assert_eq!(&eval.ranked[..], &want[..cut]);
+            eval.rank_all();
+            prop_assert_eq!(&eval.ranked[..], &want[..]);
+        }
     }
+}
+
+/// A score, or a rejection (which takes a candidate out of the ranking).
+fn any_score_or_rejection() -> impl Strategy<Value = Result<f32, Rejection>> {
+    prop_oneof![
+        4 => prop_oneof![Just(0.0f32), Just(-0.0), Just(1.0), Just(2.5), 0.0f32..10.0, -10.0f32..0.0, Just(f32::MAX)].prop_map(Ok),
+        1 => Just(Err(Rejection::NodeUnusable)),
+    ]
 }
 
 #[test]
 fn a_list_is_recognised_only_by_the_same_names_in_the_same_order() {
-    let list = Resolution::new(1, &names(&["ab", "c", "node-10"]), Default::default(), |_| None);
+    let list = Resolution::new(1, &names(&["ab", "c", "node-10"]), None, Default::default(), |_| None);
     assert!(list.is_for(&names(&["ab", "c", "node-10"])));
     for other in [
         &["a", "bc", "node-10"][..],
@@ -181,7 +220,7 @@ fn a_list_is_recognised_only_by_the_same_names_in_the_same_order() {
     ] {
         assert!(!list.is_for(&names(other)), "{other:?}");
     }
-    let empty = Resolution::new(1, &[], Default::default(), |_| None);
+    let empty = Resolution::new(1, &[], None, Default::default(), |_| None);
     assert!(empty.is_for(&[]) && !empty.is_for(&names(&[""])));
 }
 
@@ -209,11 +248,11 @@ fn a_table_changed_while_its_answers_are_held_copies_them_first() {
     let mut table = Table::fresh(key, 2);
     let base = NodeActor::initial_snapshot(&NodeName::new("a"), &vendors());
     let at = |g: u64| crate::sched::NodeSnapshot { generation: g, ..base.as_ref().clone() };
-    table.set(0, &at(1), Err(Rejection::NodeUnusable));
-    table.set(1, &at(1), Ok(2.0));
+    table.set(0, &at(1), Err(Rejection::NodeUnusable), 0);
+    table.set(1, &at(1), Ok(2.0), 1);
     let held = table.answers();
-    table.set(0, &at(2), Ok(3.0));
-    table.set(1, &at(2), Err(Rejection::NodeUnusable));
+    table.set(0, &at(2), Ok(3.0), 0);
+    table.set(1, &at(2), Err(Rejection::NodeUnusable), 1);
     assert_eq!(held.scores(), [None, Some(2.0)]);
     assert_eq!(table.answers().scores(), [Some(3.0), None]);
     assert_eq!((table.answer(0), table.answer(1)), (Ok(3.0), Err(Rejection::NodeUnusable)));
