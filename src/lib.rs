@@ -19,6 +19,7 @@ pub mod error_text;
 pub mod gosort;
 pub mod http;
 pub mod inspect;
+pub mod log_writer;
 pub mod metrics;
 pub mod model;
 pub mod port;

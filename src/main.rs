@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use hami_rs::config::{Cli, Command, LogFormat, SchedulerFlags};
+use hami_rs::log_writer::LogWriter;
 
-fn init_tracing(flags: &SchedulerFlags) {
+fn init_tracing(flags: &SchedulerFlags) -> LogWriter {
     use tracing_subscriber::EnvFilter;
     // klog's -v maps onto levels: 0-2 info, 3-4 debug, 5+ trace; RUST_LOG wins when set.
     let level = match flags.verbosity {
@@ -17,11 +18,13 @@ fn init_tracing(flags: &SchedulerFlags) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("hami_rs={level},warn")));
     // Colour codes only for a terminal: a log file or a collector gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let writer = LogWriter::stderr();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer.clone()).with_ansi(ansi);
     match flags.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.init(),
     }
+    writer
 }
 
 /// The exit code of an invalid configuration (BSD's EX_USAGE).
@@ -124,7 +127,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => &a.sched,
         Command::Simulate(a) => &a.sched,
     };
-    init_tracing(flags);
+    let log = init_tracing(flags);
     let rt = actix_rt::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime starts")
     });
@@ -141,6 +144,7 @@ fn main() -> ExitCode {
             }
         }
     });
+    log.flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
