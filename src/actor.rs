@@ -12,10 +12,10 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::{Actor, Addr, Arbiter};
@@ -24,7 +24,7 @@ use dashmap::DashMap;
 use crate::model::request::PolicyDefaults;
 use crate::model::{NodeName, PodDevices, PodRequest, PodUid};
 use crate::port::{Backend, Event, EventType, ObjectKind, PodPatch, PodRef};
-use crate::sched::{NodeSnapshot, Rejection, Scratch};
+use crate::sched::{NodeSnapshot, Scratch};
 use crate::vendor::Vendors;
 
 mod bind;
@@ -33,6 +33,7 @@ pub mod coordinator;
 mod decision;
 pub mod error;
 mod evaluate;
+mod failures;
 mod filter;
 pub mod messages;
 pub mod node;
@@ -41,6 +42,7 @@ pub mod preempt;
 mod preemption;
 pub mod prioritize;
 mod read_side;
+mod recent;
 pub mod refit;
 mod simulate;
 /// The namespace quota book, which lives with the pure scheduling code.
@@ -49,8 +51,11 @@ pub use crate::sched::quota_book as quota;
 pub use candidates::Candidates;
 use coordinator::Coordinator;
 pub use error::{BindError, FilterError};
+pub use failures::Failures;
 use messages::*;
 use node::{Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
+use recent::NO_FIT_NODES;
+pub use recent::{DeviceNeed, Recent, RecentDecision};
 pub use simulate::Simulation;
 
 /// How Filter evaluates candidate nodes.
@@ -128,133 +133,6 @@ impl Default for EngineConfig {
 /// The default `EngineConfig::slice_min`.
 pub const SLICE_MIN: usize = 2048;
 
-/// A failed node's text: HAMi's reason, followed by the detail a person needs when `detail`
-/// (the reason alone, and an unusable node's cause, otherwise).
-fn failure_text(r: &Rejection, snap: Option<&NodeSnapshot>, detail: bool) -> String {
-    match snap {
-        Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
-        Some(s) => r.answer(s.unusable.as_deref()),
-        None => r.hami_text(),
-    }
-}
-
-/// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
-/// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).
-#[derive(Clone, Debug, Default)]
-pub struct Failures {
-    nodes: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
-    /// Candidates of a resolved list, by their place in it (no name or snapshot copied per node).
-    listed: Option<candidates::Listed>,
-    /// `summary`, once asked for (the log and the console both want it).
-    summary: std::sync::OnceLock<String>,
-}
-
-impl Failures {
-    /// The nodes pushed one by one (not those of a resolved list): the ones that refused a
-    /// reservation after their snapshot said they fit, among others.
-    pub fn named(&self) -> Vec<&NodeName> {
-        self.nodes.iter().map(|(n, ..)| n).collect()
-    }
-
-    pub fn push(&mut self, node: NodeName, rejection: Rejection, snap: Option<Arc<NodeSnapshot>>) {
-        self.nodes.push((node, rejection, snap));
-        self.summary = std::sync::OnceLock::new();
-    }
-    /// HAMi's reason, then the detail, per node: for people (logs, the simulator).
-    pub fn render(&self) -> BTreeMap<String, String> {
-        self.texts(true)
-    }
-    /// What `FailedNodes` carries per node: HAMi's reason as HAMi writes it (see
-    /// [`Rejection::answer`]).
-    pub fn hami(&self) -> BTreeMap<String, String> {
-        self.texts(false)
-    }
-    /// The nodes that failed for their devices (not unregistered, unusable, locked or silent),
-    /// sorted: where releasing devices could make room.
-    pub fn device_nodes(&self) -> Vec<NodeName> {
-        let devices = |r: &Rejection| matches!(r, Rejection::Devices(_) | Rejection::NodeInsufficientDevice { .. });
-        let listed = self.listed.iter().flat_map(|l| l.reasons()).filter(|(_, r)| devices(r)).map(|(n, _)| n.clone());
-        let mut v: Vec<NodeName> =
-            self.nodes.iter().filter(|(_, r, _)| devices(r)).map(|(n, ..)| n.clone()).chain(listed).collect();
-        v.sort();
-        v.dedup();
-        v
-    }
-    /// The first `k` nodes' reasons with their detail, in the order they were found.
-    pub fn first(&self, k: usize) -> Vec<(String, String)> {
-        self.all_texts(true).take(k).collect()
-    }
-    fn texts(&self, detail: bool) -> BTreeMap<String, String> {
-        self.all_texts(detail).collect()
-    }
-    /// Every failed node's text, in the order they were found.
-    fn all_texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
-        let listed = self.listed.iter().flat_map(move |l| l.texts(detail));
-        self.nodes.iter().map(move |(n, r, s)| (n.to_string(), failure_text(r, s.as_deref(), detail))).chain(listed)
-    }
-    /// The nodes each device reason was counted on, by reason word and sorted by name: what
-    /// HAMi's per-reason `FilteringFailed` Events name. Rejections without a device count
-    /// (`NodeInsufficientDevice`, `node unregistered`) have none, as in HAMi.
-    pub fn nodes_by_reason(&self) -> BTreeMap<&'static str, Vec<String>> {
-        let mut by: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-        let mut add = |n: &NodeName, r: &Rejection| {
-            if let Rejection::Devices(t) = r {
-                for (reason, _) in t.items() {
-                    by.entry(reason.as_str()).or_default().push(n.to_string());
-                }
-            }
-        };
-        for (n, r, _) in &self.nodes {
-            add(n, r);
-        }
-        for (n, r) in self.listed.iter().flat_map(|l| l.reasons()) {
-            add(n, &r);
-        }
-        for nodes in by.values_mut() {
-            nodes.sort();
-            nodes.dedup();
-        }
-        by
-    }
-    /// One line for a log: on how many nodes each reason was counted, most first, e.g.
-    /// `3 CardInsufficientMemory, 1 node unregistered`.
-    pub fn summary(&self) -> String {
-        self.summary.get_or_init(|| self.count_reasons()).clone()
-    }
-    fn count_reasons(&self) -> String {
-        let mut by: BTreeMap<&'static str, usize> = BTreeMap::new();
-        let mut add = |r: &Rejection| match r {
-            Rejection::Devices(t) => t.items().for_each(|(reason, _)| *by.entry(reason.as_str()).or_default() += 1),
-            Rejection::NodeInsufficientDevice { .. } => *by.entry("NodeInsufficientDevice").or_default() += 1,
-            Rejection::NodeUnregistered | Rejection::NodeUnusable => *by.entry("node unregistered").or_default() += 1,
-            Rejection::Timeout => *by.entry("node usage unavailable").or_default() += 1,
-            Rejection::NodeLocked => *by.entry("node lock contention").or_default() += 1,
-        };
-        for (_, r, _) in &self.nodes {
-            add(r);
-        }
-        for (_, r) in self.listed.iter().flat_map(|l| l.reasons()) {
-            add(&r);
-        }
-        let mut counts: Vec<(&str, usize)> = by.into_iter().collect();
-        // Stable: equal counts stay in name order.
-        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-        counts.iter().map(|(r, n)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
-    }
-    pub fn len(&self) -> usize {
-        self.nodes.len() + self.listed.as_ref().map_or(0, candidates::Listed::len)
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl PartialEq for Failures {
-    fn eq(&self, other: &Self) -> bool {
-        self.render() == other.render()
-    }
-}
-
 /// The answer to one filter call.
 #[derive(Debug, PartialEq)]
 pub enum FilterOutcome {
@@ -269,67 +147,6 @@ pub enum FilterOutcome {
     Error(FilterError),
 }
 
-/// A recent decision, for the status page.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct RecentDecision {
-    pub pod: String,
-    pub node: Option<String>,
-    pub outcome: &'static str,
-    pub detail: String,
-    pub unix_s: i64,
-    /// A no-fit's reasons on its first nodes (at most `NO_FIT_NODES`), HAMi's reason then the
-    /// detail.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<(String, String)>,
-    /// A no-fit's request per device, one entry per container and vendor: what the console
-    /// measures the free memory of shared devices against.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub needs: Vec<DeviceNeed>,
-}
-
-/// What one device must have free for one container's request.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct DeviceNeed {
-    /// The vendor's name, as devices report it.
-    pub vendor: String,
-    /// MiB per device; 0 when the request is a share of the device's memory.
-    pub mem: u64,
-    /// Percent of the device's memory, when `mem` is 0.
-    pub mem_pct: u32,
-    pub cores: u32,
-}
-
-impl DeviceNeed {
-    /// Whether a device with this much memory (`total`) and this much free could take it.
-    pub fn fits(&self, vendor: &str, total: u64, free_mem: u64, free_cores: u32) -> bool {
-        let mem = if self.mem > 0 { self.mem } else { total * u64::from(self.mem_pct.min(100)) / 100 };
-        vendor == self.vendor && free_mem >= mem && free_cores >= self.cores
-    }
-}
-
-/// How many nodes' reasons a no-fit keeps for the status page.
-const NO_FIT_NODES: usize = 20;
-
-const RECENT_DECISIONS: usize = 50;
-
-/// The last decisions, newest last, for the status page: filters and binds record theirs, node
-/// actors the reservations that expired without a bind.
-#[derive(Debug, Default)]
-pub struct Recent(Mutex<VecDeque<RecentDecision>>);
-
-impl Recent {
-    pub fn push(&self, d: RecentDecision) {
-        if let Ok(mut q) = self.0.lock() {
-            if q.len() >= RECENT_DECISIONS {
-                q.pop_front();
-            }
-            q.push_back(d);
-        }
-    }
-    pub fn list(&self) -> Vec<RecentDecision> {
-        self.0.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default()
-    }
-}
 /// How many of the best fitting nodes the coordinator may try to reserve on.
 const RESERVE_CANDIDATES: usize = 16;
 

@@ -393,7 +393,7 @@ impl Listed {
         (0..self.list.len() as u32).filter_map(move |k| {
             let (cell, rejection) = self.failed_at(k)?;
             let snap = cell.filter(|_| detail || rejection == Rejection::NodeUnusable).map(|c| c.load());
-            Some((self.list.name(k).to_string(), super::failure_text(&rejection, snap.as_deref(), detail)))
+            Some((self.list.name(k).to_string(), super::failures::failure_text(&rejection, snap.as_deref(), detail)))
         })
     }
 }

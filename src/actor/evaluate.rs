@@ -236,7 +236,7 @@ impl Evaluation {
         policy: NodePolicy,
     ) -> Evaluation {
         let listed = Listed::new(list.clone(), answers.clone(), list.len() - n_fit);
-        let failed = Failures { listed: Some(listed), ..Failures::default() };
+        let failed = Failures::of_list(listed);
         let ranked = best.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
         let rest = (n_fit > best.len()).then_some(Rest { list, answers, policy });
         Evaluation { ranked, n_fit, rest, failed }

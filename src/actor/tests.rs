@@ -1,4 +1,5 @@
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use super::coordinator::{Decide, Decision};
 use super::*;
@@ -7,7 +8,7 @@ use crate::model::VendorId;
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::port::{self, reasons};
-use crate::sched::score;
+use crate::sched::{Rejection, score};
 use crate::testing::*;
 
 type Mem = Engine<MemoryBackend>;

@@ -1,0 +1,141 @@
+//! The candidates a filter found unfit, kept unrendered until someone asks: a no-fit answer's
+//! `FailedNodes`, HAMi's per-reason Events, the log's summary, the simulator's detail.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::candidates::Listed;
+use crate::model::NodeName;
+use crate::sched::{NodeSnapshot, Rejection};
+
+/// A failed node's text: HAMi's reason, followed by the detail a person needs when `detail`
+/// (the reason alone, and an unusable node's cause, otherwise).
+pub(super) fn failure_text(r: &Rejection, snap: Option<&NodeSnapshot>, detail: bool) -> String {
+    match snap {
+        Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
+        Some(s) => r.answer(s.unusable.as_deref()),
+        None => r.hami_text(),
+    }
+}
+
+/// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
+/// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).
+#[derive(Clone, Debug, Default)]
+pub struct Failures {
+    nodes: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
+    /// Candidates of a resolved list, by their place in it (no name or snapshot copied per node).
+    listed: Option<Listed>,
+    /// `summary`, once asked for (the log and the console both want it).
+    summary: std::sync::OnceLock<String>,
+}
+
+impl Failures {
+    /// The candidates of a resolved list that did not fit.
+    pub(super) fn of_list(listed: Listed) -> Failures {
+        Failures { listed: Some(listed), ..Failures::default() }
+    }
+
+    /// The nodes pushed one by one (not those of a resolved list): the ones that refused a
+    /// reservation after their snapshot said they fit, among others.
+    pub fn named(&self) -> Vec<&NodeName> {
+        self.nodes.iter().map(|(n, ..)| n).collect()
+    }
+
+    pub fn push(&mut self, node: NodeName, rejection: Rejection, snap: Option<Arc<NodeSnapshot>>) {
+        self.nodes.push((node, rejection, snap));
+        self.summary = std::sync::OnceLock::new();
+    }
+    /// HAMi's reason, then the detail, per node: for people (logs, the simulator).
+    pub fn render(&self) -> BTreeMap<String, String> {
+        self.texts(true)
+    }
+    /// What `FailedNodes` carries per node: HAMi's reason as HAMi writes it (see
+    /// [`Rejection::answer`]).
+    pub fn hami(&self) -> BTreeMap<String, String> {
+        self.texts(false)
+    }
+    /// The nodes that failed for their devices (not unregistered, unusable, locked or silent),
+    /// sorted: where releasing devices could make room.
+    pub fn device_nodes(&self) -> Vec<NodeName> {
+        let devices = |r: &Rejection| matches!(r, Rejection::Devices(_) | Rejection::NodeInsufficientDevice { .. });
+        let listed = self.listed.iter().flat_map(|l| l.reasons()).filter(|(_, r)| devices(r)).map(|(n, _)| n.clone());
+        let mut v: Vec<NodeName> =
+            self.nodes.iter().filter(|(_, r, _)| devices(r)).map(|(n, ..)| n.clone()).chain(listed).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+    /// The first `k` nodes' reasons with their detail, in the order they were found.
+    pub fn first(&self, k: usize) -> Vec<(String, String)> {
+        self.all_texts(true).take(k).collect()
+    }
+    fn texts(&self, detail: bool) -> BTreeMap<String, String> {
+        self.all_texts(detail).collect()
+    }
+    /// Every failed node's text, in the order they were found.
+    fn all_texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
+        let listed = self.listed.iter().flat_map(move |l| l.texts(detail));
+        self.nodes.iter().map(move |(n, r, s)| (n.to_string(), failure_text(r, s.as_deref(), detail))).chain(listed)
+    }
+    /// The nodes each device reason was counted on, by reason word and sorted by name: what
+    /// HAMi's per-reason `FilteringFailed` Events name. Rejections without a device count
+    /// (`NodeInsufficientDevice`, `node unregistered`) have none, as in HAMi.
+    pub fn nodes_by_reason(&self) -> BTreeMap<&'static str, Vec<String>> {
+        let mut by: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+        let mut add = |n: &NodeName, r: &Rejection| {
+            if let Rejection::Devices(t) = r {
+                for (reason, _) in t.items() {
+                    by.entry(reason.as_str()).or_default().push(n.to_string());
+                }
+            }
+        };
+        for (n, r, _) in &self.nodes {
+            add(n, r);
+        }
+        for (n, r) in self.listed.iter().flat_map(|l| l.reasons()) {
+            add(n, &r);
+        }
+        for nodes in by.values_mut() {
+            nodes.sort();
+            nodes.dedup();
+        }
+        by
+    }
+    /// One line for a log: on how many nodes each reason was counted, most first, e.g.
+    /// `3 CardInsufficientMemory, 1 node unregistered`.
+    pub fn summary(&self) -> String {
+        self.summary.get_or_init(|| self.count_reasons()).clone()
+    }
+    fn count_reasons(&self) -> String {
+        let mut by: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut add = |r: &Rejection| match r {
+            Rejection::Devices(t) => t.items().for_each(|(reason, _)| *by.entry(reason.as_str()).or_default() += 1),
+            Rejection::NodeInsufficientDevice { .. } => *by.entry("NodeInsufficientDevice").or_default() += 1,
+            Rejection::NodeUnregistered | Rejection::NodeUnusable => *by.entry("node unregistered").or_default() += 1,
+            Rejection::Timeout => *by.entry("node usage unavailable").or_default() += 1,
+            Rejection::NodeLocked => *by.entry("node lock contention").or_default() += 1,
+        };
+        for (_, r, _) in &self.nodes {
+            add(r);
+        }
+        for (_, r) in self.listed.iter().flat_map(|l| l.reasons()) {
+            add(&r);
+        }
+        let mut counts: Vec<(&str, usize)> = by.into_iter().collect();
+        // Stable: equal counts stay in name order.
+        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        counts.iter().map(|(r, n)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
+    }
+    pub fn len(&self) -> usize {
+        self.nodes.len() + self.listed.as_ref().map_or(0, Listed::len)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl PartialEq for Failures {
+    fn eq(&self, other: &Self) -> bool {
+        self.render() == other.render()
+    }
+}
