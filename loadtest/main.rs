@@ -44,7 +44,7 @@ enum Command {
     /// Exit codes: 0 ok, 1 error, 3 a device was over-committed.
     Run(Box<run::RunArgs>),
     /// Run the same filter-only load against the null extender and an embedded hami-rs, and
-    /// print the latency ratio (target: hami-rs at most 2x the null extender at p50 and p99).
+    /// print the latency ratio (target: hami-rs at most 1.5x the null extender at p50 and 2x at p99).
     Compare(Box<run::CompareArgs>),
     /// Serve hami-rs's HTTP stack answering the first candidate node without scheduling.
     NullExtender(null_extender::NullArgs),

@@ -196,9 +196,12 @@ pub struct CompareArgs {
     /// HTTP workers of the null extender (default: actix-web's, as hami-rs).
     #[arg(long)]
     pub null_workers: Option<usize>,
-    /// The headline target: hami-rs at most this many times the null extender at p50 and p99.
+    /// The headline target at p50: hami-rs at most this many times the null extender.
+    #[arg(long, default_value = "1.5")]
+    pub target_p50: f64,
+    /// The headline target at p99.
     #[arg(long, default_value = "2.0")]
-    pub target_ratio: f64,
+    pub target_p99: f64,
     /// Exit with code 4 when the target is missed.
     #[arg(long)]
     pub fail_over_target: bool,
@@ -640,7 +643,7 @@ pub async fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     hami_report.set_invariant(checks);
 
     print!("{}\n{}\n", hami_report.human(), null_report.human());
-    let cmp = Comparison::new(hami_report, null_report, a.target_ratio);
+    let cmp = Comparison::new(hami_report, null_report, (a.target_p50, a.target_p99));
     print!("{}", cmp.human());
     write_outputs(&a.output, &cmp)?;
     if let Some(p) = &a.output.plot_out {

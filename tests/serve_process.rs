@@ -92,6 +92,22 @@ impl Drop for Serve {
 }
 
 impl Serve {
+    /// Stops the process as Kubernetes does (SIGTERM) and waits for it to exit: its log is then
+    /// complete, the lines it held in memory written out.
+    fn stop(mut self) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: signals our own child, which has not been waited for yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM sent");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if self.child.try_wait().expect("the child's status").is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("hami-rs did not exit within 20 s of SIGTERM");
+    }
+
     async fn start(extra: &[&str]) -> Serve {
         Serve::start_logging(extra, Stdio::inherit(), "warn").await
     }
@@ -390,7 +406,7 @@ async fn the_info_log_has_a_line_per_request_and_no_pod_spec_or_values() {
     let node = answer["NodeNames"][0].as_str().expect("a node").to_owned();
     let bind = json!({"PodName": "log-fit", "PodNamespace": "default", "PodUID": "uid-log-fit", "Node": node});
     assert_eq!(serve.post("/bind", &bind).await["Error"].as_str().unwrap_or(""), "");
-    drop(serve);
+    serve.stop();
     let log = std::fs::read_to_string(&path).expect("the log");
     let _ = std::fs::remove_file(&path);
     assert!(!log.contains(marker), "a pod's annotation or env value reached the log:\n{log}");
@@ -422,7 +438,7 @@ async fn the_log_gives_no_fit_reasons_at_info_refused_requests_at_warn_and_error
     let s = serve.scrape().await;
     let errors = one(&s, "hami_scheduler_decisions_total", &[("request", "filter"), ("outcome", "error")]);
     assert_eq!(errors, 2.0, "the unreadable request and the refused body are both counted");
-    drop(serve);
+    serve.stop();
     let log = std::fs::read_to_string(&path).expect("the log");
     let _ = std::fs::remove_file(&path);
     let line = |level: &str, what: &str| {

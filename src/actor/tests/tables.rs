@@ -257,3 +257,27 @@ fn a_table_changed_while_its_answers_are_held_copies_them_first() {
     assert_eq!(table.answers().scores(), [Some(3.0), None]);
     assert_eq!((table.answer(0), table.answer(1)), (Ok(3.0), Err(Rejection::NodeUnusable)));
 }
+
+#[actix::test]
+async fn a_list_sent_again_in_the_same_text_is_known_without_reading_its_names() {
+    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 4096)]).await;
+    let raw = r#"["a","b"]"#;
+    assert!(e.known_candidates(raw).is_none(), "a text never seen is read");
+    let like = |n: &str| pod().gpu(1).mem_mib(9000).name(n);
+    let read = Candidates::read(names(&["a", "b"]), Some(raw));
+    b.insert_pod(like("p1").view());
+    assert_eq!(chosen(&e.filter_candidates(&like("p1").view(), &read).await), "a");
+    let Some(known @ Candidates::Known(_)) = e.known_candidates(raw) else { panic!("the text is known now") };
+    assert_eq!(known.iter().collect::<Vec<_>>(), ["a", "b"]);
+    assert!(e.known_candidates(r#"["a", "b"]"#).is_none(), "another text of the same names is read again");
+    // A node joining or leaving outdates every resolution: the known list is resolved again from
+    // its names, and answers on the nodes as they are now.
+    e.inner.book_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    b.insert_pod(like("p2").view());
+    let FilterOutcome::NoFit { failed } = e.filter_candidates(&like("p2").view(), &known).await else {
+        panic!("a holds p1, b is too small");
+    };
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    let Some(Candidates::Known(again)) = e.known_candidates(raw) else { panic!("still known") };
+    assert_eq!(again.generation, e.inner.book_generation.load(std::sync::atomic::Ordering::SeqCst));
+}
