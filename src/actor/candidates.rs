@@ -341,15 +341,13 @@ impl Table {
             self.ranked = Some(Ranked { policy, keys: keys.into_iter().collect() });
         }
         let Some(r) = &self.ranked else { return (Vec::new(), 0) };
-        let best = r
-            .keys
-            .iter()
-            .take(n)
-            .filter_map(|key| {
-                let k = list.at_name_rank(*key as u32);
-                self.answers.scores[k as usize].map(|s| (*key, s, k))
-            })
-            .collect();
+        let mut best = Vec::with_capacity(n.min(r.keys.len()));
+        for key in r.keys.iter().take(n) {
+            let k = list.at_name_rank(*key as u32);
+            if let Some(s) = self.answers.scores[k as usize] {
+                best.push((*key, s, k));
+            }
+        }
         (best, r.keys.len())
     }
 }

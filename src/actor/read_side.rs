@@ -144,6 +144,7 @@ impl Board {
         Some(slot)
     }
 
+    #[inline]
     pub fn get(&self, slot: u32) -> u64 {
         self.cell(slot).load(Ordering::Acquire)
     }
@@ -172,6 +173,7 @@ pub struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    #[inline]
     pub fn get(&mut self, slot: u32) -> u64 {
         let (c, i) = (slot as usize / CHUNK, slot as usize % CHUNK);
         if c != self.chunk {
