@@ -1,5 +1,6 @@
 //! `POST /filter`, `/prioritize`, `/preempt` and `/bind`, kube-scheduler's extender verbs. The body is parsed once, node
-//! names borrowed from it; every answer carries every field with Go's names.
+//! names borrowed from it (a filter's not read at all when the engine resolved a list from the
+//! same text lately); every answer carries every field with Go's names.
 
 use std::borrow::Cow;
 use std::time::Instant;
