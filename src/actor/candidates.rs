@@ -335,12 +335,14 @@ impl Table {
     /// Every registered candidate must have been answered. The order is built on the first call
     /// (or for another policy) and kept from then on as answers change.
     pub(super) fn best(&mut self, list: &Resolution, policy: NodePolicy, n: usize) -> (Vec<Placed>, usize) {
-        if self.ranked.as_ref().is_none_or(|r| r.policy != policy) {
-            let mut keys: Vec<u64> = list.placed(&self.answers, policy).into_iter().map(|p| p.0).collect();
-            keys.sort_unstable();
-            self.ranked = Some(Ranked { policy, keys: keys.into_iter().collect() });
-        }
-        let Some(r) = &self.ranked else { return (Vec::new(), 0) };
+        let r = match &mut self.ranked {
+            Some(r) if r.policy == policy => r,
+            slot => {
+                let mut keys: Vec<u64> = list.placed(&self.answers, policy).into_iter().map(|p| p.0).collect();
+                keys.sort_unstable();
+                slot.insert(Ranked { policy, keys: keys.into_iter().collect() })
+            }
+        };
         let mut best = Vec::with_capacity(n.min(r.keys.len()));
         for key in r.keys.iter().take(n) {
             let k = list.at_name_rank(*key as u32);

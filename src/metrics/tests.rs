@@ -141,4 +141,8 @@ fn the_hot_handles_are_indexed_by_declaration_order() {
     for (k, p) in PHASES.iter().enumerate() {
         assert_eq!(*p as usize, k, "{p:?}");
     }
+    // The rejection handles follow `Reason::ALL`, which `RejectionCounts` indexes `as usize`.
+    for (k, r) in crate::model::reason::Reason::ALL.iter().enumerate() {
+        assert_eq!(*r as usize, k, "{r:?}");
+    }
 }
