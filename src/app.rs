@@ -238,9 +238,18 @@ pub async fn run_http<B: Backend>(
     // Leader election (when on) moves the gauge from here; without it this replica leads for good.
     crate::metrics::leader(readiness.leader.load(std::sync::atomic::Ordering::SeqCst));
     let webhook = http::webhook::WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
-    let state = web::Data::new(AppState::new(engine, args.max_body_bytes, readiness).with_webhook(webhook));
+    let access = http::access::Access::from_flags(args);
+    if access.device_plugin.is_none() {
+        tracing::warn!(
+            "no --device-plugin-namespace/--device-plugin-service-account: /refit refuses every caller, so NUMA refits fail"
+        );
+    }
+    let state =
+        web::Data::new(AppState::new(engine, args.max_body_bytes, readiness).with_webhook(webhook).with_access(access));
+    let client_ca = args.client_ca_file.as_deref().map(http::tls::ClientCa::load).transpose()?;
     let st = state.clone();
     let server = HttpServer::new(move || App::new().app_data(st.clone()).configure(http::routes::<B>))
+        .on_connect(http::access::on_connect(client_ca.clone()))
         // Idle connections stay open longer than Go clients keep them (net/http: 90 s), so the
         // API server and kube-scheduler close them first: when the server closes one, a request
         // the client is sending on it that moment fails ("broken pipe"), and Go does not retry a
@@ -252,7 +261,7 @@ pub async fn run_http<B: Backend>(
     let listen = |source| Error::Listen { addr: args.http_bind.to_string(), source };
     let main = match (&args.cert_file, &args.key_file) {
         (Some(cert), Some(key)) => {
-            let (cfg, handle) = http::tls::load(cert, key)?;
+            let (cfg, handle) = http::tls::load(cert, key, client_ca.as_ref())?;
             http::tls::watch(handle, cert.clone(), key.clone(), std::time::Duration::from_secs(5));
             let bound = server.bind_rustls_0_23(args.http_bind, (*cfg).clone()).map_err(listen)?;
             tracing::info!(addr = %args.http_bind, "extender and webhook listening (TLS)");

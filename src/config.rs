@@ -287,6 +287,22 @@ pub struct ServeArgs {
     #[arg(long = "key_file", env = "HAMI_KEY_FILE")]
     pub key_file: Option<PathBuf>,
 
+    /// CA (PEM) whose client certificates may call the extender verbs from outside this pod (a kube-scheduler elsewhere, with the extender's tlsConfig); without it only callers on the loopback may. Needs --cert_file/--key_file. Read at start-up.
+    #[arg(long = "client-ca-file", env = "HAMI_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Who may read the console (/) and /usage, which list every tenant's pods: trusted (the extender's callers: loopback, e.g. kubectl port-forward, or a client certificate) or any caller.
+    #[arg(long = "console-access", env = "HAMI_CONSOLE_ACCESS", value_enum, default_value = "trusted")]
+    pub console_access: ConsoleAccess,
+
+    /// Namespace of the device plugin's ServiceAccount, the only caller /refit answers (its token is checked with a TokenReview).
+    #[arg(long = "device-plugin-namespace", env = "HAMI_DEVICE_PLUGIN_NAMESPACE", default_value = "")]
+    pub device_plugin_namespace: String,
+
+    /// Name of the device plugin's ServiceAccount; with --device-plugin-namespace empty or this empty, /refit refuses every caller.
+    #[arg(long = "device-plugin-service-account", env = "HAMI_DEVICE_PLUGIN_SERVICE_ACCOUNT", default_value = "")]
+    pub device_plugin_service_account: String,
+
     /// Metrics listener (GET /metrics). ":9395" means all interfaces, as in Go.
     #[arg(long = "metrics-bind-address", env = "HAMI_METRICS_BIND_ADDRESS", default_value = ":9395")]
     pub metrics_bind_address: String,
@@ -342,6 +358,17 @@ pub struct ServeArgs {
     /// How long shutdown waits for in-flight binds.
     #[arg(long = "shutdown-grace", env = "HAMI_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+}
+
+/// Who may read the console and `/usage` (`--console-access`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConsoleAccess {
+    /// The extender's callers only: this pod's loopback (`kubectl port-forward` arrives there) or
+    /// a client certificate the `--client-ca-file` CA signed.
+    #[default]
+    Trusted,
+    /// Any caller that reaches the port.
+    Any,
 }
 
 /// `hami-rs simulate`.
@@ -474,6 +501,14 @@ impl ServeArgs {
         }
         if let Err(e) = parse_listen(&self.metrics_bind_address) {
             p.push(format!("--metrics-bind-address: {e}"));
+        }
+        if self.client_ca_file.is_some() && (self.cert_file.is_none() || self.key_file.is_none()) {
+            p.push(
+                "--client-ca-file needs --cert_file and --key_file: client certificates are asked for over TLS".into(),
+            );
+        }
+        if let Some(ca) = self.client_ca_file.as_ref().filter(|f| !f.is_file()) {
+            p.push(format!("--client-ca-file {}: no such file", ca.display()));
         }
         if self.cert_file.is_none() && !self.http_bind.ip().is_loopback() && !self.allow_insecure_http {
             p.push(format!(

@@ -1,16 +1,18 @@
-//! The HTTP surface (actix-web): `/filter`, `/bind`, `/refit`, `/webhook`, `/healthz`, `/readyz`, `/usage`,
-//! and the listener's TLS. Only this module and `app.rs` import actix-web. Handlers decode once
-//! and hand the engine plain types.
+//! The HTTP surface (actix-web): `/filter`, `/bind`, `/prioritize`, `/preempt`, `/refit`,
+//! `/webhook`, `/healthz`, `/readyz`, `/usage`, the console, who may call each (`access`), and the
+//! listener's TLS. Only this module and `app.rs` import actix-web. Handlers decode once and hand
+//! the engine plain types.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use actix_web::middleware::Compress;
+use actix_web::middleware::{Compress, from_fn};
 use actix_web::{HttpResponse, web};
 
 use crate::actor::Engine;
 use crate::backend::Backend;
 
+pub mod access;
 pub mod error;
 pub mod extender;
 pub mod refit;
@@ -50,6 +52,8 @@ pub struct AppState<B: Backend> {
     pub inflight: Inflight,
     /// The admission webhook's flags and quota book.
     pub webhook: Arc<webhook::WebhookConfig>,
+    /// Who may call which door.
+    pub access: access::Access,
 }
 
 impl<B: Backend> AppState<B> {
@@ -61,7 +65,12 @@ impl<B: Backend> AppState<B> {
             readiness,
             inflight: Inflight::default(),
             webhook: Arc::new(webhook::WebhookConfig::default()),
+            access: access::Access::default(),
         }
+    }
+    pub fn with_access(mut self, access: access::Access) -> AppState<B> {
+        self.access = access;
+        self
     }
     pub fn with_webhook(mut self, cfg: webhook::WebhookConfig) -> AppState<B> {
         self.webhook = Arc::new(cfg);
@@ -110,20 +119,34 @@ async fn usage<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<UsageQuery>
     HttpResponse::Ok().json(u)
 }
 
-/// Routes of the main listener.
+/// Routes of the main listener. The extender verbs answer only kube-scheduler, the console and
+/// `/usage` only its callers unless opened (see `access`); the webhook, `/refit` (which checks its
+/// caller's token) and the health endpoints answer anyone.
 pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
-    cfg.route("/filter", web::post().to(extender::filter::<B>))
-        .route("/prioritize", web::post().to(extender::prioritize::<B>))
-        .route("/preempt", web::post().to(extender::preempt::<B>))
-        .route("/bind", web::post().to(extender::bind::<B>))
+    let scheduler_only = |path: &str| web::resource(path.to_owned()).wrap(from_fn(access::scheduler_only));
+    cfg.service(scheduler_only("/filter").route(web::post().to(extender::filter::<B>)))
+        .service(scheduler_only("/prioritize").route(web::post().to(extender::prioritize::<B>)))
+        .service(scheduler_only("/preempt").route(web::post().to(extender::preempt::<B>)))
+        .service(scheduler_only("/bind").route(web::post().to(extender::bind::<B>)))
         .route("/refit", web::post().to(refit::refit::<B>))
         .route("/webhook", web::post().to(webhook::webhook::<B>))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz::<B>))
         // The two large answers are compressed when the client asks; the extender's are not
-        // (kube-scheduler's Go client asks for gzip on every call, and they are small).
-        .service(web::resource("/usage").wrap(Compress::default()).route(web::get().to(usage::<B>)))
-        .service(web::resource("/").wrap(Compress::default()).route(web::get().to(status::page::<B>)));
+        // (kube-scheduler's Go client asks for gzip on every call, and they are small). The gate
+        // is the outer layer, so a refusal is never compressed work.
+        .service(
+            web::resource("/usage")
+                .wrap(Compress::default())
+                .wrap(from_fn(access::console::<B>))
+                .route(web::get().to(usage::<B>)),
+        )
+        .service(
+            web::resource("/")
+                .wrap(Compress::default())
+                .wrap(from_fn(access::console::<B>))
+                .route(web::get().to(status::page::<B>)),
+        );
 }
 
 #[cfg(test)]

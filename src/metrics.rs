@@ -35,6 +35,8 @@ pub const PREEMPTIONS: &str = "hami_scheduler_preemptions_total";
 pub const PREEMPTION_VICTIMS: &str = "hami_scheduler_preemption_victims_total";
 pub const PREEMPTION_FREED_MEMORY: &str = "hami_scheduler_preemption_freed_device_memory_bytes_total";
 pub const PREEMPTION_FREED_CORES: &str = "hami_scheduler_preemption_freed_device_cores_total";
+pub const REQUESTS_REFUSED: &str = "hami_scheduler_requests_refused_total";
+pub const FILTER_UNWATCHED: &str = "hami_scheduler_filter_unwatched_pods_total";
 pub const LEADER: &str = "hami_scheduler_leader";
 pub const BUILD_INFO: &str = "hami_build_info";
 
@@ -75,7 +77,7 @@ pub fn describe() {
     describe_counter!(REJECTIONS, "Candidate nodes rejected, by HAMi reason word");
     describe_counter!(
         PREEMPTIONS,
-        "GPU-aware preemptions by outcome: started (victims evicted, devices held), placed (the preemptor took the held devices), lapsed (the hold ran out), blocked (PodDisruptionBudgets or the Eviction API left no victim)"
+        "GPU-aware preemptions by outcome: started (victims evicted, devices held), placed (the preemptor took the held devices), lapsed (the hold ran out), blocked (PodDisruptionBudgets or the Eviction API left no victim), unverified (the pod a filter named is not the cluster's, so nobody is evicted)"
     );
     describe_counter!(PREEMPTION_VICTIMS, "Pods evicted by GPU-aware preemption");
     describe_counter!(PREEMPTION_FREED_MEMORY, "Device memory the evicted pods held, in bytes");
@@ -94,6 +96,14 @@ pub fn describe() {
     describe_counter!(
         BINDS_ELSEWHERE,
         "Binds to a node other than the one the filter reserved (--filter-result=all), by outcome: placed there, or failed because the node no longer fits"
+    );
+    describe_counter!(
+        REQUESTS_REFUSED,
+        "Requests refused for who sent them, by door (filter, bind, prioritize, preempt, console, usage, refit, webhook) and why"
+    );
+    describe_counter!(
+        FILTER_UNWATCHED,
+        "Filters of a pod this scheduler's pod watch had not delivered yet (kube-scheduler's informer was ahead)"
     );
     zero_counters();
     describe_gauge!(LEADER, "1 while this replica is the leader");
@@ -117,16 +127,39 @@ const API_CALLS: [(&str, &str); 6] = [
     ("create", "events"),
 ];
 
+/// The doors that refuse callers and why each may, as `request_refused` labels them.
+const REFUSALS: [(&str, &str); 15] = [
+    ("filter", "untrusted_caller"),
+    ("bind", "untrusted_caller"),
+    ("prioritize", "untrusted_caller"),
+    ("preempt", "untrusted_caller"),
+    ("console", "untrusted_caller"),
+    ("usage", "untrusted_caller"),
+    ("refit", "no_token"),
+    ("refit", "bad_token"),
+    ("refit", "wrong_identity"),
+    ("refit", "not_bound"),
+    ("refit", "wrong_node"),
+    ("refit", "not_configured"),
+    ("refit", "review_failed"),
+    ("webhook", "not_permitted"),
+    ("webhook", "review_failed"),
+];
+
 /// Every counter and histogram at zero from the start, so dashboards and alerts that take a rate
 /// see a series before the first event rather than "No data".
 fn zero_counters() {
     for outcome in ["placed", "no_longer_fits"] {
         counter!(BINDS_ELSEWHERE, "outcome" => outcome).absolute(0);
     }
-    for name in [LOCK_WAITS, LOCK_TIMEOUTS, LOCK_HANDOVERS, RESERVATIONS_EXPIRED] {
+    for (door, why) in REFUSALS {
+        counter!(REQUESTS_REFUSED, "door" => door, "why" => why).absolute(0);
+    }
+    for name in [LOCK_WAITS, LOCK_TIMEOUTS, LOCK_HANDOVERS, RESERVATIONS_EXPIRED, FILTER_UNWATCHED] {
         counter!(name).absolute(0);
     }
-    for o in [Preemption::Started, Preemption::Placed, Preemption::Lapsed, Preemption::Blocked] {
+    for o in [Preemption::Started, Preemption::Placed, Preemption::Lapsed, Preemption::Blocked, Preemption::Unverified]
+    {
         counter!(PREEMPTIONS, "outcome" => o.as_str()).absolute(0);
     }
     for name in [PREEMPTION_VICTIMS, PREEMPTION_FREED_MEMORY, PREEMPTION_FREED_CORES] {
@@ -363,6 +396,8 @@ pub enum Preemption {
     Placed,
     Lapsed,
     Blocked,
+    /// A filter named a preemptor the cluster does not have (or has under another UID).
+    Unverified,
 }
 
 impl Preemption {
@@ -372,6 +407,7 @@ impl Preemption {
             Preemption::Placed => "placed",
             Preemption::Lapsed => "lapsed",
             Preemption::Blocked => "blocked",
+            Preemption::Unverified => "unverified",
         }
     }
 }
@@ -385,6 +421,16 @@ pub fn preempted(victims: usize, mem_mib: u64, cores: u64) {
     counter!(PREEMPTION_VICTIMS).increment(victims as u64);
     counter!(PREEMPTION_FREED_MEMORY).increment(mem_mib.saturating_mul(1 << 20));
     counter!(PREEMPTION_FREED_CORES).increment(cores);
+}
+
+/// A request refused for who sent it (see `REFUSALS`).
+pub fn request_refused(door: &'static str, why: &'static str) {
+    counter!(REQUESTS_REFUSED, "door" => door, "why" => why).increment(1);
+}
+
+/// A filter for a pod the pod watch had not delivered yet.
+pub fn filter_unwatched() {
+    counter!(FILTER_UNWATCHED).increment(1);
 }
 
 pub fn reservation_expired() {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::model::PodView;
 
+pub mod access;
 mod backend;
 mod event;
 mod lock;

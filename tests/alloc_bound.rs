@@ -202,6 +202,9 @@ fn cases_at_the_limit() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     ]
 }
 
+/// kube-scheduler beside hami-rs, on the pod's loopback: the extender verbs answer it alone.
+const KUBE_SCHEDULER: &str = "127.0.0.1:40000";
+
 #[actix_web::test]
 async fn the_worst_bodies_stay_under_the_memory_bound() {
     let backend = MemoryBackend::new(Duration::from_secs(300));
@@ -224,8 +227,11 @@ async fn the_worst_bodies_stay_under_the_memory_bound() {
         let body = Bytes::from(body);
         let mut status = StatusCode::OK;
         let peak = peak_of(async {
-            let req =
-                TestRequest::post().uri(uri).insert_header(("content-type", "application/json")).set_payload(body);
+            let req = TestRequest::post()
+                .uri(uri)
+                .peer_addr(KUBE_SCHEDULER.parse().unwrap())
+                .insert_header(("content-type", "application/json"))
+                .set_payload(body);
             let res = call_service(&app, req.to_request()).await;
             status = res.status();
             let _ = read_body(res).await;
@@ -250,7 +256,10 @@ async fn the_worst_bodies_stay_under_the_memory_bound() {
 
     // Still serving.
     let p = pod().gpu(1).mem_mib(1000).name("after");
-    let req = TestRequest::post().uri("/filter").set_json(json!({"Pod": p.view(), "NodeNames": ["a"]}));
+    let req = TestRequest::post()
+        .uri("/filter")
+        .peer_addr(KUBE_SCHEDULER.parse().unwrap())
+        .set_json(json!({"Pod": p.view(), "NodeNames": ["a"]}));
     let res = call_service(&app, req.to_request()).await;
     assert_eq!(res.status(), StatusCode::OK);
     let v: serde_json::Value = serde_json::from_slice(&read_body(res).await).unwrap();

@@ -352,6 +352,9 @@ impl Answer {
     }
 }
 
+/// Where kube-scheduler calls from in the chart.
+const LOOPBACK: &str = "127.0.0.1:40000";
+
 impl Running {
     fn backend(&self) -> &MemoryBackend {
         self.state.engine.backend()
@@ -359,8 +362,10 @@ impl Running {
 
     async fn post(&self, uri: &str, body: impl Into<Bytes>) -> Answer {
         let app = init_service(App::new().app_data(self.state.clone()).configure(routes::<MemoryBackend>)).await;
+        // From kube-scheduler beside hami-rs: the pod's loopback.
         let req = TestRequest::post()
             .uri(uri)
+            .peer_addr(LOOPBACK.parse().unwrap())
             .insert_header(("content-type", "application/json"))
             .set_payload(body.into())
             .to_request();
@@ -371,7 +376,8 @@ impl Running {
 
     async fn usage(&self) -> Value {
         let app = init_service(App::new().app_data(self.state.clone()).configure(routes::<MemoryBackend>)).await;
-        let res = call_service(&app, TestRequest::get().uri("/usage").to_request()).await;
+        let req = TestRequest::get().uri("/usage").peer_addr(LOOPBACK.parse().unwrap());
+        let res = call_service(&app, req.to_request()).await;
         assert_eq!(res.status(), StatusCode::OK);
         serde_json::from_slice(&read_body(res).await).unwrap()
     }

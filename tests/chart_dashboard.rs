@@ -50,6 +50,8 @@ const EXPORTED: &[(&str, Kind)] = &[
     ("hami_scheduler_binds_elsewhere_total", Kind::Counter),
     ("hami_scheduler_filter_nodes_evaluated_total", Kind::Counter),
     ("hami_scheduler_preemptions_total", Kind::Counter),
+    ("hami_scheduler_requests_refused_total", Kind::Counter),
+    ("hami_scheduler_filter_unwatched_pods_total", Kind::Counter),
     ("hami_scheduler_preemption_victims_total", Kind::Counter),
     ("hami_scheduler_preemption_freed_device_memory_bytes_total", Kind::Counter),
     ("hami_scheduler_preemption_freed_device_cores_total", Kind::Counter),

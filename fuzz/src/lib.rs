@@ -342,9 +342,25 @@ pub fn admission_review(data: &[u8]) {
     let hami =
         WebhookConfig { scheduler_name: "hami-scheduler".into(), force_overwrite_default_scheduler: true, quota: None };
     for cfg in [WebhookConfig::default(), hami] {
-        match webhook::review(data, &cfg, &f.vendors, &f.defaults) {
-            Err(e) => assert!(!e.to_string().is_empty()),
-            Ok(bytes) => {
+        let answers = match webhook::review(data, &cfg, &f.vendors, &f.defaults) {
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                continue;
+            }
+            Ok(webhook::Reviewed::Answer(bytes)) => vec![bytes],
+            // An update of a scheduler-owned annotation, answered both ways the access review may go.
+            Ok(webhook::Reviewed::Guard(g)) => {
+                let answers = vec![g.answer(Ok(true)), g.answer(Ok(false)), g.answer(Err("unreachable".into()))];
+                for (bytes, allowed) in answers.iter().zip([true, false, false]) {
+                    let out: Value = serde_json::from_slice(bytes).expect("the answer is JSON");
+                    assert_eq!(out["response"]["allowed"], allowed, "{out}");
+                    assert!(out["response"].get("patch").is_none(), "an update is never mutated: {out}");
+                }
+                answers
+            }
+        };
+        for bytes in answers {
+            {
                 let out: Value = serde_json::from_slice(&bytes).expect("the answer is JSON");
                 let resp = out.get("response").and_then(Value::as_object).expect("the answer has a response");
                 assert!(resp.get("uid").is_some_and(Value::is_string), "{out}");

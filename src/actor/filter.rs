@@ -95,7 +95,7 @@ impl<B: Backend> Engine<B> {
             Decision::Refused(refused) => {
                 self.add_refused(&mut failed, refused);
                 self.tell_no_fit(&pref, &req, &failed, names.len());
-                self.preempt(pod, &pref, &req, &failed).await;
+                self.preempt(&pref, &req, &failed).await;
                 return FilterOutcome::NoFit { failed };
             }
             Decision::Reserved { node, reserved, refused } => {

@@ -120,7 +120,10 @@ impl<B: Backend> Engine<B> {
             // This scheduler's own preemption is already making room for the pod: no one else goes.
             return Ok(BTreeMap::new());
         }
-        let below = priority(pod);
+        // The priority that decides who may go is the cluster's copy's; a pod the cluster does not
+        // have keeps no node, so kube-scheduler evicts no one for it.
+        let Some(own) = self.preemptor_of_record(&PodRef::of(pod)).await else { return Ok(BTreeMap::new()) };
+        let below = priority(&own);
         let mut out = BTreeMap::new();
         for (node, uids) in proposals {
             let Some(addr) = self.inner.book.get(node.as_str()).map(|e| e.addr.clone()) else { continue };

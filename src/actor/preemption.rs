@@ -91,18 +91,14 @@ impl<B: Backend> Engine<B> {
     /// For a pod no candidate fits: plans a preemption, sparing pods PodDisruptionBudgets
     /// protect, holds the victims' devices on its node for the pod, and evicts the victims. Off,
     /// for a pod already waiting on a hold, or with nothing to evict: `None`.
-    pub(super) async fn preempt(
-        &self,
-        pod: &PodView,
-        pref: &PodRef,
-        req: &PodRequest,
-        failed: &Failures,
-    ) -> Option<Plan> {
+    pub(super) async fn preempt(&self, pref: &PodRef, req: &PodRequest, failed: &Failures) -> Option<Plan> {
         let i = &*self.inner;
         let ttl = i.cfg.preemption_hold?;
         if i.holds.contains_key(&req.uid) {
             return None;
         }
+        // Who preempts, and at which priority, is the cluster's word, never the request's.
+        let pod = &*self.preemptor_of_record(pref).await?;
         let plan = self.plan_within_budgets(pod, pref, req, failed).await?;
         let addr = i.book.get(plan.node.as_str()).map(|e| e.addr.clone())?;
         let id = i.hold_ids.fetch_add(1, Ordering::Relaxed);
@@ -163,6 +159,27 @@ impl<B: Backend> Engine<B> {
             engine.lapse_hold(&uid, id, &pref).await;
         });
         Some(plan)
+    }
+
+    /// The preemptor as the cluster has it (this scheduler's watch cache, else a read of the API
+    /// server): only a pod the cluster has with the UID the filter named may preempt, at the
+    /// priority and with the preemption policy of the cluster's copy. A request body claims
+    /// nothing: a pod unknown to the cluster, or known under another UID, is logged, counted
+    /// (`preemptions_total{outcome="unverified"}`) and evicts no one.
+    pub(super) async fn preemptor_of_record(&self, pref: &PodRef) -> Option<Arc<PodView>> {
+        let why = match self.inner.backend.pod_of_record(&pref.namespace, &pref.name).await {
+            // A cluster file may name its pods without UIDs; the API server's pods all have one.
+            Ok(Some(p)) if p.metadata.uid == pref.uid || p.metadata.uid.is_empty() => return Some(p),
+            Ok(Some(_)) => "the cluster's pod of that name has another UID",
+            Ok(None) => "the cluster has no such pod",
+            Err(e) => {
+                tracing::warn!(pod = %pref, error = %e, "could not read the preemptor; no preemption this time");
+                return None;
+            }
+        };
+        crate::metrics::preemption(Preemption::Unverified);
+        tracing::warn!(pod = %pref, uid = %pref.uid, why, "not a preemptor: a filter named a pod the cluster does not have; no one is evicted");
+        None
     }
 
     /// Whether the API server has none of `victims` any more (a pod of the same name with

@@ -18,6 +18,7 @@ use crate::model::pod::NodeView;
 
 use super::{Error, Event};
 
+mod access;
 mod events;
 mod evict;
 mod limit;

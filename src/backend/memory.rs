@@ -17,6 +17,7 @@ use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
+use super::access::{PodPlacement, RequestUser, TokenIdentity};
 use super::{Backend, CAMBRICON_LOCK_TIMEOUT, Error, Event, Evicted, LockVerdict, PodPatch, PodRef, Result};
 
 mod load;
@@ -87,6 +88,14 @@ struct Inner {
     events: Mutex<VecDeque<Event>>,
     /// Pods added by `learn_pod`, oldest first (see `LEARNED_UNBOUND_KEPT`).
     learned: Mutex<VecDeque<Box<str>>>,
+    /// The pods known only from request bodies: never the cluster's record of a pod
+    /// ([`Backend::pod_of_record`]) until something inserts them as the cluster's.
+    hearsay: DashMap<Box<str>, ()>,
+    /// Bearer tokens a test lets authenticate; nothing loaded from a file adds one, so with
+    /// `serve --cluster-file` no caller authenticates.
+    tokens: DashMap<String, TokenIdentity>,
+    /// `(user, verb, resource)` a test lets through; everything else is refused.
+    permitted: DashMap<(String, String, String), ()>,
     lock_timeout: Duration,
     /// Which pod took each node's Cambricon lock (the lock value itself names no owner).
     cambricon_holders: DashMap<String, (String, String)>,
@@ -120,6 +129,9 @@ impl MemoryBackend {
                 pods: DashMap::new(),
                 events: Mutex::new(VecDeque::new()),
                 learned: Mutex::new(VecDeque::new()),
+                hearsay: DashMap::new(),
+                tokens: DashMap::new(),
+                permitted: DashMap::new(),
                 cambricon_holders: DashMap::new(),
                 lock_timeout,
                 fail_patch: false.into(),
@@ -150,6 +162,7 @@ impl MemoryBackend {
     /// Adds or replaces a pod already packed (see [`PackedCluster`]).
     pub fn insert_packed(&self, packed: PackedPod) {
         let key = pod_key(packed.namespace(), packed.name());
+        self.inner.hearsay.remove(&key);
         match self.inner.pods.entry(key) {
             dashmap::Entry::Occupied(mut e) => e.get_mut().view = packed,
             dashmap::Entry::Vacant(e) => {
@@ -164,7 +177,9 @@ impl MemoryBackend {
     }
 
     pub fn remove_pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {
-        self.inner.pods.remove(&pod_key(namespace, name)).and_then(|(_, e)| super::unpacked(&e.view))
+        let key = pod_key(namespace, name);
+        self.inner.hearsay.remove(&key);
+        self.inner.pods.remove(&key).and_then(|(_, e)| super::unpacked(&e.view))
     }
 
     pub fn nodes(&self) -> Vec<Arc<NodeView>> {
@@ -216,6 +231,16 @@ impl MemoryBackend {
     /// Refuses every eviction, as a budget tightened after it was read would.
     pub fn refuse_evictions(&self, on: bool) {
         self.inner.refuse_evictions.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Lets `token` authenticate as `who` ([`Backend::review_token`]), for tests.
+    pub fn accept_token(&self, token: &str, who: TokenIdentity) {
+        self.inner.tokens.insert(token.to_owned(), who);
+    }
+
+    /// Lets `username` do `verb` on `resource` ([`Backend::permits`]), for tests.
+    pub fn permit(&self, username: &str, verb: &str, resource: &str) {
+        self.inner.permitted.insert((username.to_owned(), verb.to_owned(), resource.to_owned()), ());
     }
 
     /// Makes later reads past the cache ([`Backend::pod_read`]) fail.
@@ -320,7 +345,9 @@ impl Backend for MemoryBackend {
             });
         }
         // Only the pod with this UID, as the Eviction API's precondition.
-        self.inner.pods.remove_if(&key, |_, e| pod.uid.is_empty() || e.view.uid() == pod.uid);
+        if self.inner.pods.remove_if(&key, |_, e| pod.uid.is_empty() || e.view.uid() == pod.uid).is_some() {
+            self.inner.hearsay.remove(&key);
+        }
         Ok(Evicted::Gone)
     }
 
@@ -345,6 +372,27 @@ impl Backend for MemoryBackend {
             return Err(Error::Transport("connection refused".into()));
         }
         Ok(self.pod(namespace, name))
+    }
+
+    async fn pod_of_record(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
+        if self.inner.hearsay.contains_key(&pod_key(namespace, name)) {
+            return Ok(None);
+        }
+        self.pod_read(namespace, name).await
+    }
+
+    async fn review_token(&self, token: &str) -> Result<Option<TokenIdentity>> {
+        Ok(self.inner.tokens.get(token).map(|e| e.value().clone()))
+    }
+
+    async fn permits(&self, user: &RequestUser, verb: &str, resource: &str) -> Result<bool> {
+        let key = (user.username.clone(), verb.to_owned(), resource.to_owned());
+        Ok(self.inner.permitted.contains_key(&key))
+    }
+
+    async fn pod_placement(&self, namespace: &str, name: &str) -> Result<Option<PodPlacement>> {
+        let Some(e) = self.inner.pods.get(&pod_key(namespace, name)) else { return Ok(None) };
+        Ok(Some(PodPlacement { uid: e.view.uid().to_owned(), node: e.view.node_name().unwrap_or_default().to_owned() }))
     }
 
     async fn patch_pod(&self, pod: &PodRef, patch: &PodPatch) -> Result<()> {
@@ -441,12 +489,15 @@ impl Backend for MemoryBackend {
         if !added {
             return;
         }
+        self.inner.hearsay.insert(key.clone(), ());
         let Ok(mut learned) = self.inner.learned.lock() else { return };
         learned.push_back(key);
         while learned.len() > LEARNED_UNBOUND_KEPT {
             let Some(old) = learned.pop_front() else { break };
             // A pod that was bound is running on its node now: it stays, only the queue forgets it.
-            self.inner.pods.remove_if(&old, |_, e| e.view.node_name().is_none());
+            if self.inner.pods.remove_if(&old, |_, e| e.view.node_name().is_none()).is_some() {
+                self.inner.hearsay.remove(&old);
+            }
         }
     }
 

@@ -57,7 +57,15 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         refused();
         return Ok(json(&ExtenderFilterResult::error(st.not_leader_message())));
     }
-    st.engine.backend().learn_pod(&pod);
+    let backend = st.engine.backend();
+    let m = &pod.metadata;
+    if !backend.watched(&m.namespace, &m.name, &m.uid) {
+        // kube-scheduler's informer was ahead of this scheduler's watch. The filter goes on: it
+        // reserves for a time and writes only onto the pod itself, which the API server refuses
+        // for a pod it does not have; preemption alone needs the cluster's copy, and reads it.
+        crate::metrics::filter_unwatched();
+    }
+    backend.learn_pod(&pod);
     let outcome = st.engine.filter_candidates(&pod, &names).await;
     let mut reasons = String::new();
     let (res, node, verdict) = match outcome {

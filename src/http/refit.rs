@@ -1,17 +1,25 @@
 //! `POST /refit`: the NVIDIA device plugin asks to move one container's devices onto the ones
-//! kubelet's NUMA alignment allows. HAMi's plugin reads every answer as HTTP 200 with
-//! `{"succeeded":…}`, so every outcome is one, a body that does not decode included (the
-//! extender's rule of 400 for malformed JSON does not apply here).
+//! kubelet's NUMA alignment allows. Only the device plugin may: its ServiceAccount token
+//! (`Authorization: Bearer`) is checked with a TokenReview, must belong to the ServiceAccount of
+//! `--device-plugin-namespace`/`--device-plugin-service-account`, and must be bound to a pod of
+//! that ServiceAccount running on the request's node. A caller without a token gets 401, one the
+//! API server does not authenticate 401, any other 403, each with a refit answer saying why.
+//! HAMi's plugin reads every other answer as HTTP 200 with `{"succeeded":…}`, so every other
+//! outcome is one, a body that does not decode included (the extender's rule of 400 for
+//! malformed JSON does not apply here).
 
 use std::fmt;
 use std::time::Instant;
 
-use actix_web::{HttpResponse, web};
+use actix_web::http::StatusCode;
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::actor::refit::{RefitArgs, RefitOutcome};
 use crate::backend::Backend;
+use crate::backend::access::service_account_user;
 use crate::model::refit::push_go_json_string;
 
 use super::AppState;
@@ -170,9 +178,97 @@ fn answer(r: &RefitResponse) -> HttpResponse {
     HttpResponse::Ok().content_type("application/json").body(r.to_json())
 }
 
-pub async fn refit<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
+/// Why a caller of `/refit` was refused: its status, the counter's word, the text.
+struct Refusal {
+    status: StatusCode,
+    why: &'static str,
+    text: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, why: &'static str, text: impl Into<String>) -> Refusal {
+        Refusal { status, why, text: text.into() }
+    }
+
+    fn respond(self, req: &HttpRequest) -> HttpResponse {
+        crate::metrics::request_refused("refit", self.why);
+        crate::metrics::refit_done("refused");
+        let peer = req.peer_addr().map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
+        tracing::warn!(door = "refit", why = self.why, peer = %peer, "refit refused: {}", self.text);
+        // HAMi's plugin reads the reason; "caller authentication" is HAMi's word for it.
+        let body = RefitResponse::failed(format!("caller authentication failed: {}", self.text));
+        HttpResponse::build(self.status).content_type("application/json").body(body.to_json())
+    }
+}
+
+/// The bearer token of the request, as HAMi's plugin sends it (`Bearer <token>`, exactly).
+fn bearer(req: &HttpRequest) -> Option<&str> {
+    let value = req.headers().get(AUTHORIZATION)?.to_str().ok()?;
+    value.strip_prefix("Bearer ").map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// Whether `token` is the device plugin's, from a pod on `node` (`None`: a body that did not
+/// decode names no node; only who holds the token is checked).
+async fn authenticate<B: Backend>(st: &AppState<B>, token: &str, node: Option<&str>) -> Result<(), Refusal> {
+    use StatusCode as S;
+    let Some((ns, sa)) = &st.access.device_plugin else {
+        return Err(Refusal::new(
+            S::FORBIDDEN,
+            "not_configured",
+            "no device plugin ServiceAccount is configured (--device-plugin-namespace, --device-plugin-service-account)",
+        ));
+    };
+    let backend = st.engine.backend();
+    let who = match backend.review_token(token).await {
+        Ok(Some(who)) => who,
+        Ok(None) => return Err(Refusal::new(S::UNAUTHORIZED, "bad_token", "the token does not authenticate")),
+        Err(e) => {
+            return Err(Refusal::new(
+                S::SERVICE_UNAVAILABLE,
+                "review_failed",
+                format!("the token could not be reviewed: {e}"),
+            ));
+        }
+    };
+    let expected = service_account_user(ns, sa);
+    if who.username != expected {
+        let text = format!("{} is not the device plugin's ServiceAccount {expected}", who.username);
+        return Err(Refusal::new(S::FORBIDDEN, "wrong_identity", text));
+    }
+    let Some(pod) = who.pod else {
+        return Err(Refusal::new(S::FORBIDDEN, "not_bound", "the token is not bound to a pod"));
+    };
+    let Some(node) = node else { return Ok(()) };
+    match backend.pod_placement(ns, &pod.name).await {
+        Ok(Some(p)) if p.uid == pod.uid && !node.is_empty() && p.node == node => Ok(()),
+        Ok(Some(p)) if p.uid == pod.uid => {
+            let text = format!("the token's pod {ns}/{} runs on node {:?}, not on {node:?}", pod.name, p.node);
+            Err(Refusal::new(S::FORBIDDEN, "wrong_node", text))
+        }
+        Ok(_) => Err(Refusal::new(S::FORBIDDEN, "not_bound", format!("the token's pod {ns}/{} is gone", pod.name))),
+        Err(e) => Err(Refusal::new(
+            S::SERVICE_UNAVAILABLE,
+            "review_failed",
+            format!("the token's pod {ns}/{} could not be read: {e}", pod.name),
+        )),
+    }
+}
+
+pub async fn refit<B: Backend>(
+    st: web::Data<AppState<B>>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, Error> {
     let started = Instant::now();
-    let args = match read_body(payload, st.max_body).await.map_err(|e| e.to_string()).and_then(|b| decode(&b)) {
+    // Nothing of the body is read for a caller with no token at all.
+    let Some(token) = bearer(&req) else {
+        return Ok(Refusal::new(StatusCode::UNAUTHORIZED, "no_token", "no bearer token").respond(&req));
+    };
+    let args = read_body(payload, st.max_body).await.map_err(|e| e.to_string()).and_then(|b| decode(&b));
+    if let Err(refused) = authenticate(&st, token, args.as_ref().ok().map(|a| a.node_name.as_str())).await {
+        return Ok(refused.respond(&req));
+    }
+    let args = match args {
         Ok(a) => a,
         Err(e) => {
             crate::metrics::refit_done("refused");

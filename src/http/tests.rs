@@ -85,18 +85,28 @@ impl Running {
         self.state.engine.backend()
     }
 
-    /// One request through the whole app: status and body.
+    /// One request through the whole app from kube-scheduler beside it (the pod's loopback):
+    /// status and body.
     async fn call(&self, req: TestRequest) -> (StatusCode, Bytes) {
+        self.call_from(req, LOOPBACK).await
+    }
+
+    /// One request from the peer address `peer`.
+    async fn call_from(&self, req: TestRequest, peer: &str) -> (StatusCode, Bytes) {
         let app = init_service(App::new().app_data(self.state.clone()).configure(routes::<MemoryBackend>)).await;
-        let res = call_service(&app, req.to_request()).await;
+        let res = call_service(&app, req.peer_addr(peer.parse().unwrap()).to_request()).await;
         let status = res.status();
         (status, read_body(res).await)
     }
 
     async fn post_raw(&self, uri: &str, body: impl Into<Bytes>) -> (StatusCode, Bytes) {
+        self.post_raw_from(uri, body, LOOPBACK).await
+    }
+
+    async fn post_raw_from(&self, uri: &str, body: impl Into<Bytes>, peer: &str) -> (StatusCode, Bytes) {
         let body: Bytes = body.into();
-        self.call(TestRequest::post().uri(uri).insert_header(("content-type", "application/json")).set_payload(body))
-            .await
+        let req = TestRequest::post().uri(uri).insert_header(("content-type", "application/json")).set_payload(body);
+        self.call_from(req, peer).await
     }
 
     /// POST /filter; the answer must be 200 and is returned as text.
@@ -132,6 +142,9 @@ impl Running {
         u["pods"].as_array().unwrap().iter().find(|p| p["name"] == name).cloned()
     }
 }
+
+/// Where kube-scheduler calls from in the chart: the pod's loopback.
+const LOOPBACK: &str = "127.0.0.1:45678";
 
 /// `ExtenderArgs` as kube-scheduler sends it with `nodeCacheCapable: true` (protocol.md §12 step 2).
 fn filter_args<const N: usize>(p: &PodBuilder, names: [&str; N]) -> Value {
@@ -175,7 +188,10 @@ async fn a_fitting_pod_is_answered_with_exactly_one_node_and_every_field_present
 #[actix_web::test]
 async fn filter_answers_are_json_typed() {
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
-    let req = TestRequest::post().uri("/filter").set_json(filter_args(&gpu_pod("p1", 4096), ["a"]));
+    let req = TestRequest::post()
+        .uri("/filter")
+        .peer_addr(LOOPBACK.parse().unwrap())
+        .set_json(filter_args(&gpu_pod("p1", 4096), ["a"]));
     let app_svc = init_service(App::new().app_data(app.state.clone()).configure(routes::<MemoryBackend>)).await;
     let res = call_service(&app_svc, req.to_request()).await;
     assert_eq!(res.headers().get("content-type").unwrap(), "application/json");
@@ -892,9 +908,15 @@ async fn usage_and_the_status_page_are_gzipped_when_asked_and_the_extender_answe
     let plain = app.usage().await;
     let svc = init_service(App::new().app_data(app.state.clone()).configure(routes::<MemoryBackend>)).await;
     for uri in ["/usage", "/"] {
-        let res =
-            call_service(&svc, TestRequest::get().uri(uri).insert_header(("accept-encoding", "gzip")).to_request())
-                .await;
+        let res = call_service(
+            &svc,
+            TestRequest::get()
+                .uri(uri)
+                .peer_addr(LOOPBACK.parse().unwrap())
+                .insert_header(("accept-encoding", "gzip"))
+                .to_request(),
+        )
+        .await;
         assert_eq!(res.headers().get("content-encoding").map(|v| v.to_str().unwrap()), Some("gzip"), "{uri}");
         let zipped = read_body(res).await;
         let mut text = String::new();
@@ -908,6 +930,7 @@ async fn usage_and_the_status_page_are_gzipped_when_asked_and_the_extender_answe
     let body = filter_args(&gpu_pod("p1", 1000), ["a"]).to_string();
     let req = TestRequest::post()
         .uri("/filter")
+        .peer_addr(LOOPBACK.parse().unwrap())
         .insert_header(("content-type", "application/json"))
         .insert_header(("accept-encoding", "gzip"))
         .set_payload(body);
@@ -968,6 +991,7 @@ async fn preempt_keeps_the_nodes_where_the_victims_free_the_devices_adding_the_f
         .pod(holding("low2", "a", 8000, 2))
         .pod(holding("low3", "b", 10000, 1))
         .pod(holding("high", "b", 6000, 50))
+        .pod(gpu_pod("urgent", 12000).priority(10))
         .start()
         .await;
     let p = gpu_pod("urgent", 12000).priority(10);
@@ -1030,4 +1054,89 @@ async fn preempt_refuses_what_does_not_read_with_a_json_400() {
         let msg = assert_bad_request(status, &b);
         assert!(msg.contains(says), "{body}: {msg}");
     }
+}
+
+// --- who may call which door ------------------------------------------------------------------
+
+/// A pod elsewhere in the cluster: not the loopback.
+const REMOTE: &str = "10.244.1.7:51234";
+
+/// A refusal for who the caller is: 403 with `{"error": …}` naming the door.
+fn assert_refused(status: StatusCode, body: &Bytes, door: &str) {
+    assert_eq!(status, StatusCode::FORBIDDEN, "{door}: {}", String::from_utf8_lossy(body));
+    let v: Value = serde_json::from_slice(body).unwrap();
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.starts_with(door) && msg.contains("only kube-scheduler"), "{door}: {msg}");
+}
+
+#[actix_web::test]
+async fn the_extender_verbs_refuse_a_caller_off_the_loopback_and_change_nothing() {
+    let app =
+        TestApp::new().node(node("a").gpus(1, 16384)).pod(gpu_pod("pending", 1000).uid("uid-pending")).start().await;
+    let p = gpu_pod("pending", 1000).uid("uid-pending");
+    let post = |uri: &str, body: Value| {
+        TestRequest::post().uri(uri).insert_header(("content-type", "application/json")).set_payload(body.to_string())
+    };
+    let calls = [
+        ("/filter", filter_args(&p, ["a"])),
+        ("/prioritize", filter_args(&p, ["a"])),
+        ("/preempt", json!({"Pod": p.view(), "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "x"}]}}})),
+        ("/bind", bind_args(&p, "a")),
+    ];
+    for peer in [REMOTE, "[2001:db8::7]:5000", "[::ffff:10.0.0.9]:5000"] {
+        for (uri, body) in &calls {
+            let (status, b) = app.call_from(post(uri, body.clone()), peer).await;
+            assert_refused(status, &b, uri);
+        }
+    }
+    // Nothing was reserved, written or bound for the pod.
+    assert!(app.usage_pod("pending").await.is_none());
+    assert!(app.backend().written("default", "pending").is_empty());
+    assert_eq!(app.backend().pod("default", "pending").unwrap().spec.node_name, None);
+    // kube-scheduler beside it, on either loopback, is answered.
+    for peer in [LOOPBACK, "[::1]:5000", "[::ffff:127.0.0.1]:5000"] {
+        let (status, b) = app.call_from(post("/filter", filter_args(&p, ["a"])), peer).await;
+        assert_eq!(status, StatusCode::OK, "{peer}: {}", String::from_utf8_lossy(&b));
+    }
+    assert_eq!(app.bind(&p, "a").await, r#"{"Error":""}"#);
+}
+
+#[actix_web::test]
+async fn the_console_and_usage_are_for_trusted_callers_unless_opened() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    for uri in ["/", "/usage", "/?q=default", "/usage?node=a"] {
+        let (status, b) = app.call_from(TestRequest::get().uri(uri), REMOTE).await;
+        let door = uri.split('?').next().unwrap();
+        assert_refused(status, &b, door);
+        let (status, _) = app.call(TestRequest::get().uri(uri)).await;
+        assert_eq!(status, StatusCode::OK, "{uri} from the loopback");
+    }
+    let mut open = app;
+    let access = access::Access { console: crate::config::ConsoleAccess::Any, device_plugin: None };
+    open.state =
+        web::Data::new(AppState::new(open.state.engine.clone(), 1 << 20, Readiness::ready()).with_access(access));
+    for uri in ["/", "/usage"] {
+        let (status, _) = open.call_from(TestRequest::get().uri(uri), REMOTE).await;
+        assert_eq!(status, StatusCode::OK, "{uri} with --console-access=any");
+    }
+    // Opening the console opens no extender verb.
+    let (status, b) = open.post_raw_from("/filter", filter_args(&gpu_pod("p", 1000), ["a"]).to_string(), REMOTE).await;
+    assert_refused(status, &b, "/filter");
+}
+
+#[actix_web::test]
+async fn the_webhook_and_health_endpoints_answer_any_caller() {
+    let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
+    for uri in ["/healthz", "/readyz"] {
+        let (status, _) = app.call_from(TestRequest::get().uri(uri), REMOTE).await;
+        assert_eq!(status, StatusCode::OK, "{uri}");
+    }
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "r1", "operation": "CREATE", "namespace": "default", "object": gpu_pod("w", 1000).view()},
+    });
+    let (status, b) = app.post_raw_from("/webhook", review.to_string(), REMOTE).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(v["response"]["uid"], "r1");
 }

@@ -1,6 +1,7 @@
 //! TLS for the main listener: a rustls `ServerConfig` whose certificate comes from the
 //! `--cert_file`/`--key_file` PEM files and is swapped in place when they change, as HAMi re-reads
-//! its certificates. Binds no socket; `app.rs` does.
+//! its certificates, and, with `--client-ca-file`, the CA whose client certificates the extender
+//! verbs trust (see `http/access.rs`). Binds no socket; `app.rs` does.
 //!
 //! ```text
 //!  load ──▶ ServerConfig ─(resolver)─▶ RwLock<Arc<CertifiedKey>> ◀── ReloadHandle::reload ◀── watch (every 5 s)
@@ -12,11 +13,15 @@ use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use rustls::ServerConfig;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
+use rustls::pki_types::UnixTime;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -49,6 +54,14 @@ pub enum Error {
     },
     #[error("building the TLS server config")]
     Config(#[source] rustls::Error),
+    #[error("reading client CA {}", path.display())]
+    Ca {
+        path: PathBuf,
+        #[source]
+        source: pem::Error,
+    },
+    #[error("client CA {} holds no usable CA certificate", path.display())]
+    NoCa { path: PathBuf },
 }
 
 /// The ring provider, named explicitly so the server never depends on a process default: with two
@@ -131,16 +144,108 @@ impl ReloadHandle {
     }
 }
 
+/// The CA of `--client-ca-file`: a client chain it verifies is a trusted caller of the extender
+/// verbs. Read once at start-up.
+pub struct ClientCa {
+    verifier: Arc<dyn ClientCertVerifier>,
+}
+
+impl fmt::Debug for ClientCa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientCa")
+    }
+}
+
+impl ClientCa {
+    /// Reads the CA certificates (PEM, one or more). Fails when the file holds none that can
+    /// anchor a chain.
+    pub fn load(path: &Path) -> Result<Arc<ClientCa>, Error> {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|source| Error::Ca { path: path.to_owned(), source })?;
+        let mut roots = RootCertStore::empty();
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(Error::NoCa { path: path.to_owned() });
+        }
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|_| Error::NoCa { path: path.to_owned() })?;
+        Ok(Arc::new(ClientCa { verifier }))
+    }
+
+    /// Whether `chain` (leaf first, as the client sent it) chains to the CA for client
+    /// authentication and is valid now.
+    pub fn verifies(&self, chain: &[CertificateDer<'_>]) -> bool {
+        let Some((leaf, intermediates)) = chain.split_first() else { return false };
+        self.verifier.verify_client_cert(leaf, intermediates, UnixTime::now()).is_ok()
+    }
+}
+
+/// The handshake's side of client authentication: every client is asked for a certificate, none
+/// is required, and a chain the CA does not verify does not fail the handshake (the webhook and
+/// `/refit` answer any caller, and an API server may present a certificate of its own to
+/// webhooks). The client must still prove it holds the key of what it presented; whether the
+/// chain is trusted is [`ClientCa::verifies`]'s, asked once per connection.
+#[derive(Debug)]
+struct OfferClientAuth(Arc<ClientCa>);
+
+impl ClientCertVerifier for OfferClientAuth {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.verifier.root_hint_subjects()
+    }
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verifier.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verifier.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.verifier.supported_verify_schemes()
+    }
+}
+
 /// Builds the listener's TLS config from PEM files (the certificate file may hold a chain, leaf
-/// first; the key may be PKCS#8, PKCS#1 or SEC1). Fails when either file is unusable.
-pub fn load(cert: &Path, key: &Path) -> Result<(Arc<ServerConfig>, ReloadHandle), Error> {
+/// first; the key may be PKCS#8, PKCS#1 or SEC1), asking clients for a certificate when a client
+/// CA is given. Fails when either file is unusable.
+pub fn load(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Arc<ClientCa>>,
+) -> Result<(Arc<ServerConfig>, ReloadHandle), Error> {
     let resolver = Arc::new(Resolver { current: RwLock::new(Arc::new(read_pair(cert, key)?)) });
     // ALPN is left to actix-web, which sets the protocols it serves when it binds.
-    let cfg = ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(Error::Config)?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver.clone());
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().map_err(Error::Config)?;
+    let builder = match client_ca {
+        Some(ca) => builder.with_client_cert_verifier(Arc::new(OfferClientAuth(ca.clone()))),
+        None => builder.with_no_client_auth(),
+    };
+    let cfg = builder.with_cert_resolver(resolver.clone());
     Ok((Arc::new(cfg), ReloadHandle { resolver }))
 }
 

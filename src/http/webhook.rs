@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::backend::Backend;
+use crate::backend::access::RequestUser;
 use crate::model::annotations as keys;
 use crate::model::edit::{ContainerEdit, PodContext, PodEdits};
 use crate::model::request::{self, PolicyDefaults};
@@ -75,6 +76,10 @@ struct Review {
     namespace: String,
     name: String,
     object: Option<Value>,
+    /// The pod before an UPDATE.
+    old_object: Option<Value>,
+    /// Who asked, as the API server authenticated them.
+    user: RequestUser,
 }
 
 /// A key of a JSON object, exact first, else case-insensitively, as Go's decoder matches field
@@ -136,6 +141,11 @@ fn decode_review(body: &[u8]) -> Result<Review, Error> {
         namespace: take_text(&mut req, "namespace", "request.namespace")?.unwrap_or_default(),
         name: take_text(&mut req, "name", "request.name")?.unwrap_or_default(),
         object: take(&mut req, "object"),
+        old_object: take(&mut req, "oldObject"),
+        user: match take(&mut req, "userInfo") {
+            None => RequestUser::default(),
+            Some(u) => serde_json::from_value(u).map_err(|e| Error::BadRequest(format!("request.userInfo: {e}")))?,
+        },
     })
 }
 
@@ -204,8 +214,6 @@ struct Cx<'a> {
     vendors: &'a Vendors,
     defaults: &'a PolicyDefaults,
     namespace: &'a str,
-    /// The pod is being created (not updated): it may not arrive carrying a decision.
-    creating: bool,
 }
 
 /// Runs every vendor's mutation on every container, init containers first (step 4), and applies
@@ -310,9 +318,7 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
     }
     // A pod created with a decision's annotations, whatever scheduler it names, would have its
     // device plugin hand out the devices it wrote itself, uncounted and unchecked against quota.
-    if cx.creating
-        && let Some(k) = cx.vendors.scheduler_keys().iter().find(|k| view.metadata.annotations.contains_key(k.as_str()))
-    {
+    if let Some(k) = cx.vendors.scheduler_keys().iter().find(|k| view.metadata.annotations.contains_key(k.as_str())) {
         return Decision::Deny(format!(
             "annotation {k} is written by the scheduler and cannot be set when creating a pod"
         ));
@@ -392,7 +398,7 @@ pub fn admit_pod(
     pod: &PodView,
 ) -> Result<PodView, String> {
     let mut value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
-    let cx = Cx { cfg, vendors, defaults, namespace: &pod.metadata.namespace, creating: true };
+    let cx = Cx { cfg, vendors, defaults, namespace: &pod.metadata.namespace };
     match admit(&cx, value.clone()) {
         Decision::Allow { patch: None, .. } => Ok(pod.clone()),
         Decision::Allow { patch: Some((b64, _)), .. } => {
@@ -410,19 +416,107 @@ pub fn admit_pod(
 /// AdmissionReview in the request's apiVersion with the request's uid.
 pub async fn webhook<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payload) -> Result<HttpResponse, Error> {
     let body = read_body(payload, st.max_body).await?;
-    let answer = review(&body, &st.webhook, st.engine.vendors(), &st.engine.config().defaults)?;
+    let answer = match review(&body, &st.webhook, st.engine.vendors(), &st.engine.config().defaults)? {
+        Reviewed::Answer(a) => a,
+        Reviewed::Guard(g) => {
+            let permitted = st.engine.backend().permits(&g.user, "patch", "nodes").await.map_err(|e| e.to_string());
+            g.answer(permitted)
+        }
+    };
     Ok(HttpResponse::Ok().content_type("application/json").body(answer))
 }
 
-/// One AdmissionReview body in, the AdmissionReview answer's JSON out: what `POST /webhook`
-/// answers with status 200. `Err` is the HTTP 400 for a body that is not a review. Pure: reads
-/// the quota book, writes nothing.
+/// What one review comes to.
+pub enum Reviewed {
+    /// The AdmissionReview answer's JSON.
+    Answer(Vec<u8>),
+    /// An UPDATE that changes an annotation only the scheduler and the device plugins write; its
+    /// answer waits on whether the requester may patch nodes (see [`Guard::answer`]).
+    Guard(Guard),
+}
+
+/// An UPDATE of a scheduler-owned annotation (a decision, its node, its bind phase): the keys that
+/// make a device plugin hand out devices. Only HAMi's own components may change them after
+/// admission, and they are told apart from everyone else by what the cluster lets them do: the
+/// scheduler and the device plugins patch nodes (locks, registrations), tenants do not.
+pub struct Guard {
+    api_version: &'static str,
+    uid: String,
+    /// The first guarded key the update changes.
+    key: String,
+    /// `namespace/name`, for the log line.
+    pod: String,
+    pub user: RequestUser,
+}
+
+impl Guard {
+    /// The answer once the API server said whether the requester may `patch nodes`
+    /// (SubjectAccessReview): allowed if it may; denied if it may not, and denied too when the
+    /// review could not be made, since an unverified caller is refused, not trusted.
+    pub fn answer(&self, permitted: Result<bool, String>) -> Vec<u8> {
+        let who = if self.user.username.is_empty() { "an unauthenticated user" } else { self.user.username.as_str() };
+        let denial = format!("annotation {} is written by the scheduler and cannot be set by {who}", self.key);
+        let (allowed, message, why) = match permitted {
+            Ok(true) => (true, ALLOWED_COMPONENT.to_owned(), ""),
+            Ok(false) => (false, denial, "not_permitted"),
+            Err(e) => (false, format!("{denial}: its permissions could not be reviewed ({e})"), "review_failed"),
+        };
+        if allowed {
+            tracing::info!(pod = %self.pod, uid = %self.uid, user = %self.user.username, key = %self.key, allowed, "admission of an update");
+        } else {
+            crate::metrics::request_refused("webhook", why);
+            tracing::warn!(pod = %self.pod, uid = %self.uid, user = %self.user.username, key = %self.key, allowed, reason = %message, "admission of an update");
+        }
+        let status = if allowed {
+            WireStatus { code: 200, reason: None, message: &message }
+        } else {
+            WireStatus { code: 403, reason: Some("Forbidden"), message: &message }
+        };
+        encode_answer(self.api_version, &self.uid, allowed, None, Some(status))
+    }
+}
+
+/// HAMi's message when a component of its own changes a scheduler-owned annotation.
+const ALLOWED_COMPONENT: &str = "scheduler-owned annotation changed by a HAMi component";
+/// HAMi's message for an update that leaves them alone.
+const NO_OWNED_CHANGE: &str = "no scheduler-owned annotation changed";
+
+/// The annotation `key` of a pod object in a review, as sent.
+fn annotation<'v>(pod: Option<&'v Value>, key: &str) -> Option<&'v Value> {
+    pod?.get("metadata")?.get("annotations")?.get(key)
+}
+
+/// The first of `keys` whose value differs between `old` and `new` (added, changed or removed).
+fn changed_key<'k>(keys: &'k [String], old: Option<&Value>, new: Option<&Value>) -> Option<&'k str> {
+    keys.iter().map(String::as_str).find(|k| annotation(old, k) != annotation(new, k))
+}
+
+fn encode_answer(
+    api_version: &str,
+    uid: &str,
+    allowed: bool,
+    patch: Option<&str>,
+    status: Option<WireStatus<'_>>,
+) -> Vec<u8> {
+    let out = WireReview {
+        api_version,
+        kind: KIND,
+        response: WireResponse { uid, allowed, patch_type: patch.as_ref().map(|_| "JSONPatch"), patch, status },
+    };
+    // Strings, booleans and integers only: encoding cannot fail.
+    serde_json::to_vec(&out).unwrap_or_default()
+}
+
+/// One AdmissionReview body in, the AdmissionReview answer's JSON out (or, for an UPDATE of a
+/// scheduler-owned annotation, what the answer waits on): what `POST /webhook` answers with
+/// status 200. `Err` is the HTTP 400 for a body that is not a review. Pure: reads the quota book,
+/// writes nothing.
 pub fn review(
     body: &[u8],
     cfg: &WebhookConfig,
     vendors: &Vendors,
     defaults: &PolicyDefaults,
-) -> Result<Vec<u8>, Error> {
+) -> Result<Reviewed, Error> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest("empty request body".into()));
     }
@@ -447,14 +541,25 @@ pub fn review(
     } else {
         std::mem::take(&mut review.namespace)
     };
+    // An update is only ever checked, never mutated: what it may not do is change the annotations
+    // that hand out devices. A review that does not say is taken as a creation.
+    if review.operation.eq_ignore_ascii_case("UPDATE") {
+        let old = review.old_object.as_ref();
+        if let Some(key) = changed_key(vendors.scheduler_keys(), old, object.as_ref()) {
+            return Ok(Reviewed::Guard(Guard {
+                api_version: review.api_version,
+                uid: review.uid,
+                key: key.to_owned(),
+                pod: format!("{namespace}/{pod_name}"),
+                user: review.user,
+            }));
+        }
+        let status = WireStatus { code: 200, reason: None, message: NO_OWNED_CHANGE };
+        return Ok(Reviewed::Answer(encode_answer(review.api_version, &review.uid, true, None, Some(status))));
+    }
     let decision = match object {
         None => Decision::Failed { code: 400, message: "decoding pod: request.object is missing".into() },
-        Some(pod) => {
-            // Updates of a scheduled pod carry its decision; only a creation is checked for one.
-            let creating = !review.operation.eq_ignore_ascii_case("UPDATE");
-            let cx = Cx { cfg, vendors, defaults, namespace: &namespace, creating };
-            admit(&cx, pod)
-        }
+        Some(pod) => admit(&Cx { cfg, vendors, defaults, namespace: &namespace }, pod),
     };
 
     let (patch, ops) = match &decision {
@@ -474,19 +579,7 @@ pub fn review(
         reason = status.as_ref().map_or("", |s| s.message),
         "admission"
     );
-    let out = WireReview {
-        api_version: review.api_version,
-        kind: KIND,
-        response: WireResponse {
-            uid: &review.uid,
-            allowed,
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-            status,
-        },
-    };
-    // Strings, booleans and integers only: encoding cannot fail.
-    Ok(serde_json::to_vec(&out)?)
+    Ok(Reviewed::Answer(encode_answer(review.api_version, &review.uid, allowed, patch, status)))
 }
 
 #[cfg(test)]

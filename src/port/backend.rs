@@ -8,6 +8,7 @@ use crate::model::PodView;
 use crate::model::pod::NodeView;
 use crate::vendor::LockKind;
 
+use super::access::{PodPlacement, RequestUser, TokenIdentity};
 use super::{Event, PodPatch, PodRef};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +79,12 @@ pub trait Backend: Clone + Send + Sync + 'static {
         async move { Ok(cached) }
     }
 
+    /// The pod as the cluster has it: the cache or, when the cache does not hold it, the source.
+    /// Never a pod known only from a request body (which [`Backend::pod`] may hold: see
+    /// [`Backend::learn_pod`]), so what it says (UID, priority, preemption policy) can be trusted
+    /// to grant privileges. `Ok(None)` when the cluster has no such pod.
+    fn pod_of_record(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Arc<PodView>>>> + Send;
+
     /// The pod read from the source, past the cache (which may lag behind a write whose answer
     /// was lost); `Ok(None)` when it does not exist.
     fn pod_read(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Arc<PodView>>>> + Send {
@@ -120,8 +127,27 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// selects when the budget allows fewer disruptions than it has pods among `pods`.
     fn disruption_blocked(&self, pods: &[PodRef]) -> impl Future<Output = Result<Vec<PodRef>>> + Send;
 
+    /// Who `token` belongs to, by the API server's TokenReview; `Ok(None)` when the API server
+    /// does not authenticate it (or there is no API server to ask).
+    fn review_token(&self, token: &str) -> impl Future<Output = Result<Option<TokenIdentity>>> + Send;
+
+    /// Whether the API server's authorizer lets `user` do `verb` on the cluster-scoped
+    /// `resource` of the core group (a SubjectAccessReview). `Ok(false)` when there is no
+    /// authorizer to ask.
+    fn permits(&self, user: &RequestUser, verb: &str, resource: &str) -> impl Future<Output = Result<bool>> + Send;
+
+    /// The UID and node of any pod, read from the source and not cached (the pods this
+    /// scheduler's cache holds are only those that concern it); `Ok(None)` when it does not exist.
+    fn pod_placement(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<PodPlacement>>> + Send;
+
     /// Records an Event; never fails the caller (Events are best effort).
     fn record_event(&self, event: Event);
+
+    /// Whether this backend's pod watch has delivered the pod (`namespace/name` with `uid`).
+    /// Backends without a watch have every pod they will ever have.
+    fn watched(&self, _namespace: &str, _name: &str, _uid: &str) -> bool {
+        true
+    }
 
     /// A pod seen in a filter request. Backends whose cache is fed by a watch ignore it; the
     /// in-memory backend adds a pod it does not know yet, so a client can drive

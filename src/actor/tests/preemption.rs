@@ -351,10 +351,61 @@ async fn preemptors_and_small_pods_racing_never_overcommit_a_device() {
 async fn kube_schedulers_preemption_evicts_no_one_more_for_a_pod_a_node_holds_for() {
     let (e, b, a, _) = full_node(preempting(Duration::from_secs(60))).await;
     let urgent = pod().gpu(1).mem_mib(8000).name("urgent").priority(100);
+    b.insert_pod(urgent.view());
     let proposal: std::collections::BTreeMap<String, Vec<String>> =
         [("n".to_owned(), vec![a.view.metadata.uid.clone()])].into();
     // Before: the proposed victim's release makes room, so kube-scheduler may evict it.
     assert_eq!(e.preempt_proposals(&urgent.view(), &proposal).await.unwrap(), proposal);
     assert!(matches!(filter(&e, &b, &urgent, &["n"]).await, FilterOutcome::NoFit { .. }));
     assert!(e.preempt_proposals(&urgent.view(), &proposal).await.unwrap().is_empty(), "held: no one else goes");
+}
+
+/// Who preempts is the cluster's word: a request body that names a pod the cluster does not have,
+/// or claims a priority its pod does not have, evicts no one.
+#[actix::test]
+async fn a_filter_for_a_pod_the_cluster_does_not_have_evicts_no_one_whatever_priority_it_claims() {
+    let (e, b, a, low_b) = full_node(preempting(Duration::from_secs(60))).await;
+    // Never inserted into the cluster: the request body is all there is of it.
+    let phantom = pod().gpu(1).mem_mib(8000).name("phantom").namespace("attacker").priority(2_000_000_000);
+    assert!(matches!(e.filter(&phantom.view(), &names(&["n"])).await, FilterOutcome::NoFit { .. }));
+    // Known only from an earlier request body (as serve --cluster-file learns pods): still no one's word.
+    b.learn_pod(&phantom.view());
+    assert!(matches!(e.filter(&phantom.view(), &names(&["n"])).await, FilterOutcome::NoFit { .. }));
+    assert!(!gone(&b, &a) && !gone(&b, &low_b), "nobody evicted");
+    let proposal: std::collections::BTreeMap<String, Vec<String>> =
+        [("n".to_owned(), vec![a.view.metadata.uid.clone()])].into();
+    assert!(
+        e.preempt_proposals(&phantom.view(), &proposal).await.unwrap().is_empty(),
+        "kube-scheduler evicts no one for it"
+    );
+
+    // The cluster's pod at priority 0, its body claiming more: the cluster's priority holds.
+    let lowly = pod().gpu(1).mem_mib(8000).name("lowly").priority(0);
+    b.insert_pod(lowly.view());
+    let claimed = lowly.clone().priority(2_000_000_000);
+    assert!(matches!(e.filter(&claimed.view(), &names(&["n"])).await, FilterOutcome::NoFit { .. }));
+    assert!(!gone(&b, &a) && !gone(&b, &low_b), "priority 0 outranks no one");
+
+    // The cluster's pod under another UID (deleted and made again): not the pod the filter named.
+    let urgent = pod().gpu(1).mem_mib(8000).name("urgent").priority(100);
+    b.insert_pod(urgent.clone().uid("uid-the-real-one").view());
+    assert!(matches!(e.filter(&urgent.view(), &names(&["n"])).await, FilterOutcome::NoFit { .. }));
+    assert!(!gone(&b, &a) && !gone(&b, &low_b), "a stale UID evicts no one");
+
+    // A preemptor the cluster has, at the priority it has, still preempts; the body's word on its
+    // policy does not stop it either.
+    let said_never = urgent.clone().preemption_policy("Never");
+    b.insert_pod(urgent.view());
+    assert!(matches!(e.filter(&said_never.view(), &names(&["n"])).await, FilterOutcome::NoFit { .. }));
+    assert!(gone(&b, &low_b) && !gone(&b, &a), "the real preemption evicts the later started victim");
+}
+
+#[actix::test]
+async fn a_preemptor_the_cluster_says_may_not_preempt_does_not_whatever_its_body_says() {
+    let (e, b, a, low_b) = full_node(preempting(Duration::from_secs(60))).await;
+    let never = pod().gpu(1).mem_mib(8000).name("polite").priority(100).preemption_policy("Never");
+    b.insert_pod(never.view());
+    let body = pod().gpu(1).mem_mib(8000).name("polite").priority(100);
+    assert!(matches!(e.filter(&body.view(), &names(&["n"])).await, FilterOutcome::NoFit { .. }));
+    assert!(!gone(&b, &a) && !gone(&b, &low_b), "the cluster's preemptionPolicy: Never holds");
 }

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 
+use crate::backend::access::{PodPlacement, RequestUser, TokenIdentity};
 use crate::backend::{Backend, Error, Event, Evicted, PodPatch, PodRef, Result, unpacked};
 use crate::model::PodView;
 use crate::model::annotations as keys;
@@ -191,6 +192,27 @@ impl Backend for KubeBackend {
 
     async fn evict(&self, pod: &PodRef) -> Result<Evicted> {
         self.evict_pod(pod).await
+    }
+
+    fn watched(&self, namespace: &str, name: &str, uid: &str) -> bool {
+        self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).is_some_and(|p| p.uid() == uid)
+    }
+
+    async fn pod_of_record(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
+        // The cache holds only what the watch delivered: the API server's copies.
+        self.pod_fresh(namespace, name).await
+    }
+
+    async fn review_token(&self, token: &str) -> Result<Option<TokenIdentity>> {
+        self.token_review(token).await
+    }
+
+    async fn permits(&self, user: &RequestUser, verb: &str, resource: &str) -> Result<bool> {
+        self.access_review(user, verb, resource).await
+    }
+
+    async fn pod_placement(&self, namespace: &str, name: &str) -> Result<Option<PodPlacement>> {
+        self.read_placement(namespace, name).await
     }
 
     async fn disruption_blocked(&self, pods: &[PodRef]) -> Result<Vec<PodRef>> {

@@ -812,11 +812,13 @@ async fn keys_a_user_may_set_and_updates_of_a_scheduled_pod_are_not_refused() {
         let res = hook.admit(with_annotation(gpu(), key, "x")).await;
         assert_eq!(res["allowed"], true, "{key}: {res}");
     }
-    // An update of a pod that carries its decision (a label added, say) is no creation.
-    let mut update = review(V1, with_annotation(gpu(), "hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,0:;"));
-    update["request"]["operation"] = json!("UPDATE");
-    let v: Value = serde_json::from_str(&hook.text(&update).await).unwrap();
+    // An update of a pod that carries its decision (a label added, say) changes no owned key.
+    let placed = with_annotation(gpu(), "hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,0:;");
+    let mut labelled = placed.clone();
+    labelled["metadata"]["labels"] = json!({"team": "b"});
+    let v: Value = serde_json::from_str(&hook.text(&update(placed, labelled, TENANT)).await).unwrap();
     assert_eq!(v["response"]["allowed"], true, "{v}");
+    assert!(v["response"].get("patch").is_none(), "an update is not mutated: {v}");
     // A review that does not say is taken as a creation.
     let mut unsaid = review(V1, with_annotation(gpu(), "hami.io/bind-phase", "allocating"));
     unsaid["request"].as_object_mut().unwrap().remove("operation");
@@ -860,4 +862,83 @@ async fn an_invalid_numa_alignment_is_denied_on_any_pod_the_webhook_handles() {
     let mut other = numa_aligned(pod(json!({})), "bogus");
     other["spec"]["schedulerName"] = json!("someone-else");
     assert_eq!(h.admit(other).await["allowed"], true);
+}
+
+// --- updates of scheduler-owned annotations ---------------------------------------------------
+
+/// A tenant's ServiceAccount: may patch its pods, not nodes.
+const TENANT: &str = "system:serviceaccount:team-b:default";
+
+/// An UPDATE review from `user`, the pod going from `old` to `new`.
+fn update(old: Value, new: Value, user: &str) -> Value {
+    let mut r = review(V1, new);
+    r["request"]["operation"] = json!("UPDATE");
+    r["request"]["oldObject"] = old;
+    r["request"]["userInfo"] =
+        json!({"username": user, "uid": "u-1", "groups": ["system:serviceaccounts", "system:authenticated"]});
+    r
+}
+
+#[actix_web::test]
+async fn an_update_adding_changing_or_removing_an_owned_annotation_needs_the_right_to_patch_nodes() {
+    // HAMi's guard on updates: only a requester that may patch nodes (the scheduler, the device
+    // plugins) changes what hands out devices.
+    let hook = Hook::start(hami()).await;
+    let plugin = "system:serviceaccount:kube-system:hami-device-plugin";
+    hook.state.engine.backend().permit(plugin, "patch", "nodes");
+    let gpu = || pod(json!({"nvidia.com/gpu": "1"}));
+    let keys = hook.state.engine.vendors().scheduler_keys().to_vec();
+    assert!(keys.iter().any(|k| k == "hami.io/vgpu-devices-allocated"));
+    for key in &keys {
+        let bare = gpu();
+        let set = |v: &str| with_annotation(gpu(), key, v);
+        for (what, old, new) in
+            [("adds", bare.clone(), set("x")), ("changes", set("x"), set("y")), ("removes", set("x"), bare)]
+        {
+            let v: Value = serde_json::from_str(&hook.text(&update(old.clone(), new.clone(), TENANT)).await).unwrap();
+            assert_eq!(v["response"]["allowed"], false, "a tenant {what} {key}: {v}");
+            assert_eq!(v["response"]["status"]["code"], 403);
+            assert_eq!(
+                v["response"]["status"]["message"],
+                format!("annotation {key} is written by the scheduler and cannot be set by {TENANT}")
+            );
+            let v: Value = serde_json::from_str(&hook.text(&update(old, new, plugin)).await).unwrap();
+            assert_eq!(v["response"]["allowed"], true, "the device plugin {what} {key}: {v}");
+            assert_eq!(v["response"]["status"]["message"], "scheduler-owned annotation changed by a HAMi component");
+        }
+    }
+}
+
+#[actix_web::test]
+async fn an_update_without_its_old_object_or_requester_is_judged_as_forging() {
+    let hook = Hook::start(hami()).await;
+    let forged =
+        with_annotation(pod(json!({"nvidia.com/gpu": "1"})), "hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1,0:;");
+    let mut r = update(Value::Null, forged, TENANT);
+    r["request"].as_object_mut().unwrap().remove("userInfo");
+    let v: Value = serde_json::from_str(&hook.text(&r).await).unwrap();
+    assert_eq!(v["response"]["allowed"], false, "{v}");
+    assert!(v["response"]["status"]["message"].as_str().unwrap().ends_with("cannot be set by an unauthenticated user"));
+    // user keys are not the scheduler's: a tenant may change them.
+    let mine = |v: &str| with_annotation(pod(json!({"nvidia.com/gpu": "1"})), "hami.io/gpu-scheduler-policy", v);
+    let v: Value = serde_json::from_str(&hook.text(&update(mine("spread"), mine("binpack"), TENANT)).await).unwrap();
+    assert_eq!(v["response"]["allowed"], true, "{v}");
+    assert_eq!(v["response"]["status"]["message"], "no scheduler-owned annotation changed");
+}
+
+#[test]
+fn an_update_whose_access_review_fails_is_denied() {
+    // HAMi's first version let it through; an unverified caller is refused (docs/compat.md).
+    let old = pod(json!({"nvidia.com/gpu": "1"}));
+    let new = with_annotation(old.clone(), "hami.io/bind-phase", "success");
+    let body = update(old, new, TENANT).to_string();
+    let Ok(Reviewed::Guard(g)) = super::review(body.as_bytes(), &hami(), &vendors(), &crate::testing::defaults())
+    else {
+        panic!("an update of hami.io/bind-phase is guarded");
+    };
+    assert_eq!(g.user.username, TENANT);
+    let v: Value = serde_json::from_slice(&g.answer(Err("connection refused".into()))).unwrap();
+    assert_eq!(v["response"]["allowed"], false, "{v}");
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("could not be reviewed (connection refused)"), "{msg}");
 }
