@@ -120,7 +120,7 @@ def check(cond, msg):
 docs = [d for d in yaml.safe_load_all(open(rendering)) if d]
 # Kinds with no schema bundled in kubernetes-validate: skipped by name, never by "unknown".
 SKIP = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("cert-manager.io/v1", "Certificate"), ("cert-manager.io/v1", "Issuer")}
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 keep, skipped = [], []
 for d in docs:
     key = (d.get("apiVersion"), d.get("kind"))
@@ -182,6 +182,8 @@ check(rules(cr) == expand([
     ("", "nodes", ["get", "list", "watch", "patch"], []),
     ("", "events", ["create", "patch", "update"], []),
     ("", "resourcequotas", ["get", "list", "watch"], []),
+    ("authentication.k8s.io", "tokenreviews", ["create"], []),
+    ("authorization.k8s.io", "subjectaccessreviews", ["create"], []),
 ] + ([("", "pods/eviction", ["create"], []), ("policy", "poddisruptionbudgets", ["list"], [])] if E.get("preemption") else [])),
       f"ClusterRole {full} rules differ from the least-privilege set: {sorted(rules(cr))}")
 role = one("Role", full)
@@ -212,6 +214,9 @@ spec = dep.get("spec", {})
 pod = spec.get("template", {})
 plabels = pod.get("metadata", {}).get("labels", {})
 check(plabels.get("hami.io/webhook") == "ignore", "scheduler pods must carry hami.io/webhook: ignore")
+pann = pod.get("metadata", {}).get("annotations", {})
+check(pann.get("sidecar.istio.io/inject") == "false" and pann.get("linkerd.io/inject") == "disabled",
+      "no mesh proxy may share the scheduler pod's loopback")
 check(plabels.get("app.kubernetes.io/component") == "hami-scheduler", "pod label app.kubernetes.io/component: hami-scheduler")
 check(dep["metadata"]["labels"].get("app.kubernetes.io/component") == "hami-scheduler", "Deployment label component")
 check(spec.get("replicas") == E["replicas"], f"replicas {spec.get('replicas')} != {E['replicas']}")
@@ -248,6 +253,8 @@ expect_flags = {
     "force-overwrite-default-scheduler": "true", "device-config-file": "/device-config.yaml",
     "leader-elect": "true" if E["leaderElect"] else "false", "filter-result": E["filterResult"],
     "preemption": "on" if E.get("preemption") else "off", "preemption-hold": "2m",
+    "console-access": E["consoleAccess"], "device-plugin-namespace": E["devicePluginNamespace"],
+    "device-plugin-service-account": "hami-device-plugin",
 }
 if E["leaderElect"]:
     expect_flags.update({"leader-elect-resource-name": E["schedulerName"], "leader-elect-resource-namespace": NS})
@@ -269,6 +276,12 @@ mounts = {m["mountPath"]: m for m in hr.get("volumeMounts", [])}
 check(mounts.get("/device-config.yaml", {}).get("subPath") == "device-config.yaml", "device config mounted at /device-config.yaml")
 check("/tls" in mounts and "subPath" not in mounts["/tls"], "TLS Secret mounted as a directory at /tls (hot reload)")
 vols = {v["name"]: v for v in ps.get("volumes", [])}
+check(flags.get("client-ca-file") == ("/client-ca/ca.crt" if E["clientCA"] else None), f"--client-ca-file={flags.get('client-ca-file')}")
+if E["clientCA"]:
+    ca_vol = vols.get(mounts.get("/client-ca", {}).get("name"), {}).get("secret", {})
+    check(ca_vol.get("secretName") == E["clientCA"] and mounts["/client-ca"].get("readOnly") is True, f"client CA volume {ca_vol}")
+else:
+    check("/client-ca" not in mounts, "no client CA mounted without scheduler.extender.clientCASecret")
 tls_secret = vols.get(mounts.get("/tls", {}).get("name"), {}).get("secret", {}).get("secretName")
 check(tls_secret == f"{full}-tls", f"TLS secret {tls_secret}")
 
@@ -387,6 +400,27 @@ for mw in hooks:
         check(cc.get("service") == {"name": full, "namespace": NS, "path": "/webhook", "port": 443}, f"clientConfig.service {cc}")
     inject = (mw["metadata"].get("annotations") or {}).get("cert-manager.io/inject-ca-from")
     check(inject == (f"{NS}/{full}-tls" if E["certManager"] else None), f"cert-manager.io/inject-ca-from={inject}")
+guards = objs("ValidatingWebhookConfiguration")
+check(len(guards) == (1 if E["webhook"] and E["guard"] else 0), "ValidatingWebhookConfiguration iff admissionWebhook.enabled and updateGuard.enabled")
+for vw in guards:
+    check(hooks and vw["metadata"]["name"] == hooks[0]["metadata"]["name"], "the update guard shares the webhook's name (one certgen patch for both)")
+    ws = vw.get("webhooks", [])
+    check(len(ws) == 1, "one update guard")
+    w = ws[0] if ws else {}
+    check(w.get("name") == "guard.vgpu.hami.io", "guard name")
+    check(w.get("rules") == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"], "scope": "Namespaced"}], f"guard rules {w.get('rules')}")
+    check(w.get("failurePolicy") == E["guardFailurePolicy"], f"guard failurePolicy {w.get('failurePolicy')}")
+    check(w.get("sideEffects") == "None" and w.get("admissionReviewVersions") == ["v1", "v1beta1"], "guard sideEffects and versions")
+    # A pod's labels are its owner's: an objectSelector would let a tenant step around the guard.
+    check("objectSelector" not in w, "the update guard has no objectSelector")
+    conds = {c["name"]: c["expression"] for c in w.get("matchConditions", [])}
+    check(conds.get("not-the-scheduler-itself") == f"request.userInfo.username != 'system:serviceaccount:{NS}:{full}'", f"guard leaves hami-rs's own writes out: {conds}")
+    check("hami.io/" in conds.get("a-hami-annotation-changes", "") and "oldObject" in conds.get("a-hami-annotation-changes", ""), f"guard matches changed hami.io/ annotations: {conds}")
+    cc = w.get("clientConfig", {})
+    if not E["customURL"]:
+        check(cc.get("service") == {"name": full, "namespace": NS, "path": "/webhook", "port": 443}, f"guard clientConfig.service {cc}")
+    inject = (vw["metadata"].get("annotations") or {}).get("cert-manager.io/inject-ca-from")
+    check(inject == (f"{NS}/{full}-tls" if E["certManager"] else None), f"guard cert-manager.io/inject-ca-from={inject}")
 certs, issuers = objs("Certificate"), objs("Issuer")
 jobs = objs("Job")
 if E["certManager"]:
@@ -412,7 +446,7 @@ elif E["certgen"]:
     if patch:
         check(patch["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade", "patch runs post-install/post-upgrade")
         a = patch["spec"]["template"]["spec"]["containers"][0]["args"]
-        check(a[0] == "patch" and f"--webhook-name={hooks[0]['metadata']['name'] if hooks else ''}" in a and "--patch-validating=false" in a, f"patch args {a}")
+        check(a[0] == "patch" and f"--webhook-name={hooks[0]['metadata']['name'] if hooks else ''}" in a and f"--patch-validating={'true' if E['guard'] else 'false'}" in a, f"patch args {a}")
     for j in jobs:
         t = j["spec"]["template"]
         check(t["metadata"]["labels"].get("hami.io/webhook") == "ignore", "certgen pods skip the webhook")
@@ -424,7 +458,10 @@ elif E["certgen"]:
         hook_rules |= rules(d)
     want = expand([("", "secrets", ["get", "create"], [])])
     if E["webhook"]:
-        want |= expand([("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ["get", "update", "patch"], [hooks[0]["metadata"]["name"]] if hooks else [])])
+        names = [hooks[0]["metadata"]["name"]] if hooks else []
+        want |= expand([("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ["get", "update", "patch"], names)])
+        if E["guard"]:
+            want |= expand([("admissionregistration.k8s.io", "validatingwebhookconfigurations", ["get", "update", "patch"], names)])
     check(hook_rules == want, f"certgen RBAC {sorted(hook_rules)}")
 else:
     check(not certs and not issuers and not jobs, "no certificate objects when both certManager and patch are off")
@@ -448,7 +485,7 @@ if E.get("extract"):
     with open(f"{E['extract']}/webhook.yaml", "w") as f:
         f.write(f"# Webhook registration of charts/hami-rs, default values, release {E['release']} in namespace {NS} (tests/chart.sh).\n")
         f.write("# caBundle is not set here: in a real install kube-webhook-certgen patches it in after install.\n")
-        yaml.safe_dump_all(hooks, f, sort_keys=False)
+        yaml.safe_dump_all(hooks + guards, f, sort_keys=False)
 
 print(f"   {len(keep)} objects to validate, {len(skipped)} skipped, {len(problems)} problems")
 if problems:
@@ -486,12 +523,15 @@ RENDERINGS=(
     "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.extender.filterResult=all,scheduler.kubeScheduler.extender.weight=3,scheduler.kubeScheduler.extender.preemptVerb=true,scheduler.extender.preemption.enabled=true,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"filterResult\":\"all\",\"weight\":3,\"preemptVerb\":true,\"preemption\":true,\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
     "minimal|scheduler.admissionWebhook.enabled=false,scheduler.kubeScheduler.enabled=false,scheduler.leaderElect=false,scheduler.patch.enabled=false,devices.amd.enabled=false,devices.biren.enabled=false|{\"webhook\":false,\"kubeScheduler\":false,\"leaderElect\":false,\"certgen\":false,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"kunlun\",\"awsneuron\",\"vastai\"]}"
     "webhook-off-certgen|scheduler.admissionWebhook.enabled=false|{\"webhook\":false}"
+    "doors|scheduler.extender.clientCASecret=kube-scheduler-ca,scheduler.extender.consoleAccess=any,scheduler.admissionWebhook.updateGuard.failurePolicy=Ignore,devicePlugin.serviceAccount.namespace=hami-system|{\"clientCA\":\"kube-scheduler-ca\",\"consoleAccess\":\"any\",\"guardFailurePolicy\":\"Ignore\",\"devicePluginNamespace\":\"hami-system\"}"
+    "no-update-guard|scheduler.admissionWebhook.updateGuard.enabled=false|{\"guard\":false}"
 )
 DEFAULT_EXPECT=$(cat <<EOF
 {"namespace": "$NAMESPACE", "release": "$RELEASE", "fullname": "$RELEASE", "schedulerName": "hami-scheduler",
  "replicas": 1, "leaderElect": true, "kubeScheduler": true, "webhook": true, "certManager": false, "certgen": true,
  "serviceMonitor": false, "dashboard": false, "ascend": false, "iluvatar": false, "legacyMetrics": false,
  "nodeLabelSelector": "", "customURL": "", "failurePolicy": "Ignore", "whitelist": [],
+ "guard": true, "guardFailurePolicy": "Fail", "clientCA": "", "consoleAccess": "trusted", "devicePluginNamespace": "$NAMESPACE",
  "filterResult": "one", "weight": 1,
  "sections": ["nvidia", "cambricon", "hygon", "metax", "enflame", "mthreads", "kunlun", "awsneuron", "amd", "vastai", "biren"],
  "mustManage": ["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/priority",
@@ -587,6 +627,9 @@ REFUSALS=(
     "scheduler.replicas=2,scheduler.leaderElect=false|needs scheduler.leaderElect"
     "scheduler.kubeScheduler.enabled=false|needs scheduler.kubeScheduler.enabled"
     "scheduler.admissionWebhook.failurePolicy=Sometimes|must be Ignore or Fail"
+    "scheduler.admissionWebhook.updateGuard.failurePolicy=Never|updateGuard.failurePolicy must be Ignore or Fail"
+    "scheduler.extender.consoleAccess=everyone|consoleAccess must be trusted or any"
+    "devicePlugin.serviceAccount.name=|must name the device plugin's ServiceAccount"
     "scheduler.runAsUser=0|must not be 0"
     "schedulerName=|schedulerName must not be empty"
     "scheduler.metricsBindAddress=nowhere|must end in :<port>"

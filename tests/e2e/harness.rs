@@ -14,7 +14,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -474,6 +474,130 @@ impl ControlPlane {
     }
 }
 
+/// The chart's matchCondition for the update guard: an annotation under `hami.io/` changes.
+fn update_guard_condition() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/hami-rs/files/update-guard.cel");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("e2e: {}: {e}", path.display())).trim().to_owned()
+}
+
+impl ControlPlane {
+    /// Registers `hami` as the chart's update guard: a ValidatingWebhookConfiguration for pod
+    /// UPDATEs with the chart's matchConditions (the user `own` left out, an annotation under
+    /// `hami.io/` changing) and failurePolicy Fail. Returns once hami-rs has answered a dry-run
+    /// update of a canary pod (the API server picks the configuration up asynchronously).
+    pub async fn apply_update_guard(&self, hami: &Hami, own: &str) {
+        use base64::Engine as _;
+        let ca = std::fs::read(self.ca()).unwrap();
+        let doc = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "hami-webhook"},
+            "webhooks": [{
+                "name": "guard.vgpu.hami.io",
+                "admissionReviewVersions": ["v1", "v1beta1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "timeoutSeconds": 10,
+                "clientConfig": {
+                    "url": format!("{}/webhook", hami.url()),
+                    "caBundle": base64::engine::general_purpose::STANDARD.encode(ca),
+                },
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"], "scope": "Namespaced"}],
+                "matchConditions": [
+                    {"name": "not-the-scheduler-itself", "expression": format!("request.userInfo.username != '{own}'")},
+                    {"name": "a-hami-annotation-changes", "expression": update_guard_condition()},
+                ],
+            }]
+        });
+        apply::<ValidatingWebhookConfiguration>(Api::all(self.client.clone()), doc).await;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
+        let mut canary = cluster::pod("guard-canary", &[], &[], Some("nobody"));
+        canary.metadata.labels.get_or_insert_default().insert("hami.io/webhook".into(), "ignore".into());
+        pods.create(&PostParams::default(), &canary).await.expect("the guard canary is created");
+        let log = hami.log.clone();
+        wait_for("hami-rs to answer an update of the guard canary", Duration::from_secs(60), || {
+            let (pods, log) = (pods.clone(), log.clone());
+            async move {
+                let patch = json!({"metadata": {"annotations": {"hami.io/bind-phase": "canary"}}});
+                let pp = PatchParams { dry_run: true, ..PatchParams::default() };
+                pods.patch("guard-canary", &pp, &Patch::Merge(&patch)).await.map_err(|e| e.to_string())?;
+                if plain_log(&log).contains("pod=default/guard-canary") {
+                    Ok(())
+                } else {
+                    Err("hami-rs has not seen the canary's update yet".to_owned())
+                }
+            }
+        })
+        .await;
+        let _ = pods.delete("guard-canary", &Default::default()).await;
+    }
+}
+
+/// A network namespace of the test's own, joined to the host by a veth pair: a caller in it
+/// reaches a listener on `0.0.0.0` at [`NetNs::host_ip`] from [`NetNs::ip`], not from the
+/// loopback, as another pod reaches a pod's port. No traffic leaves the machine. Needs root and
+/// `ip` (iproute2); removed when dropped.
+pub struct NetNs {
+    name: String,
+    host_if: String,
+    pub host_ip: String,
+    pub ip: String,
+}
+
+impl NetNs {
+    pub fn new(test: &str) -> NetNs {
+        let id = std::process::id() % 10_000;
+        let name = format!("hami-e2e-{test}-{id}");
+        let (host_if, ns_if) = (format!("he{id}h"), format!("he{id}n"));
+        let octet = 1 + id % 250;
+        let (host_ip, ip) = (format!("10.213.{octet}.1"), format!("10.213.{octet}.2"));
+        let run = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output().unwrap_or_else(|e| {
+                panic!("e2e: `ip` (iproute2) is required for the network namespace of scenario {test}: {e}")
+            });
+            assert!(out.status.success(), "e2e: ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        // Left over from a run that was killed.
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        let _ = Command::new("ip").args(["link", "del", &host_if]).output();
+        run(&["netns", "add", &name]);
+        let ns = NetNs { name: name.clone(), host_if: host_if.clone(), host_ip: host_ip.clone(), ip: ip.clone() };
+        run(&["link", "add", &host_if, "type", "veth", "peer", "name", &ns_if]);
+        run(&["link", "set", &ns_if, "netns", &name]);
+        run(&["addr", "add", &format!("{host_ip}/30"), "dev", &host_if]);
+        run(&["link", "set", &host_if, "up"]);
+        run(&["netns", "exec", &name, "ip", "addr", "add", &format!("{ip}/30"), "dev", &ns_if]);
+        run(&["netns", "exec", &name, "ip", "link", "set", &ns_if, "up"]);
+        run(&["netns", "exec", &name, "ip", "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `curl` inside the namespace (TLS not verified: the attacker does not care): the status
+    /// code and the body.
+    pub fn curl(&self, method: &str, url: &str, headers: &[&str], body: Option<&str>) -> (u16, String) {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, "curl", "-sk", "--max-time", "10", "-X", method, "-w", "\n%{http_code}"]);
+        for h in headers {
+            c.args(["-H", h]);
+        }
+        if let Some(b) = body {
+            c.args(["-H", "Content-Type: application/json", "--data-binary", b]);
+        }
+        let out = c.arg(url).output().expect("e2e: curl in the network namespace");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", text.as_str()));
+        (code.trim().parse().unwrap_or(0), body.to_owned())
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.host_if]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
 // --- hami-rs ----------------------------------------------------------------------------------
 
 /// One hami-rs process (TLS with `pki/hami.{crt,key}`, Kubernetes backend as the
@@ -493,12 +617,18 @@ pub struct Hami {
 impl Hami {
     /// Starts hami-rs with the common flags plus `extra`, and waits for `/healthz`.
     pub async fn start(cp: &ControlPlane, name: &str, extra: &[&str]) -> Hami {
+        Hami::start_on(cp, name, "127.0.0.1", extra).await
+    }
+
+    /// [`Hami::start`] with the main listener on `ip` (`0.0.0.0`: reachable from other network
+    /// namespaces too, as a pod's port is from other pods).
+    pub async fn start_on(cp: &ControlPlane, name: &str, ip: &str, extra: &[&str]) -> Hami {
         let (port, metrics_port) = (free_port(), free_port());
         let pki = cp.dir.join("pki");
         let mut args: Vec<String> = [
             "serve",
             "--http_bind",
-            &format!("127.0.0.1:{port}"),
+            &format!("{ip}:{port}"),
             "--cert_file",
             &pki.join("hami.crt").to_string_lossy(),
             "--key_file",

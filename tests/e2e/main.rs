@@ -11,7 +11,8 @@
 //! printing one `e2e summary <letter>:` line with its figures. Scenario o (`throughput.rs`) times
 //! kube-scheduler with hami-rs against kube-scheduler alone; it runs only with
 //! `HAMI_E2E_THROUGHPUT` set. Scenario q (`writes.rs`) checks the Kubernetes backend's writes for
-//! unbound pods against the API server alone.
+//! unbound pods against the API server alone. Scenario v (`security.rs`) has a tenant try every
+//! door from a network namespace of its own (root and iproute2 needed).
 
 mod cluster;
 mod faults;
@@ -19,6 +20,7 @@ mod harness;
 mod plugin;
 mod preemption;
 mod scoring;
+mod security;
 mod throughput;
 mod writes;
 

@@ -209,6 +209,12 @@ async fn o_throughput_of_kube_scheduler_with_hami_rs_against_kube_scheduler_alon
             api.join(", "),
             metric(&m, "hami_scheduler_api_requests_total", &[]) / n_pods as f64
         );
+        let filters = metric(&m, "hami_scheduler_decisions_total", &["request=\"filter\""]);
+        let unwatched = metric(&m, "hami_scheduler_filter_unwatched_pods_total", &[]);
+        println!(
+            "e2e[o]: filters of a pod hami-rs's watch had not delivered yet: {unwatched} of {filters} ({:.2} %)",
+            100.0 * unwatched / filters.max(1.0)
+        );
         println!(
             "e2e[o]: binds to another node than the filter's: {} placed, {} no longer fitting ({:.2} % of pods)",
             metric(&m, "hami_scheduler_binds_elsewhere_total", &["outcome=\"placed\""]),

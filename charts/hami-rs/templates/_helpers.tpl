@@ -206,6 +206,15 @@ imagePullSecrets:
 {{- if not (has .Values.scheduler.admissionWebhook.failurePolicy (list "Ignore" "Fail")) -}}
 {{- fail "scheduler.admissionWebhook.failurePolicy must be Ignore or Fail" -}}
 {{- end -}}
+{{- if not (has .Values.scheduler.admissionWebhook.updateGuard.failurePolicy (list "Ignore" "Fail")) -}}
+{{- fail "scheduler.admissionWebhook.updateGuard.failurePolicy must be Ignore or Fail" -}}
+{{- end -}}
+{{- if not (has .Values.scheduler.extender.consoleAccess (list "trusted" "any")) -}}
+{{- fail "scheduler.extender.consoleAccess must be trusted or any" -}}
+{{- end -}}
+{{- if not .Values.devicePlugin.serviceAccount.name -}}
+{{- fail "devicePlugin.serviceAccount.name must name the device plugin's ServiceAccount: /refit answers no one else" -}}
+{{- end -}}
 {{- if not (has .Values.scheduler.extender.logFormat (list "human" "json")) -}}
 {{- fail "scheduler.extender.logFormat must be human or json" -}}
 {{- end -}}

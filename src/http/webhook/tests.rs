@@ -942,3 +942,17 @@ fn an_update_whose_access_review_fails_is_denied() {
     let msg = v["response"]["status"]["message"].as_str().unwrap();
     assert!(msg.contains("could not be reviewed (connection refused)"), "{msg}");
 }
+
+#[test]
+fn every_guarded_key_is_under_hami_io_where_the_charts_match_condition_looks() {
+    // The chart's update guard sends the API server's updates only when an annotation under
+    // `hami.io/` changes (files/update-guard.cel): a guarded key elsewhere would never be checked.
+    let cel = include_str!("../../../charts/hami-rs/files/update-guard.cel");
+    assert!(cel.contains("startsWith('hami.io/')"), "{cel}");
+    let all = Vendors::from_config(&DeviceConfig::default(), Enable { ascend: true, iluvatar: true });
+    for v in [vendors(), all] {
+        for key in v.scheduler_keys() {
+            assert!(key.starts_with("hami.io/"), "{key} is guarded but the chart's matchCondition would not send it");
+        }
+    }
+}
