@@ -116,6 +116,17 @@ pub fn a100_profiles() -> Vec<MigProfile> {
     ]
 }
 
+/// The A100-80GB profiles HAMi's chart allows, with the device plugin's rounded-up cores
+/// (1/7 of the SMs is 14.3 %, published as 15).
+pub fn a100_80gb_profiles() -> Vec<MigProfile> {
+    vec![
+        mig_profile("1g.10gb", 9984, 15, 1, &[0, 1, 2, 3, 4, 5, 6], 1),
+        mig_profile("2g.20gb", 20096, 29, 2, &[0, 2, 4], 2),
+        mig_profile("3g.40gb", 40320, 43, 3, &[0, 4], 4),
+        mig_profile("7g.79gb", 80896, 100, 7, &[0], 8),
+    ]
+}
+
 #[derive(Clone, Debug)]
 pub struct NodeBuilder {
     pub name: String,

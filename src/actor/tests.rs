@@ -602,6 +602,7 @@ mod bound_elsewhere;
 mod fast_path;
 mod filter_all;
 mod memo;
+mod mig;
 mod observe;
 mod preemption;
 mod refit;

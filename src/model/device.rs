@@ -253,9 +253,13 @@ impl DeviceUsage {
         self.cap.devcore.saturating_sub(self.used_cores)
     }
     /// Whether usage stays within the device's slot count, memory and cores: the invariant. Read
-    /// from the registration itself, not the copy the fit reads.
+    /// from the registration itself, not the copy the fit reads. A MIG device's capacity is its
+    /// placements (each instance is chosen where no other is): the cores its instances are
+    /// charged, each profile's share rounded up by the device plugin (seven `1g` instances of 15
+    /// on an A100), may add up past 100.
     pub fn within_capacity(&self) -> bool {
-        self.used <= self.info.count && self.used_mem <= self.info.devmem && self.used_cores <= self.info.devcore
+        let cores_ok = self.used_cores <= self.info.devcore || self.info.is_mig();
+        self.used <= self.info.count && self.used_mem <= self.info.devmem && cores_ok
     }
     pub fn class_count(&self, c: TaskClass) -> u16 {
         self.classes[c as usize]

@@ -81,9 +81,18 @@ pub fn collapse(
             for d in c {
                 let slots = vendor.entry_slots(d, info(&d.uuid).as_deref());
                 let a = this.entry(&d.uuid).or_default();
-                a.slots = a.slots.saturating_add(slots);
-                a.mem = a.mem.saturating_add(d.usedmem.get());
-                a.cores = a.cores.saturating_add(d.usedcores);
+                if plain_init {
+                    // HAMi takes an init container's entries on one device entry by entry, the
+                    // largest of each: several MIG instances of one init container on one GPU
+                    // count as one (their placements stay taken all the same).
+                    a.slots = a.slots.max(slots);
+                    a.mem = a.mem.max(d.usedmem.get());
+                    a.cores = a.cores.max(d.usedcores);
+                } else {
+                    a.slots = a.slots.saturating_add(slots);
+                    a.mem = a.mem.saturating_add(d.usedmem.get());
+                    a.cores = a.cores.saturating_add(d.usedcores);
+                }
                 if let Some(s) = &d.mig {
                     mig.entry(&d.uuid).or_default().push(s.clone());
                 }
@@ -324,7 +333,7 @@ pub fn validate(mut devs: Vec<DeviceUsage>, charges: &[Charge]) -> Result<Vec<De
         if d.used_mem > d.info.devmem {
             let free = d.info.devmem.get().saturating_sub(d.used_mem.get().saturating_sub(mem));
             t.reject(Reason::CardInsufficientMemory, pos, Need::Memory { requested: mem, free });
-        } else if d.used_cores > d.info.devcore {
+        } else if d.used_cores > d.info.devcore && !d.info.is_mig() {
             let free = d.info.devcore.saturating_sub(d.used_cores.saturating_sub(cores));
             t.reject(Reason::CardInsufficientCore, pos, Need::Cores { requested: cores, free });
         } else {

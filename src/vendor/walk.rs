@@ -203,16 +203,11 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
         budget -= 1;
         let pos = usize::from(cx.order[i - 1]);
         let d = &cx.devs[pos];
+        // A MIG device is visited again after a pick, for the container's next instance. As in
+        // HAMi, every check but the placement and the quota reads the device as it was before this
+        // container: its free placements are what it has left, and the earlier instances are
+        // charged at their profile's memory and cores once the walk is done.
         let revisit = r.mig.is_some() && d.cap.mig;
-        // Picks this walk already made on the same device (only MIG devices are revisited).
-        let (mut mine_used, mut mine_mem, mut mine_cores) = (0u32, MemMiB::ZERO, 0u32);
-        if revisit {
-            for p in out[start..].iter().filter(|p| usize::from(p.pos) == pos) {
-                mine_used += 1;
-                mine_mem += p.dev.usedmem;
-                mine_cores = mine_cores.saturating_add(p.dev.usedcores);
-            }
-        }
         macro_rules! reject {
             ($reason:expr, $need:expr) => {{
                 tally.reject($reason, pos, $need);
@@ -248,7 +243,7 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
         {
             reject!(reason, Need::None);
         }
-        let used = d.used.saturating_add(mine_used);
+        let used = d.used;
         if used >= d.cap.count {
             reject!(Reason::CardTimeSlicingExhausted, Need::Slots { used, count: d.cap.count });
         }
@@ -272,18 +267,19 @@ fn scan(cx: &FitCx<'_>, r: &Rules<'_>, out: &mut Vec<Pick>, stop: bool) -> (Tall
                     }
                 }
                 if r.capacity {
-                    let free_mem = d.cap.devmem.saturating_sub(d.used_mem + mine_mem);
-                    if free_mem < m {
-                        reject!(
-                            Reason::CardInsufficientMemory,
-                            Need::Memory { requested: m.get(), free: free_mem.get() }
-                        );
+                    // Signed, as HAMi subtracts: a device booked past its total (MIG instances
+                    // charged at their profile's rounded-up cores) has less than nothing free.
+                    let free_mem = i128::from(d.cap.devmem.get()) - i128::from(d.used_mem.get());
+                    if free_mem < i128::from(m.get()) {
+                        let free = u64::try_from(free_mem).unwrap_or(0);
+                        reject!(Reason::CardInsufficientMemory, Need::Memory { requested: m.get(), free });
                     }
                     let total = r.core_total.unwrap_or(d.cap.devcore);
-                    let used_cores = d.used_cores.saturating_add(mine_cores);
-                    let free_cores = total.saturating_sub(used_cores);
-                    if free_cores < cores {
-                        reject!(Reason::CardInsufficientCore, Need::Cores { requested: cores, free: free_cores });
+                    let used_cores = d.used_cores;
+                    let free_cores = i64::from(total) - i64::from(used_cores);
+                    if free_cores < i64::from(cores) {
+                        let free = u32::try_from(free_cores).unwrap_or(0);
+                        reject!(Reason::CardInsufficientCore, Need::Cores { requested: cores, free });
                     }
                     if total == 100 && cores == 100 && used > 0 {
                         reject!(Reason::ExclusiveDeviceAllocateConflict, Need::Busy { used });

@@ -95,13 +95,17 @@ fn several_entries_on_one_uuid_in_one_container_add_up() {
 }
 
 #[test]
-fn several_entries_on_one_uuid_in_an_init_container_form_its_peak() {
-    // scheduling.md §8.2 gives an init peak 1 slot; hami-rs counts the entries of the one init
-    // container that holds the most, so two MIG instances of one init container hold 2 slots.
+fn several_entries_on_one_uuid_in_an_init_container_count_once() {
+    // HAMi takes init containers' entries on one device entry by entry: the largest memory, the
+    // largest cores, one slot. Two MIG instances of one init container count as one (their
+    // placements stay taken); the larger of that and the regular containers' sum is held.
     let got = collapse_nvidia(
         vec![vec![e("GPU-0", 1000, 10), e("GPU-0", 1000, 10)], vec![e("GPU-0", 500, 5)], vec![]],
         &layout(2, &[]),
     );
+    assert_eq!(brief(&got), [("GPU-0", 1, 1000, 10)]);
+    // Regular containers still add up entry by entry.
+    let got = collapse_nvidia(vec![vec![e("GPU-0", 1000, 10), e("GPU-0", 1000, 10)]], &layout(0, &[]));
     assert_eq!(brief(&got), [("GPU-0", 2, 2000, 20)]);
 }
 

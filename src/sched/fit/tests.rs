@@ -846,13 +846,13 @@ fn mig_requests_take_the_smallest_fitting_profile() {
             want: no("1/1 CardMigTopologyInfeasible, 3/1 AllocatedCardsInsufficientRequest"),
         },
         Row {
-            // hami-rs counts this walk's earlier instances on a revisited MIG GPU in checks 6, 11
-            // and 12 (scheduling.md §5.7 reads the device's usage alone), so the third 15000 MiB
-            // demand fails on memory (40960 − 2 × 15000) before the placement check.
+            // As in HAMi, a revisited MIG GPU is checked as it was before the container, all but
+            // its placements: the third 15000 MiB instance passes memory (40960 free) and finds
+            // both 3g placements taken by the first two.
             what: "three 3g instances do not fit",
             node: a100(),
             pod: pod().gpu(3).mem_mib(15000),
-            want: no("1/1 CardInsufficientMemory, 2/1 AllocatedCardsInsufficientRequest"),
+            want: no("1/1 CardMigTopologyInfeasible, 2/1 AllocatedCardsInsufficientRequest"),
         },
         Row {
             // A `mig` vgpu-mode keeps the exemption.
