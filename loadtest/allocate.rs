@@ -41,6 +41,9 @@ pub struct VendorKeys {
 pub struct Table {
     pub vendors: Vec<VendorKeys>,
     pub words: Vec<String>,
+    /// The memory (MiB) every NVIDIA GPU registers, which a memory percentage is of; 0: unknown
+    /// (no percentage is checked).
+    pub gpu_mem: u64,
 }
 
 impl Table {
@@ -63,7 +66,7 @@ impl Table {
             }
             vendors.push(VendorKeys { word, to_allocate, allocated: v.allocated_key().map(str::to_owned), count });
         }
-        Table { vendors, words }
+        Table { vendors, words, gpu_mem: 0 }
     }
 
     /// Whether HAMi's plugin would call the pod done for this value: no vendor word left in it.
@@ -207,6 +210,13 @@ pub enum Fail {
     },
     /// The MIG reservations do not match the entry.
     Mig(String),
+    /// More memory allocated on a device than the container asks (HAMi's plugin since PR 3075).
+    OverRequest {
+        container: String,
+        device: String,
+        allocated: u64,
+        requested: u64,
+    },
 }
 
 impl std::fmt::Display for Fail {
@@ -229,6 +239,12 @@ impl std::fmt::Display for Fail {
                 write!(f, "device number not matched: entry {index} has {devices}, kubelet sent {ids}")
             }
             Fail::Mig(e) => write!(f, "MIG reservations: {e}"),
+            Fail::OverRequest { container, device, allocated, requested } => {
+                write!(
+                    f,
+                    "container {container} is allocated {allocated} MB on device {device} but requests {requested} MB"
+                )
+            }
         }
     }
 }
@@ -261,10 +277,17 @@ pub fn allocate(t: &Table, p: &Pod, call: &Call, first: bool) -> Result<Step, Fa
         return Err(Fail::Count { index, devices: entry.len(), ids: call.ids });
     }
     let devices: Vec<String> = entry.iter().map(|d| d.uuid.to_string()).collect();
-    if v.to_allocate == keys::NVIDIA_TO_ALLOCATE
-        && let Some(mig) = annos.get(keys::NVIDIA_MIG_ALLOCATIONS)
-    {
+    let mig = annos.get(keys::NVIDIA_MIG_ALLOCATIONS).filter(|_| v.to_allocate == keys::NVIDIA_TO_ALLOCATE);
+    if let Some(mig) = mig {
         check_mig(mig, index, &devices).map_err(Fail::Mig)?;
+    } else if v.to_allocate == keys::NVIDIA_TO_ALLOCATE
+        && let Some(requested) = memory_limit(t, ctr)
+    {
+        // HAMi's NVIDIA plugin since PR 3075 (MIG instances are not checked).
+        if let Some(d) = entry.iter().find(|d| d.usedmem.get() > requested) {
+            let (device, allocated) = (d.uuid.to_string(), d.usedmem.get());
+            return Err(Fail::OverRequest { container: ctr.name.clone(), device, allocated, requested });
+        }
     }
     let mut ps = pieces(value);
     ps[index] = "";
@@ -279,6 +302,17 @@ pub fn allocate(t: &Table, p: &Pod, call: &Call, first: bool) -> Result<Step, Fa
         after,
         last,
     })
+}
+
+/// The most memory (MiB) HAMi's NVIDIA plugin lets a container be allocated on one device: its
+/// memory percentage of the card when it asks one (1–100), else the memory it asks, else no bound.
+/// The percentage is looked at first, as PR 3075 does.
+fn memory_limit(t: &Table, c: &Container) -> Option<u64> {
+    let pct = count_of(c, "nvidia.com/gpumem-percentage");
+    if (1..=100).contains(&pct) && t.gpu_mem > 0 {
+        return Some(t.gpu_mem * u64::from(pct) / 100);
+    }
+    Some(u64::from(count_of(c, "nvidia.com/gpumem"))).filter(|m| *m > 0)
 }
 
 /// HAMi's MIG path: the reservations whose containerIndex is the entry's position, ordered by
@@ -470,6 +504,33 @@ mod tests {
         assert!(allocate(&t, &p, &call, false).is_ok());
         let p = pod(&[], &[("c0", 1)], &both(";;"));
         assert_eq!(allocate(&t, &p, &call, true), Err(Fail::NoEntry));
+    }
+
+    #[test]
+    fn an_allocation_above_what_the_container_asks_fails_as_hamis_plugin_fails_it() {
+        // HAMi's NVIDIA plugin since PR 3075: the percentage of the card when one is asked, else
+        // the memory asked, bounds what a device may be allocated.
+        let t = Table { gpu_mem: 16384, ..Table::chart() };
+        let with = |limits: &[(&str, &str)], allocated: &str| {
+            let mut p = pod(&[], &[("app", 1)], &both(allocated));
+            let c = &mut p.spec.as_mut().unwrap().containers[0];
+            let l = c.resources.get_or_insert_default().limits.get_or_insert_default();
+            for (k, v) in limits {
+                l.insert((*k).to_owned(), k8s_openapi::apimachinery::pkg::api::resource::Quantity((*v).to_owned()));
+            }
+            let call = kubelet_calls(&t, &p).remove(0);
+            allocate(&t, &p, &call, true)
+        };
+        let mem = [("nvidia.com/gpumem", "4000")];
+        assert!(with(&mem, &format!("{};", dev("GPU-0", 4000))).is_ok());
+        let over = with(&mem, &format!("{};", dev("GPU-0", 4001))).unwrap_err();
+        assert_eq!(over.to_string(), "container app is allocated 4001 MB on device GPU-0 but requests 4000 MB");
+        // Both asked: the percentage (25 % of 16384 = 4096) is the bound, whatever the memory says.
+        let both_asked = [("nvidia.com/gpumem", "12000"), ("nvidia.com/gpumem-percentage", "25")];
+        assert!(with(&both_asked, &format!("{};", dev("GPU-0", 4096))).is_ok());
+        assert!(matches!(with(&both_asked, &format!("{};", dev("GPU-0", 12000))), Err(Fail::OverRequest { .. })));
+        // Nothing asked: no bound.
+        assert!(with(&[], &format!("{};", dev("GPU-0", 16384))).is_ok());
     }
 
     #[test]

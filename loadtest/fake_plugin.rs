@@ -208,7 +208,7 @@ pub async fn run(a: FakePluginArgs) -> anyhow::Result<()> {
         client: client.clone(),
         nodes: nodes.clone(),
         locks: locks.clone(),
-        table: Table::chart(),
+        table: Table { gpu_mem: a.gpu_mem, ..Table::chart() },
         never_release: a.never_release_lock,
     });
     let pods: Api<Pod> = Api::all(client.clone());

@@ -1081,12 +1081,18 @@ async fn admission_of_unusable_quantities_is_denied_and_unknown_resources_are_le
     for (what, limits, vendor, says) in unusable_limits() {
         let r = app.post("/webhook", review(pod_json(limits)).to_string()).await.review_response();
         let message = r["status"]["message"].as_str().unwrap();
-        // NVIDIA's mutation checks the percentage itself, before any request is derived, and
-        // answers with HAMi's message and code.
-        if what == "fractional percentage" {
+        // NVIDIA's mutation checks the percentage and the cores itself (HAMi PR 2784 for the
+        // cores), before any request is derived, and answers with HAMi's message and code.
+        let hami = match what {
+            "fractional percentage" => Some(("nvidia.com/gpumem-percentage", "50.5")),
+            "negative cores" => Some(("nvidia.com/gpucores", "-5")),
+            "fractional cores" => Some(("nvidia.com/gpucores", "1.5")),
+            _ => None,
+        };
+        if let Some((name, v)) = hami {
             assert_eq!((&r["allowed"], &r["status"]["code"]), (&json!(false), &json!(500)), "{what}: {r}");
-            let hami = "invalid nvidia.com/gpumem-percentage value 50.5 in container main: must be an integer between 0 and 100";
-            assert_eq!(message, hami, "{what}");
+            let text = format!("invalid {name} value {v} in container main: must be an integer between 0 and 100");
+            assert_eq!(message, text, "{what}");
             continue;
         }
         assert_eq!((&r["allowed"], &r["status"]["code"]), (&json!(false), &json!(403)), "{what}: {r}");
@@ -1195,11 +1201,11 @@ fn a_device_config_with_more_chips_than_vendor_ids_is_refused() {
             .collect();
         DeviceConfig::from_yaml(&format!("vnpus:\n  configs:\n{chips}"))
     };
-    // 14 fixed vendors + 240 chips = 254 vendor ids: the most there can be.
-    let most = config(240).expect("240 chips fit");
+    // 15 fixed vendors + 239 chips = 254 vendor ids: the most there can be.
+    let most = config(239).expect("239 chips fit");
     assert_eq!(Vendors::from_config(&most, Enable { ascend: true, iluvatar: true }).len(), 254);
-    let e = config(241).expect_err("a VendorId is a byte: 241 chips do not fit");
-    assert_eq!(e.to_string(), "device config: 241 Ascend and Iluvatar chips are configured; at most 240 are supported");
+    let e = config(240).expect_err("a VendorId is a byte: 240 chips do not fit");
+    assert_eq!(e.to_string(), "device config: 240 Ascend and Iluvatar chips are configured; at most 239 are supported");
     assert!(config(300).is_err());
 }
 

@@ -25,6 +25,9 @@ pub struct DeviceConfig {
     pub nvidia: nvidia::NvidiaConfig,
     pub cambricon: cambricon::CambriconConfig,
     pub hygon: hygon::HygonConfig,
+    /// hami-rs's own: the Hygon HCU family's names beside the `hygon` section's (see
+    /// `HygonConfig::families`); HAMi's files have none.
+    pub hcu: hygon::HygonConfig,
     pub metax: metax::MetaxConfig,
     pub enflame: enflame::EnflameConfig,
     pub mthreads: mthreads::MthreadsConfig,
@@ -45,6 +48,7 @@ impl DeviceConfig {
             nvidia: nvidia::NvidiaConfig::chart(),
             cambricon: cambricon::CambriconConfig::chart(),
             hygon: hygon::HygonConfig::chart(),
+            hcu: hygon::HygonConfig::hcu_chart(),
             metax: metax::MetaxConfig::chart(),
             enflame: enflame::EnflameConfig::chart(),
             mthreads: mthreads::MthreadsConfig::chart(),
@@ -89,7 +93,7 @@ impl DeviceConfig {
                 }
             }
         }
-        // Vendors are numbered by a byte (`VendorId`); the 14 fixed vendors and every Ascend and
+        // Vendors are numbered by a byte (`VendorId`); the 15 fixed vendors and every Ascend and
         // Iluvatar chip must fit, or building the registry would abort.
         let chips = self.vnpus.configs.len() + self.iluvatars.len();
         if chips > MAX_CHIPS {
@@ -101,18 +105,20 @@ impl DeviceConfig {
     }
 }
 
-/// `u8::MAX - 1` vendors in all (`Vendors::new`), less the 14 that are always registered.
-const MAX_CHIPS: usize = 240;
+/// `u8::MAX - 1` vendors in all (`Vendors::new`), less the 15 that are always registered.
+const MAX_CHIPS: usize = 239;
 
 // Here rather than in vendor.rs: the registry is built from this file, and vendors must not
 // depend on the file that aggregates them.
 impl Vendors {
     /// Builds every vendor the device config enables, in HAMi's order.
     pub fn from_config(cfg: &DeviceConfig, enable: Enable) -> Vendors {
+        let (dcu, hcu) = hygon::HygonConfig::families(&cfg.hygon, &cfg.hcu);
         let mut list: Vec<Box<dyn Vendor>> = vec![
             Box::new(nvidia::Nvidia::new(&cfg.nvidia)),
             Box::new(cambricon::Cambricon::new(&cfg.cambricon)),
-            Box::new(hygon::Hygon::new(&cfg.hygon)),
+            Box::new(hygon::Hygon::new(&dcu)),
+            Box::new(hygon::Hygon::hcu(&hcu)),
             Box::new(enflame::EnflameGcu::new(&cfg.enflame)),
             Box::new(enflame_drs::EnflameDrs::new(&cfg.enflame)),
             Box::new(mthreads::Mthreads::new(&cfg.mthreads)),

@@ -258,17 +258,9 @@ fn mutate(vendors: &Vendors, pod: &mut Value) -> Result<bool, crate::vendor::Unu
     Ok(recognised)
 }
 
-/// The pod's request after mutation. A bad weights annotation fails Filter, not admission, as in
-/// HAMi, so it is set aside here: the containers' requests do not depend on it.
+/// The pod's request after mutation (its weights, when it asks for a device, already checked).
 fn derive_request(vendors: &Vendors, view: &PodView, defaults: &PolicyDefaults) -> Result<PodRequest, request::Error> {
-    match vendors.pod_request(view, defaults) {
-        Err(request::Error::Weights(_)) => {
-            let mut v = view.clone();
-            v.metadata.annotations.remove(keys::DEVICE_SCORING_WEIGHTS);
-            vendors.pod_request(&v, defaults)
-        }
-        other => other,
-    }
+    vendors.pod_request(view, defaults)
 }
 
 /// Step 7: per vendor with a memory or core resource, the pod's peak usage must fit the namespace's
@@ -342,6 +334,14 @@ fn admit(cx: &Cx<'_>, mut pod: Value) -> Decision {
         // HAMi answers a vendor's refusal here as an internal error, not a denial.
         Err(why) => return Decision::Failed { code: 500, message: why.to_string() },
     };
+    // A pod that asks for a device must carry readable scoring weights (HAMi PR 2827): told now,
+    // with the parser's words, rather than at every Filter.
+    if recognised
+        && let Some(v) = view.annotation(keys::DEVICE_SCORING_WEIGHTS)
+        && let Err(e) = crate::model::codec::parse_weights(v)
+    {
+        return Decision::Deny(e.to_string());
+    }
     // Step 5: the first privileged container, init containers first.
     if recognised && let Some(c) = view.all_containers().find(|c| c.is_privileged()) {
         return Decision::Deny(format!("container {} is privileged", c.name));

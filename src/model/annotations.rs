@@ -9,6 +9,7 @@ pub mod biren;
 pub mod cambricon;
 pub mod enflame;
 pub mod enflame_drs;
+pub mod hcu;
 pub mod hygon;
 pub mod iluvatar;
 pub mod kunlun;

@@ -30,7 +30,7 @@ pub enum Error {
     NodeLock { value: String, why: String },
     #[error("{0:?} is not a Go boolean literal")]
     Bool(String),
-    #[error("invalid hami.io/device-scoring-weights annotation {value:?}: {why}")]
+    #[error("invalid hami.io/device-scoring-weights annotation {}: {why}", super::refit::go_quote(value))]
     Weights { value: String, why: String },
     #[error("pair scores: {0}")]
     PairScores(String),
@@ -658,35 +658,40 @@ impl Default for Weights {
 }
 
 /// Exactly three `key=value` items, keys `slot`, `core`, `memory` once each, values non-negative
-/// base-10 int64, not all zero.
+/// base-10 int64, not all zero; checked in HAMi's order with HAMi's texts (a duplicate before the
+/// value, the value before the key's name).
 pub fn parse_weights(value: &str) -> Result<Weights> {
+    use super::refit::go_quote;
     let err = |why: String| Error::Weights { value: value.to_owned(), why };
     let items: Vec<&str> = value.split(',').collect();
     if items.len() != 3 {
-        return Err(err(format!("expected 3 comma-separated items, found {}", items.len())));
+        return Err(err("expected slot, core, and memory weights".into()));
     }
     let mut got: [Option<i64>; 3] = [None; 3];
     for item in items {
-        let (k, v) = item.split_once('=').ok_or_else(|| err(format!("item {:?} is not key=value", item.trim())))?;
-        let (k, v) = (k.trim(), v.trim());
-        let slot = match k {
-            "slot" => 0,
-            "core" => 1,
-            "memory" => 2,
-            _ => return Err(err(format!("unknown key {k:?}"))),
+        let Some((k, v)) = item.trim().split_once('=') else {
+            return Err(err("expected key=value entries".into()));
         };
-        if got[slot].is_some() {
-            return Err(err(format!("duplicate key {k:?}")));
+        let k = k.trim();
+        let slot = match k {
+            "slot" => Some(0),
+            "core" => Some(1),
+            "memory" => Some(2),
+            _ => None,
+        };
+        if slot.is_some_and(|i| got[i].is_some()) {
+            return Err(err(format!("duplicate {} weight", go_quote(k))));
         }
-        let n: i64 = v.parse().map_err(|_| err(format!("value {v:?} of {k} is not an integer")))?;
+        let n: i64 = v.trim().parse().map_err(|_| err(format!("{} weight must be an integer", go_quote(k))))?;
         if n < 0 {
-            return Err(err(format!("value {n} of {k} is negative")));
+            return Err(err(format!("{} weight must not be negative", go_quote(k))));
         }
-        got[slot] = Some(n);
+        let Some(i) = slot else { return Err(err(format!("unknown weight {}", go_quote(k)))) };
+        got[i] = Some(n);
     }
     let [s, c, m] = got.map(|g| g.unwrap_or(0));
     if s == 0 && c == 0 && m == 0 {
-        return Err(err("all weights are zero".into()));
+        return Err(err("at least one weight must be positive".into()));
     }
     Ok(Weights { slot: s as f32, core: c as f32, memory: m as f32 })
 }

@@ -236,6 +236,19 @@ impl Vendor for Nvidia {
                 .into());
             }
         }
+        // HAMi PR 2784: cores outside 0–100 are refused at admission (Filter still clamps what
+        // reaches it, as HAMi's scheduler at the basis does).
+        let cores_name = &cfg.resource_core_name;
+        if !cores_name.is_empty()
+            && let Some(v) = c.quantity(cores_name)
+            && !codec_int(&v).is_some_and(|k| (0..=100).contains(&k))
+        {
+            return Err(format!(
+                "invalid {cores_name} value {v} in container {}: must be an integer between 0 and 100",
+                c.name()
+            )
+            .into());
+        }
         if !cfg.resource_priority_name.is_empty()
             && let Some(p) = c.limit(&cfg.resource_priority_name)
         {

@@ -105,12 +105,18 @@ pub fn pick(pos: u16, d: &DeviceUsage, ty: &Arc<str>, mem: MemMiB, cores: u32) -
     Pick { pos, dev }
 }
 
-/// Memory a request reserves on device `d` (check 9).
+/// Memory a request reserves on device `d` (check 9): the memory asked, else the percentage of
+/// the device. A container that asks both is given the smaller: HAMi's device plugin (since PR
+/// 3075) refuses an allocation above the percentage of the card, and later plugins one above the
+/// memory asked, so only the smaller is allocated on either (HAMi writes the memory asked, and the
+/// pod then fails at its node when that is more). The plugin leaves MIG instances unchecked, and
+/// a MIG profile is chosen by the memory asked, as in HAMi.
 pub fn memory_for(memreq: MemMiB, mempct: u32, d: &DeviceUsage) -> MemMiB {
+    let of_device = || MemMiB(d.cap.devmem.get() * u64::from(mempct) / 100);
     if memreq.get() > 0 {
-        memreq
+        if (1..=100).contains(&mempct) && !d.info.is_mig() { memreq.min(of_device()) } else { memreq }
     } else if mempct != MEMPCT_UNSET {
-        MemMiB(d.cap.devmem.get() * u64::from(mempct) / 100)
+        of_device()
     } else {
         MemMiB::ZERO
     }

@@ -513,6 +513,27 @@ async fn a_memory_percentage_out_of_range_is_a_500_with_hamis_message() {
 }
 
 #[actix_web::test]
+async fn cores_out_of_range_are_a_500_with_hamis_message() {
+    // HAMi PR 2784: nvidia.com/gpucores outside 0–100 is refused at admission, as the memory
+    // percentage is; 0 and 100 are allowed.
+    let hook = Hook::start(hami()).await;
+    for v in ["101", "-1", "150", "50.5"] {
+        let res = hook.admit(pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpucores": v}))).await;
+        assert_eq!(
+            res,
+            json!({"uid": UID, "allowed": false, "status": {"code": 500, "message": format!(
+                "invalid nvidia.com/gpucores value {v} in container c: must be an integer between 0 and 100"
+            )}}),
+            "{v}"
+        );
+    }
+    for v in ["0", "100", "30"] {
+        let res = hook.admit(pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpucores": v}))).await;
+        assert_eq!(res["allowed"], true, "{v}: {res}");
+    }
+}
+
+#[actix_web::test]
 async fn an_unusable_memory_quantity_is_denied_at_admission() {
     // scheduling.md §14 row 16: HAMi drops a `16Gi` gpumem request and places the pod with no
     // reservation; hami-rs refuses it here.
@@ -528,12 +549,29 @@ async fn an_unusable_memory_quantity_is_denied_at_admission() {
 }
 
 #[actix_web::test]
-async fn a_bad_scoring_weights_annotation_is_left_to_filter() {
-    // protocol.md §4.5: a bad hami.io/device-scoring-weights fails Filter, not admission.
+async fn a_bad_scoring_weights_annotation_denies_a_device_pod_and_no_other() {
+    // HAMi PR 2827: once the webhook knows the pod asks for a device, weights that do not parse
+    // deny it with the parser's text (before the privileged check); a pod asking for no device is
+    // admitted whatever its annotation says.
     let hook = Hook::start(hami()).await;
-    let mut p = pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}));
-    p["metadata"]["annotations"][keys::DEVICE_SCORING_WEIGHTS] = json!("slot=1,core=1");
-    assert_eq!(ops(&hook.admit(p).await).as_array().unwrap().len(), 1);
+    let weighted = |limits: Value, w: &str| {
+        let mut p = pod(limits);
+        p["metadata"]["annotations"][keys::DEVICE_SCORING_WEIGHTS] = json!(w);
+        p
+    };
+    let gpu = || json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"});
+    assert_denied(
+        &hook.admit(weighted(gpu(), "bogus=weights")).await,
+        r#"invalid hami.io/device-scoring-weights annotation "bogus=weights": expected slot, core, and memory weights"#,
+    );
+    let mut privileged = weighted(gpu(), "slot=1,core=1,memory=x");
+    privileged["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+    assert_denied(
+        &hook.admit(privileged).await,
+        r#"invalid hami.io/device-scoring-weights annotation "slot=1,core=1,memory=x": "memory" weight must be an integer"#,
+    );
+    assert_eq!(hook.admit(weighted(json!({}), "bogus=weights")).await["allowed"], true, "a CPU-only pod");
+    assert_eq!(hook.admit(weighted(gpu(), "slot=1, core=1, memory=3")).await["allowed"], true);
 }
 
 // --- quota ---------------------------------------------------------------------------------------

@@ -1089,47 +1089,49 @@ fn parse_weights_accepts_three_distinct_keys() {
 
 #[test]
 fn parse_weights_rejects_everything_else_with_hamis_message() {
-    let cases = [
-        // protocol.md §12.1: two items.
-        "slot=1,core=1",
-        // scheduling.md §5.5: exactly three comma-separated items.
-        "",
-        "slot=1",
-        "slot=1,core=1,memory=1,",
-        "slot=1,core=1,memory=1,slot=1",
-        "slot=1;core=1;memory=1",
-        // scheduling.md §5.5: each key exactly once.
-        "slot=1,slot=1,core=1",
-        "memory=1,core=1,memory=2",
-        // scheduling.md §5.5: keys are slot, core, memory.
-        "slot=1,core=1,mem=1",
-        "Slot=1,core=1,memory=1",
-        "slot=1,core=1,=1",
-        // scheduling.md §5.5: each item is key=value.
-        "slot,core=1,memory=1",
-        "slot:1,core=1,memory=1",
-        // scheduling.md §5.5: values are non-negative.
-        "slot=-1,core=1,memory=1",
-        "slot=1,core=1,memory=-3",
-        // scheduling.md §5.5: values are base-10 int64.
-        "slot=1.5,core=1,memory=1",
-        "slot=x,core=1,memory=1",
-        "slot=,core=1,memory=1",
-        "slot=0x10,core=1,memory=1",
-        "slot=1 2,core=1,memory=1",
-        "slot=9223372036854775808,core=1,memory=1",
-        // scheduling.md §5.5: not all zero.
-        "slot=0,core=0,memory=0",
-        "slot=0, core=00, memory=+0",
+    // HAMi's parser, check for check: the item count, key=value, a duplicate key, the value's
+    // integer and sign (before the key's name is looked at), the key's name, not all zero.
+    let cases: &[(&str, &str)] = &[
+        ("slot=1,core=1", "expected slot, core, and memory weights"),
+        ("bogus=weights", "expected slot, core, and memory weights"),
+        ("", "expected slot, core, and memory weights"),
+        ("slot=1,core=1,memory=1,", "expected slot, core, and memory weights"),
+        ("slot=1;core=1;memory=1", "expected slot, core, and memory weights"),
+        ("slot,core=1,memory=1", "expected key=value entries"),
+        ("slot:1,core=1,memory=1", "expected key=value entries"),
+        ("slot=1,slot=1,core=1", r#"duplicate "slot" weight"#),
+        ("memory=1,core=1,memory=2", r#"duplicate "memory" weight"#),
+        ("slot=x,core=1,memory=1", r#""slot" weight must be an integer"#),
+        ("foo=x,core=1,memory=1", r#""foo" weight must be an integer"#),
+        ("slot=1.5,core=1,memory=1", r#""slot" weight must be an integer"#),
+        ("slot=,core=1,memory=1", r#""slot" weight must be an integer"#),
+        ("slot=0x10,core=1,memory=1", r#""slot" weight must be an integer"#),
+        ("slot=1 2,core=1,memory=1", r#""slot" weight must be an integer"#),
+        ("slot=9223372036854775808,core=1,memory=1", r#""slot" weight must be an integer"#),
+        ("slot=-1,core=1,memory=1", r#""slot" weight must not be negative"#),
+        ("slot=1,core=1,memory=-3", r#""memory" weight must not be negative"#),
+        ("slot=1,core=1,mem=1", r#"unknown weight "mem""#),
+        ("Slot=1,core=1,memory=1", r#"unknown weight "Slot""#),
+        ("slot=1,core=1,=1", r#"unknown weight """#),
+        ("foo=1,foo=2,core=1", r#"unknown weight "foo""#),
+        ("slot=0,core=0,memory=0", "at least one weight must be positive"),
+        ("slot=0, core=00, memory=+0", "at least one weight must be positive"),
     ];
-    for input in cases {
+    for (input, why) in cases {
         let e = parse_weights(input).unwrap_err();
         assert!(matches!(&e, Error::Weights { value, .. } if value == input), "{input:?}: {e:?}");
-        let prefix = format!("invalid hami.io/device-scoring-weights annotation \"{input}\": ");
-        let text = e.to_string();
-        assert!(text.starts_with(&prefix), "{input:?}: {text}");
-        assert!(text.len() > prefix.len(), "{input:?}: the reason is missing");
+        let want = format!(
+            "invalid hami.io/device-scoring-weights annotation {}: {why}",
+            crate::model::refit::go_quote(input)
+        );
+        assert_eq!(e.to_string(), want, "{input:?}");
     }
+    // Go's %q for the value: a tab is escaped, printable text kept.
+    let e = parse_weights("slot=1\tcore").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        r#"invalid hami.io/device-scoring-weights annotation "slot=1\tcore": expected slot, core, and memory weights"#
+    );
 }
 
 // =============================================================================================

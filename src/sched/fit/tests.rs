@@ -458,11 +458,27 @@ fn check_9_and_11_memory_absolute_and_percentage() {
             want: no("1/1 CardInsufficientMemory"),
         },
         Row {
-            // §5.7 check 9: memreq wins over the percentage when both are given.
-            what: "memory and percentage",
+            // The memory asked is taken when the percentage allows it, as in HAMi.
+            what: "memory and a larger percentage",
             node: idle(1),
             pod: pod().gpu(1).mem_mib(3000).mem_pct(50),
             want: ok("GPU-0,NVIDIA,3000,0:;"),
+        },
+        Row {
+            // HAMi's device plugin (PR 3075) refuses an allocation above the percentage of the
+            // card, so a container asking both is given the smaller (HAMi writes 12000, and the
+            // pod fails at its node).
+            what: "memory and a smaller percentage",
+            node: idle(1),
+            pod: pod().gpu(1).mem_mib(12000).mem_pct(25),
+            want: ok("GPU-0,NVIDIA,4096,0:;"),
+        },
+        Row {
+            // The smaller is what has to be free.
+            what: "memory and a smaller percentage on a busy device",
+            node: node("a").gpu(gpu("GPU-0", 16384).used(1, 11000, 0)),
+            pod: pod().gpu(1).mem_mib(12000).mem_pct(25),
+            want: ok("GPU-0,NVIDIA,4096,0:;"),
         },
         Row {
             // §4.1 default: no memory at all means 100 percent.
