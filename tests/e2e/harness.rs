@@ -863,6 +863,12 @@ impl KubeScheduler {
             "nvidia.com/gpucores",
             "nvidia.com/gpumem-percentage",
             "nvidia.com/priority",
+            "hygon.com/dcunum",
+            "hygon.com/dcumem",
+            "hygon.com/dcucores",
+            "hygon.com/hcunum",
+            "hygon.com/hcumem",
+            "hygon.com/hcucores",
         ]
         .iter()
         .map(|r| format!("  - {{name: {r}, ignoredByScheduler: true}}\n"))

@@ -12,9 +12,11 @@
 //! kube-scheduler with hami-rs against kube-scheduler alone; it runs only with
 //! `HAMI_E2E_THROUGHPUT` set. Scenario q (`writes.rs`) checks the Kubernetes backend's writes for
 //! unbound pods against the API server alone. Scenario v (`security.rs`) has a tenant try every
-//! door from a network namespace of its own (root and iproute2 needed).
+//! door from a network namespace of its own (root and iproute2 needed). Scenario w (`families.rs`)
+//! places Hygon HCU and DCU pods side by side and MIG instances in a shape HAMi books past 100 cores.
 
 mod cluster;
+mod families;
 mod faults;
 mod harness;
 mod plugin;
