@@ -1157,7 +1157,7 @@ async fn a_count_past_every_node_is_a_no_fit() {
 
 #[actix_web::test]
 async fn simulation_mode_nodes_that_are_not_nodes() {
-    // `Nodes` instead of `NodeNames` (scheduling.md §5.16): the body's nodes are read directly.
+    // `Nodes` instead of `NodeNames` is HAMi's simulation mode: the body's nodes are read directly.
     let app = TestApp::standard().start().await;
     let p = gpu_pod_json();
     let e = app.post("/filter", json!({"Pod": p, "Nodes": {"items": [5]}}).to_string()).await.filter_error();

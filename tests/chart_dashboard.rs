@@ -21,7 +21,7 @@ enum Kind {
 /// Every metric name hami-rs exports (keep in step with src/metrics.rs). HAMi's legacy names
 /// (`--legacy-metrics`) are left out on purpose: the dashboard must not depend on them.
 const EXPORTED: &[(&str, Kind)] = &[
-    // HAMi's gauges (protocol.md §9), same names and labels.
+    // HAMi's gauges, same names and labels.
     ("hami_build_info", Kind::Gauge),
     ("hami_gpu_memory_limit_bytes", Kind::Gauge),
     ("hami_gpu_core_limit_ratio", Kind::Gauge),

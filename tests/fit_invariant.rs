@@ -1,6 +1,7 @@
 //! The allocation invariant (STYLE.md, "Property tests"): whatever `fit_pod_devices` accepts,
-//! collapsed into per-device charges (scheduling.md §8.2) and applied to the node's usage, keeps
-//! every device within its slot count, memory and cores. Random NVIDIA nodes, random pods.
+//! collapsed into per-device charges (init containers at their peak, regular containers summed) and
+//! applied to the node's usage, keeps every device within its slot count, memory and cores. Random
+//! NVIDIA nodes, random pods.
 
 use std::sync::LazyLock;
 
@@ -17,7 +18,7 @@ use hami_rs::vendor::{NoQuota, Vendors};
 
 static VENDORS: LazyLock<Vendors> = LazyLock::new(vendors);
 
-/// Policies the property draws from (scheduling.md §5.6, §5.10, §5.11).
+/// Policies the property draws from: device orders, topology-aware choice and mutex.
 const POLICIES: [&str; 5] = ["binpack", "spread", "mutex", "topology-aware", "binpack,numa"];
 
 /// One GPU: 1–10 slots, 1024–81920 MiB, 100 cores, NUMA 0–2, one in ten unhealthy. Each usage
@@ -124,7 +125,8 @@ fn check(snap: &NodeSnapshot, req: &PodRequest, spec: &PodSpec) -> Result<(), Te
     let Ok(fit) = fit_pod_devices(snap, req, &VENDORS, &NoQuota, &mut s) else { return Ok(()) };
     let before = |u: &DeviceUuid| snap.devices.iter().find(|d| &d.info.id == u);
 
-    // scheduling.md §5.3 / §14 row 1: one entry per container per vendor, empty where unused.
+    // One entry per container per vendor, empty where unused (HAMi pads by device model and so
+    // can leave a vendor's list short; hami-rs keeps every container's position).
     for (_, list) in &fit.devices.0 {
         prop_assert_eq!(list.len(), req.containers.len(), "entries per vendor list");
     }
@@ -136,7 +138,7 @@ fn check(snap: &NodeSnapshot, req: &PodRequest, spec: &PodSpec) -> Result<(), Te
             continue;
         };
         let picked = &fit.devices.vendor(r.vendor).unwrap()[ci];
-        // §5.7: Ok means the request got exactly `nums` distinct, healthy devices.
+        // Ok means the request got exactly `nums` distinct, healthy devices.
         prop_assert_eq!(picked.len(), r.nums as usize, "container {}", ci);
         let mut ids: Vec<&str> = picked.iter().map(|d| d.uuid.as_str()).collect();
         ids.sort_unstable();
@@ -145,12 +147,12 @@ fn check(snap: &NodeSnapshot, req: &PodRequest, spec: &PodSpec) -> Result<(), Te
         for d in picked {
             let dev = before(&d.uuid).unwrap();
             prop_assert!(dev.health, "container {} got unhealthy {}", ci, d.uuid);
-            // §5.11: under mutex only devices idle before the pod are chosen.
+            // Under mutex only devices idle before the pod are chosen.
             if spec.policy == "mutex" {
                 prop_assert_eq!(dev.used, 0, "mutex container {} got busy {}", ci, d.uuid);
             }
         }
-        // §5.7 check 4: with numa-bind, one request's devices share a NUMA node.
+        // With numa-bind, one request's devices share a NUMA node.
         if spec.numa_bind {
             let numa = before(&picked[0].uuid).unwrap().info.numa;
             prop_assert!(picked.iter().all(|d| before(&d.uuid).unwrap().info.numa == numa), "container {}", ci);
@@ -158,7 +160,8 @@ fn check(snap: &NodeSnapshot, req: &PodRequest, spec: &PodSpec) -> Result<(), Te
     }
 
     // STYLE.md: the placement applied to the node stays within every device's capacity, both
-    // while init containers may run and after they are released (§8.2, §8.3).
+    // while init containers may run (their peak counts) and after they are released (only the
+    // regular containers count).
     let info = |u: &DeviceUuid| before(u).map(|d| d.info.clone());
     for init_released in [false, true] {
         let layout = Layout { n_init: req.n_init, sidecars: req.sidecars.clone(), init_released };

@@ -1,5 +1,5 @@
 //! A real `hami-rs serve --cluster-file examples/cluster.json` process over HTTP. Its `/metrics`:
-//! HAMi's gauge names, labels and values (protocol.md §9) against what the example cluster holds,
+//! HAMi's gauge names, labels and values against what the example cluster holds,
 //! the device gauges following a bind, the request histograms and counters, and the legacy names
 //! only behind `--legacy-metrics`. Its log at info: one line per request, no pod spec or values.
 

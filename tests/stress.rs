@@ -1,9 +1,10 @@
 //! Concurrent filter+bind over real HTTP (STYLE.md, "Actors": the allocation invariant under
 //! concurrency). A real server on a loopback port serves an in-memory cluster of known capacity;
 //! 64 clients filter and bind random pods at once. At the end `/usage` must keep every device
-//! within its count, memory and cores (scheduling.md §14 row 5: concurrent filters must not pick
-//! the same capacity twice), agree with the usage recomputed from the pods' own
-//! `hami.io/vgpu-devices-allocated` annotations (protocol.md §4.2), and show every pod the
+//! within its count, memory and cores (concurrent filters must not pick the same capacity twice,
+//! which HAMi can do because it stores a reservation without re-checking capacity), agree with
+//! the usage recomputed from the pods' own `hami.io/vgpu-devices-allocated` annotations
+//! (`uuid,vendor,mem,cores:` per device, `;` after each container), and show every pod the
 //! server placed as committed on that node.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,7 +89,7 @@ async fn client(base: String, http: reqwest::Client, seed: u64, id: u64, names: 
         assert_eq!(res["Error"], "", "{res}");
         match res["NodeNames"].as_array() {
             Some(chosen) => {
-                // protocol.md §7.3: exactly one node on success.
+                // As in HAMi, a successful filter answers exactly one node: the extender picks it.
                 assert_eq!(chosen.len(), 1, "{res}");
                 assert_eq!(res["FailedNodes"], Value::Null, "{res}");
                 let node = chosen[0].as_str().unwrap().to_owned();
@@ -113,7 +114,7 @@ async fn client(base: String, http: reqwest::Client, seed: u64, id: u64, names: 
                 seen.bound.push((view.metadata.name.clone(), node));
             }
             None => {
-                // scheduling.md §5.14: a reason for every candidate.
+                // No fit: FailedNodes holds a reason for every candidate node, as HAMi answers.
                 let failed = res["FailedNodes"].as_object().unwrap();
                 assert_eq!(failed.len(), names.len(), "{res}");
                 assert!(failed.values().all(|r| !r.as_str().unwrap().is_empty()), "{res}");

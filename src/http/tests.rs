@@ -1,6 +1,7 @@
 //! The whole HTTP app in process (STYLE.md, "HTTP API"): extender JSON as kube-scheduler sends it
-//! (protocol.md §7), answers compared with exact JSON where the shape is the contract, and
-//! `/usage`, `/healthz`, `/readyz`. Every test starts its own engine over the in-memory backend.
+//! (Go field names, as HAMi's extender API has them), answers compared with exact JSON where the
+//! shape is the contract, and `/usage`, `/healthz`, `/readyz`. Every test starts its own engine
+//! over the in-memory backend.
 
 use super::*;
 use crate::backend::memory::ClusterObjects;
@@ -146,12 +147,13 @@ impl Running {
 /// Where kube-scheduler calls from in the chart: the pod's loopback.
 const LOOPBACK: &str = "127.0.0.1:45678";
 
-/// `ExtenderArgs` as kube-scheduler sends it with `nodeCacheCapable: true` (protocol.md §12 step 2).
+/// `ExtenderArgs` as kube-scheduler sends it with `nodeCacheCapable: true`: `Nodes` null, names
+/// only.
 fn filter_args<const N: usize>(p: &PodBuilder, names: [&str; N]) -> Value {
     json!({ "Pod": p.view(), "Nodes": null, "NodeNames": names.as_slice() })
 }
 
-/// `ExtenderBindingArgs` (protocol.md §12 step 4).
+/// `ExtenderBindingArgs` as kube-scheduler sends it to `/bind`.
 fn bind_args(p: &PodBuilder, node: &str) -> Value {
     let v = p.view();
     json!({ "PodName": v.metadata.name, "PodNamespace": v.metadata.namespace, "PodUID": v.metadata.uid, "Node": node })
@@ -176,7 +178,7 @@ fn assert_bad_request(status: StatusCode, body: &Bytes) -> String {
 
 #[actix_web::test]
 async fn a_fitting_pod_is_answered_with_exactly_one_node_and_every_field_present() {
-    // protocol.md §7.2/§7.3 and §12 step 3: Go field names, nulls present, one node.
+    // As HAMi answers: Go field names, every field present (nulls included), exactly one node.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let text = app.filter_text(&filter_args(&gpu_pod("p1", 4096), ["a"])).await;
     assert_eq!(
@@ -199,7 +201,7 @@ async fn filter_answers_are_json_typed() {
 
 #[actix_web::test]
 async fn a_successful_filter_writes_the_decision_onto_the_pod() {
-    // protocol.md §4.1 / §12 step 3: node, time, to-allocate, allocated, and the node label.
+    // HAMi's filter patch: node, time, to-allocate, allocated (identical), and the node label.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).pod(gpu_pod("p1", 3000)).start().await;
     let res = app.filter(&filter_args(&gpu_pod("p1", 3000), ["a"])).await;
     assert_eq!(res["NodeNames"], json!(["a"]));
@@ -215,7 +217,7 @@ async fn a_successful_filter_writes_the_decision_onto_the_pod() {
 
 #[actix_web::test]
 async fn lower_cased_field_names_are_accepted() {
-    // protocol.md §7.2: Go decodes field names case-insensitively, so `pod` and `nodenames` work.
+    // HAMi's Go decoder matches field names case-insensitively, so `pod` and `nodenames` work.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let body = json!({ "pod": gpu_pod("p1", 4096).view(), "nodes": null, "nodenames": ["a"] });
     let text = app.filter_text(&body).await;
@@ -227,7 +229,7 @@ async fn lower_cased_field_names_are_accepted() {
 
 #[actix_web::test]
 async fn mixed_case_field_names_and_unknown_fields_are_accepted() {
-    // protocol.md §7.2: any casing matches; fields the extender does not know are ignored.
+    // As with Go's decoder, any casing matches; fields the extender does not know are ignored.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let body = json!({ "pOD": gpu_pod("p1", 4096).view(), "NODES": null, "nodeNames": ["a"], "Extra": {"x": [1, 2]} });
     let res = app.filter(&body).await;
@@ -249,7 +251,7 @@ async fn node_names_with_json_escapes_are_decoded() {
 
 #[actix_web::test]
 async fn a_pod_that_fits_nowhere_gets_failed_nodes_with_hamis_reason_and_a_detail() {
-    // protocol.md §7.3, scheduling.md §5.14: `NodeNames: null`, `FailedNodes` keyed by node, the
+    // As HAMi answers a no-fit: `NodeNames: null`, `FailedNodes` keyed by node, the
     // HAMi reason list first (tools match on it), then the detail in parentheses.
     let app = TestApp::new().node(node("a").gpus(1, 4096)).start().await;
     let res = app.filter(&filter_args(&gpu_pod("p1", 8000), ["a"])).await;
@@ -267,7 +269,7 @@ async fn a_pod_that_fits_nowhere_gets_failed_nodes_with_hamis_reason_and_a_detai
 
 #[actix_web::test]
 async fn an_earlier_pods_reservation_is_counted_by_the_next_filter() {
-    // scheduling.md §5.15: a reservation is seen by the next filter before any bind.
+    // As in HAMi, a filter's reservation is seen by the next filter before any bind.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let first = app.filter(&filter_args(&gpu_pod("p1", 12288), ["a"])).await;
     assert_eq!(first["NodeNames"], json!(["a"]));
@@ -278,7 +280,7 @@ async fn an_earlier_pods_reservation_is_counted_by_the_next_filter() {
 
 #[actix_web::test]
 async fn an_unknown_candidate_fails_as_node_unregistered() {
-    // protocol.md §7.3: a node unknown to the scheduler is `node unregistered`.
+    // As in HAMi, a node unknown to the scheduler fails as `node unregistered`.
     let app = TestApp::new().node(node("a").gpus(1, 4096)).start().await;
     let res = app.filter(&filter_args(&gpu_pod("p1", 8000), ["ghost"])).await;
     assert_eq!(res["NodeNames"], Value::Null);
@@ -289,7 +291,7 @@ async fn an_unknown_candidate_fails_as_node_unregistered() {
 
 #[actix_web::test]
 async fn every_failed_candidate_gets_a_reason() {
-    // scheduling.md §5.14: one `FailedNodes` entry per candidate that did not fit.
+    // As in HAMi, one `FailedNodes` entry per candidate that did not fit.
     let app = TestApp::new()
         .node(node("a").gpus(1, 4096))
         .node(node("b").gpus(1, 2048))
@@ -312,7 +314,7 @@ async fn every_failed_candidate_gets_a_reason() {
 
 #[actix_web::test]
 async fn the_fitting_node_is_answered_alone_even_when_other_candidates_failed() {
-    // protocol.md §7.3: success answers one node; the reasons of the others are not sent.
+    // As in HAMi, success answers one node; the reasons of the others are not sent.
     let app = TestApp::new().node(node("a").gpus(1, 4096)).node(node("b").gpus(1, 16384)).start().await;
     let text = app.filter_text(&filter_args(&gpu_pod("p1", 8000), ["a", "b", "ghost"])).await;
     assert_eq!(
@@ -323,7 +325,7 @@ async fn the_fitting_node_is_answered_alone_even_when_other_candidates_failed() 
 
 #[actix_web::test]
 async fn a_pod_without_device_requests_is_passed_through_with_its_candidates() {
-    // protocol.md §7.3 / scheduling.md §5.1 step 2: the input `NodeNames` echoed, nothing else.
+    // HAMi passes a pod with no device request through: the input `NodeNames` echoed, nothing else.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let text = app.filter_text(&filter_args(&pod().name("plain"), ["a", "b", "ghost"])).await;
     assert_eq!(
@@ -342,7 +344,7 @@ async fn a_pass_through_with_no_candidates_echoes_an_empty_list() {
 
 #[actix_web::test]
 async fn a_null_pod_is_answered_with_an_error() {
-    // protocol.md §7.3: `Pod` null → 200 with `Error: "extender args missing pod"`.
+    // As in HAMi, `Pod` null → 200 with `Error: "extender args missing pod"`.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let text = app.filter_text(&json!({ "Pod": null, "Nodes": null, "NodeNames": ["a"] })).await;
     assert_eq!(
@@ -355,7 +357,7 @@ async fn a_null_pod_is_answered_with_an_error() {
 
 #[actix_web::test]
 async fn a_pod_without_nodes_or_node_names_is_answered_with_an_error() {
-    // protocol.md §7.3, scheduling.md §14 row 17: HAMi panics here; hami-rs answers `Error`.
+    // HAMi's handler panics here (the connection is dropped); hami-rs answers `Error`.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     for body in [
         json!({ "Pod": gpu_pod("p1", 4096).view() }),
@@ -371,7 +373,7 @@ async fn a_pod_without_nodes_or_node_names_is_answered_with_an_error() {
 
 #[actix_web::test]
 async fn an_empty_candidate_list_is_a_no_fit_without_reasons() {
-    // protocol.md §7.3: no fitting node → `NodeNames: null`, `FailedNodes` (empty here), no Error.
+    // As in HAMi, no fitting node → `NodeNames: null`, `FailedNodes` (empty here), no Error.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let text = app.filter_text(&filter_args(&gpu_pod("p1", 4096), [])).await;
     assert_eq!(
@@ -383,7 +385,7 @@ async fn an_empty_candidate_list_is_a_no_fit_without_reasons() {
 
 #[actix_web::test]
 async fn filtering_the_same_pod_again_does_not_compete_with_its_own_reservation() {
-    // scheduling.md §5.1 step 4: the earlier reservation is dropped before the new evaluation.
+    // As in HAMi, the pod's earlier reservation is dropped before the new evaluation.
     let app = TestApp::new().node(node("a").gpu(gpu("GPU-a-0", 16384).count(1))).start().await;
     let p = gpu_pod("p1", 16384);
     for _ in 0..3 {
@@ -396,8 +398,8 @@ async fn filtering_the_same_pod_again_does_not_compete_with_its_own_reservation(
 
 #[actix_web::test]
 async fn simulation_answers_the_best_node_object_and_reserves_nothing() {
-    // scheduling.md §5.16: `Nodes` present → read each Node directly, usage from zero, answer the
-    // single best Node object in `Nodes`, plus `FailedNodes`; no reservation, no patch.
+    // HAMi's simulation mode: `Nodes` present → read each Node directly, usage from zero, answer
+    // the single best Node object in `Nodes`, plus `FailedNodes`; no reservation, no patch.
     let a = node("a").gpus(1, 4096);
     let b = node("b").gpu(gpu("GPU-b-0", 16384).count(1));
     let app = TestApp::new().node(b.clone()).start().await;
@@ -427,7 +429,7 @@ async fn simulation_answers_the_best_node_object_and_reserves_nothing() {
 
 #[actix_web::test]
 async fn simulation_with_no_fitting_node_answers_null_nodes_and_the_reasons() {
-    // scheduling.md §5.16: nodes with no devices fail `node unregistered`.
+    // In simulation mode, as in HAMi, nodes with no devices fail `node unregistered`.
     let app = TestApp::new().start().await;
     let body = json!({
         "pod": gpu_pod("p1", 8000).view(),
@@ -542,7 +544,7 @@ async fn a_body_of_exactly_the_limit_is_accepted_and_one_byte_more_is_not() {
 
 #[actix_web::test]
 async fn a_follower_answers_filter_at_once_with_a_clear_error() {
-    // protocol.md §7.3: HAMi's follower waits until the client gives up; hami-rs answers now.
+    // HAMi's follower waits until the client gives up; hami-rs answers now.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).readiness(false, true).start().await;
     let res = app.filter(&filter_args(&gpu_pod("p1", 4096), ["a"])).await;
     assert_eq!(res["NodeNames"], Value::Null);
@@ -572,7 +574,7 @@ async fn filtering_resumes_once_the_replica_becomes_leader() {
 
 #[actix_web::test]
 async fn bind_after_filter_answers_an_empty_error_and_commits_the_pod() {
-    // protocol.md §7.4 / §12 steps 4–5: `{"Error":""}`; bind-phase, bind-time, nodeName; the
+    // As HAMi binds: `{"Error":""}`; bind-phase, bind-time, nodeName; the
     // in-memory backend plays the device plugin (to-allocate emptied, bind-phase success).
     let app = TestApp::new().node(node("a").gpus(1, 16384)).pod(gpu_pod("p1", 3000)).start().await;
     let p = gpu_pod("p1", 3000);
@@ -587,7 +589,7 @@ async fn bind_after_filter_answers_an_empty_error_and_commits_the_pod() {
     let a = &u["annotations"];
     assert_eq!(a[keys::ASSIGNED_NODE], "a");
     assert_eq!(a[keys::NVIDIA_ALLOCATED], "GPU-a-0,NVIDIA,3000,0:;");
-    assert_eq!(a[keys::NVIDIA_TO_ALLOCATE], ";;", "protocol.md §12 step 5");
+    assert_eq!(a[keys::NVIDIA_TO_ALLOCATE], ";;", "the plugin empties the container it served");
     assert_eq!(a[keys::BIND_PHASE], keys::BIND_PHASE_SUCCESS);
     assert!(a[keys::BIND_TIME].as_str().unwrap().parse::<i64>().is_ok());
     let usage = app.usage().await;
@@ -609,7 +611,7 @@ async fn binding_a_bound_pod_again_succeeds_without_changes() {
 
 #[actix_web::test]
 async fn bind_accepts_lower_cased_field_names() {
-    // protocol.md §7.2: `podname`, `podnamespace`, `poduid`, `node` decode like the Go names.
+    // As with Go's decoder, `podname`, `podnamespace`, `poduid`, `node` decode like the Go names.
     let app = TestApp::new().node(node("a").gpus(1, 16384)).start().await;
     let p = gpu_pod("p1", 3000);
     app.filter(&filter_args(&p, ["a"])).await;
@@ -620,7 +622,7 @@ async fn bind_accepts_lower_cased_field_names() {
 
 #[actix_web::test]
 async fn bind_failures_are_reported_in_error() {
-    // protocol.md §7.4: a failed bind is 200 with the reason in `Error`.
+    // As in HAMi, a failed bind is 200 with the reason in `Error`.
     let app = TestApp::new()
         .node(node("a").gpus(1, 16384))
         .node(node("b").gpus(1, 16384))
@@ -942,7 +944,7 @@ async fn usage_and_the_status_page_are_gzipped_when_asked_and_the_extender_answe
 
 #[actix_web::test]
 async fn usage_counts_pods_loaded_with_the_cluster() {
-    // A bound pod in the cluster file holds its devices (scheduling.md §5.2).
+    // A bound pod in the cluster file holds its devices, as HAMi counts annotated pods' usage.
     let mut bound = pod()
         .gpu(1)
         .mem_mib(5000)

@@ -26,7 +26,7 @@ fn report(v: &Vendors) -> NodeReport {
 
 #[test]
 fn device_gauges_keep_hamis_names_labels_and_units() {
-    // protocol.md §9: every gauge but hami_build_info carries zone="vGPU"; memory in bytes.
+    // As in HAMi, every gauge but hami_build_info carries zone="vGPU", and memory is in bytes.
     let v = vendors();
     let text = render_cluster(&[report(&v)], &v, None, false);
     let line = |prefix: &str| {
@@ -53,7 +53,7 @@ fn device_gauges_keep_hamis_names_labels_and_units() {
 
 #[test]
 fn legacy_names_are_grouped_by_family() {
-    // protocol.md §9, --legacy-metrics: the old names are emitted in addition.
+    // With --legacy-metrics HAMi emits its old metric names in addition to the new ones.
     let v = vendors();
     let text = render_cluster(&[report(&v), report(&v)], &v, None, true);
     assert!(text.contains("GPUDeviceMemoryLimit{nodeid=\"n1\",deviceuuid=\"GPU-0\",deviceidx=\"0\",devicetype=\"NVIDIA-Tesla V100-PCIE-32GB\"} 17179869184"));

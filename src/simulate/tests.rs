@@ -106,7 +106,7 @@ async fn the_json_output_has_exactly_the_contract_shape() {
 
 #[actix::test]
 async fn every_placed_pod_carries_its_node_and_a_decodable_allocation() {
-    // protocol.md §4.1/§4.2: hami.io/vgpu-node equals the chosen node, and the allocated value
+    // As HAMi writes them: hami.io/vgpu-node equals the chosen node, and the allocated value
     // decodes to devices of that node, one entry per container.
     let (sim, pods) = simulate_examples().await;
     let uuids: HashMap<&str, BTreeSet<&str>> =
@@ -136,7 +136,7 @@ async fn every_placed_pod_carries_its_node_and_a_decodable_allocation() {
 
 #[actix::test]
 async fn the_pod_that_fits_nowhere_says_why_for_every_gpu_node() {
-    // scheduling.md §5.14: FailedNodes has one reason per candidate node.
+    // As in HAMi, FailedNodes has one reason per candidate node.
     let (sim, _) = simulate_examples().await;
     let p = pod_result(&sim, "team-b", "too-big");
     assert_eq!(p.node, None);
@@ -175,7 +175,7 @@ async fn no_device_in_the_output_exceeds_its_capacity() {
 /// (slots, MiB, cores) on one device.
 type Use = (u32, u64, u32);
 
-/// Per device, as scheduling.md §8.2 collapses a pod (init containers at their peak, regular
+/// Per device, as HAMi collapses a pod's usage (init containers at their peak, regular
 /// containers summed), over the given (allocation, number of init containers).
 /// `(allocated annotation, init containers that are not sidecars)`; sidecars come first in the
 /// examples, so a native sidecar at position `i` is summed with the app containers.
@@ -206,7 +206,7 @@ fn collapsed(pods: &[(String, usize)]) -> HashMap<String, Use> {
 
 #[actix::test]
 async fn device_usage_is_the_running_pods_plus_the_placed_ones() {
-    // scheduling.md §8.1/§8.2/§10: the cluster file's running pods count, the Succeeded one
+    // As HAMi rebuilds usage from pods: the cluster file's running pods count, the Succeeded one
     // (done-0, a whole V100) does not, and each placed pod adds its collapsed usage.
     let (sim, pods) = simulate_examples().await;
     let cluster = ClusterObjects::load(&example("cluster.json")).unwrap();
@@ -218,7 +218,8 @@ async fn device_usage_is_the_running_pods_plus_the_placed_ones() {
         .collect();
     assert_eq!(allocations.len(), 3);
     for p in sim.pods.iter().filter(|p| p.node.is_some()) {
-        // scheduling.md §14 row 4: native sidecars add to the app containers, not the init peak.
+        // Native sidecars add to the app containers, not the init peak (HAMi counts them as
+        // ordinary init containers, a peak that is never released because sidecars never finish).
         let spec = &pods.iter().find(|v| v.metadata.name == p.name).unwrap().spec;
         let n_init = spec.init_containers.iter().filter(|c| !c.is_sidecar()).count();
         assert!(spec.init_containers.iter().take(n_init).all(|c| !c.is_sidecar()), "plain init containers first");
@@ -288,7 +289,7 @@ fn two_small_pods() -> [PodBuilder; 2] {
 
 #[actix::test]
 async fn gpu_binpack_puts_two_pods_on_one_gpu_and_spread_on_two() {
-    // scheduling.md §5.6: the GPU policy orders a node's devices (binpack: fullest first,
+    // The GPU policy orders a node's devices (binpack: fullest first,
     // spread: emptiest first); --gpu-scheduler-policy reaches the engine through memory_engine.
     let nodes = [node("n").gpus(2, 16384)];
     let sim = simulate(&["--gpu-scheduler-policy=binpack"], &nodes, &two_small_pods()).await;
@@ -305,7 +306,7 @@ async fn gpu_binpack_puts_two_pods_on_one_gpu_and_spread_on_two() {
     let used: Vec<(u32, u64, u32)> = sim.nodes[0].devices.iter().map(|d| (d.used, d.mem_used, d.cores_used)).collect();
     assert_eq!(used, [(1, 4096, 10), (1, 4096, 10)]);
 
-    // The pod annotation overrides the flag (protocol.md §4.5).
+    // The pod annotation overrides the flag, as in HAMi.
     let pods = two_small_pods().map(|p| p.annotation(keys::GPU_SCHEDULER_POLICY, "binpack"));
     let sim = simulate(&["--gpu-scheduler-policy=spread"], &nodes, &pods).await;
     let d = device_of(&sim.pods);
@@ -314,8 +315,9 @@ async fn gpu_binpack_puts_two_pods_on_one_gpu_and_spread_on_two() {
 
 #[actix::test]
 async fn node_binpack_puts_two_pods_on_one_node_and_spread_on_two() {
-    // scheduling.md §5.13 with hami-rs's tie-break by node name (§14 row 18): binpack fills `x`,
-    // spread takes `x` then the emptier `y`.
+    // binpack picks the node with the highest score, spread the lowest; equal scores go to the
+    // first node name in hami-rs (HAMi breaks node ties arbitrarily): binpack fills `x`, spread
+    // takes `x` then the emptier `y`.
     let nodes = [node("y").gpus(1, 16384), node("x").gpus(1, 16384)];
     let sim = simulate(&["--node-scheduler-policy=binpack"], &nodes, &two_small_pods()).await;
     let placed: Vec<Option<&str>> = sim.pods.iter().map(|p| p.node.as_deref()).collect();

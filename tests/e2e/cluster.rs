@@ -187,7 +187,7 @@ pub async fn event_reasons(client: &kube::Client) -> BTreeMap<String, usize> {
     out
 }
 
-// --- the pod device encoding (protocol.md §4.2), parsed here independently of hami-rs ----------
+// --- the pod device encoding, parsed here independently of hami-rs -----------------------------
 
 /// One device entry `uuid,type,mem,cores`.
 #[derive(Clone, Debug, PartialEq, Eq)]

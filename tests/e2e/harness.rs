@@ -431,7 +431,7 @@ impl ControlPlane {
         self.dir.join("pki/ca.crt")
     }
 
-    /// Registers hami-rs at `url` as the mutating webhook for pod CREATE (protocol.md §6), then
+    /// Registers hami-rs at `url` as the mutating webhook for pod CREATE, then
     /// waits until a dry-run canary pod comes back mutated (the apiserver picks it up
     /// asynchronously).
     pub async fn apply_webhook(&self, url: &str) {

@@ -1,6 +1,7 @@
-//! Certificate loading and hot reload (protocol.md §1): pairs made with `openssl` in a scratch
-//! directory, checked through the handle and through real in-memory TLS handshakes, where the
-//! client verifies the server's signature with the certificate it was shown.
+//! Certificate loading and hot reload (HAMi re-reads its certificates when the files change):
+//! pairs made with `openssl` in a scratch directory, checked through the handle and through real
+//! in-memory TLS handshakes, where the client verifies the server's signature with the
+//! certificate it was shown.
 
 use super::*;
 
@@ -163,7 +164,8 @@ fn der(path: &Path) -> CertificateDer<'static> {
     CertificateDer::from_pem_file(path).unwrap()
 }
 
-/// Accepts any certificate (as kube-scheduler does, protocol.md §1) but checks the handshake
+/// Accepts any certificate (as kube-scheduler does: HAMi's chart configures the extender with
+/// certificate checks off) but checks the handshake
 /// signature against it, so the server must hold the matching key.
 #[derive(Debug)]
 struct AcceptAny(Arc<CryptoProvider>);
@@ -275,7 +277,7 @@ fn rsa_keys_load_too() {
 
 #[test]
 fn a_reload_serves_the_new_certificate_to_every_copy_of_the_config() {
-    // protocol.md §1: certificates are re-read when the files change. actix-web clones the
+    // As in HAMi, certificates are re-read when the files change. actix-web clones the
     // config per socket, so the clones must follow too.
     install_provider();
     let s = Scratch::new("reload");
@@ -326,7 +328,7 @@ fn load_reports_unusable_files() {
 
 #[tokio::test]
 async fn watch_swaps_in_changed_files_and_ignores_broken_ones() {
-    // protocol.md §1 hot reload: the watcher polls modification times.
+    // Hot reload: the watcher polls modification times.
     install_provider();
     let s = Scratch::new("watch");
     let (first, second) = (s.generate("a", "first", "ec"), s.generate("b", "second", "ec"));

@@ -1,6 +1,7 @@
 //! `POST /webhook` through the whole app in process: AdmissionReviews as kube-apiserver sends
-//! them, answers compared as exact JSON where the shape is the contract (protocol.md §6,
-//! toolchain.md §6), patches decoded and applied to the pod they came with.
+//! them, answers compared as exact JSON where the shape is the contract (the answer echoes the
+//! request's version and uid; mutations are a base64 JSON patch), patches decoded and applied to
+//! the pod they came with.
 
 use super::*;
 
@@ -73,7 +74,7 @@ fn hami() -> WebhookConfig {
     WebhookConfig { scheduler_name: "hami-scheduler".into(), force_overwrite_default_scheduler: true, quota: None }
 }
 
-/// An AdmissionReview for a pod CREATE in `default`, as kube-apiserver sends it (toolchain.md §6).
+/// An AdmissionReview for a pod CREATE in `default`, as kube-apiserver sends it.
 fn review(version: &str, pod: Value) -> Value {
     json!({
         "apiVersion": version,
@@ -158,8 +159,8 @@ const PATCH_SCHEDULER_NAME: &str =
 
 #[actix_web::test]
 async fn a_v1_review_is_answered_exactly_as_the_toolchain_example() {
-    // toolchain.md §6 and protocol.md §12 step 1: count and memory given, so no cores are
-    // injected; only spec.schedulerName is added. The patch is padded standard base64.
+    // As in HAMi, count and memory given, so no cores are injected; only spec.schedulerName
+    // is added. The patch is padded standard base64.
     let hook = Hook::start(hami()).await;
     let text = hook.text(&review(V1, pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"})))).await;
     assert_eq!(
@@ -172,8 +173,8 @@ async fn a_v1_review_is_answered_exactly_as_the_toolchain_example() {
 
 #[actix_web::test]
 async fn a_v1beta1_review_is_answered_in_v1beta1() {
-    // protocol.md §6 transport: the chart registers v1beta1 only, and the answer keeps the
-    // request's version. The §12 pod with `nvidia.com/gpu: 1` alone gets 100 cores.
+    // HAMi's chart registers the webhook for v1beta1 only, and the answer keeps the request's
+    // version. A pod with `nvidia.com/gpu: 1` alone gets 100 cores (whole memory is exclusive).
     let hook = Hook::start(hami()).await;
     let text = hook.text(&review(V1BETA1, pod(json!({"nvidia.com/gpu": "1"})))).await;
     let patch = "W3sib3AiOiJhZGQiLCJwYXRoIjoiL3NwZWMvY29udGFpbmVycy8wL3Jlc291cmNlcy9saW1pdHMvbnZpZGlhLmNvbX4xZ3B1Y29yZXMiLCJ2YWx1ZSI6IjEwMCJ9LHsib3AiOiJhZGQiLCJwYXRoIjoiL3NwZWMvc2NoZWR1bGVyTmFtZSIsInZhbHVlIjoiaGFtaS1zY2hlZHVsZXIifV0=";
@@ -187,7 +188,7 @@ async fn a_v1beta1_review_is_answered_in_v1beta1() {
 
 #[actix_web::test]
 async fn a_v1beta1_denial_carries_code_reason_and_message() {
-    // protocol.md §6: denials are allowed:false with status.code 403 and HAMi's message.
+    // As in HAMi, denials are allowed:false with status.code 403 and HAMi's message.
     let hook = Hook::start(hami()).await;
     let text = hook.text(&review(V1BETA1, json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))).await;
     assert_eq!(
@@ -255,7 +256,8 @@ async fn malformed_bodies_are_400_with_an_error_object() {
 
 #[actix_web::test]
 async fn an_oversized_body_is_400() {
-    // protocol.md §1 server limits; --max-body-bytes bounds /webhook too.
+    // --max-body-bytes bounds /webhook as well as /filter and /bind (HAMi reads at most 1 MiB
+    // there).
     let hook = Hook::with_vendors(hami(), Arc::new(vendors()), 1024).await;
     let big = review(V1, pod(json!({"nvidia.com/gpu": "1", "padding": "x".repeat(2048)})));
     let (status, b) = hook.post_raw(big.to_string()).await;
@@ -264,7 +266,7 @@ async fn an_oversized_body_is_400() {
 
 #[actix_web::test]
 async fn a_pod_that_does_not_decode_is_a_400_review_with_the_uid() {
-    // protocol.md §6 step 1: decode failure → allowed:false, code 400, the request still answered.
+    // As in HAMi, a pod that does not decode → allowed:false, code 400, the request still answered.
     let hook = Hook::start(hami()).await;
     for object in [
         json!({"metadata": {"name": "p"}, "spec": {"containers": "c"}}),
@@ -287,7 +289,7 @@ async fn a_pod_that_does_not_decode_is_a_400_review_with_the_uid() {
 
 #[actix_web::test]
 async fn a_pod_without_containers_is_denied() {
-    // protocol.md §6 step 2; init containers alone do not count.
+    // HAMi denies a pod with no regular containers; init containers alone do not count.
     let hook = Hook::start(hami()).await;
     assert_denied(&hook.admit(json!({"metadata": {"name": "p"}, "spec": {}})).await, "pod has no containers");
     let only_init = pod_of(vec![container("i", json!({"nvidia.com/gpu": "1"}))], vec![]);
@@ -296,7 +298,7 @@ async fn a_pod_without_containers_is_denied() {
 
 #[actix_web::test]
 async fn the_worked_example_adds_exclusive_cores_and_the_scheduler_name() {
-    // protocol.md §12: `nvidia.com/gpu: 1` alone → gpucores 100 (whole memory) and schedulerName.
+    // HAMi's example: `nvidia.com/gpu: 1` alone → gpucores 100 (whole memory) and schedulerName.
     let hook = Hook::start(hami()).await;
     let p = pod(json!({"nvidia.com/gpu": "1"}));
     let res = hook.admit(p.clone()).await;
@@ -314,7 +316,7 @@ async fn the_worked_example_adds_exclusive_cores_and_the_scheduler_name() {
 
 #[actix_web::test]
 async fn a_pod_that_gives_memory_gets_no_cores() {
-    // protocol.md §6 NVIDIA exclusive-core default: memory present, so memory is not "whole".
+    // HAMi's exclusive-core default (100 cores) needs whole memory: memory present, so not "whole".
     let hook = Hook::start(hami()).await;
     let res = hook.admit(pod(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}))).await;
     assert_eq!(ops(&res), json!([{"op": "add", "path": "/spec/schedulerName", "value": "hami-scheduler"}]));
@@ -328,7 +330,7 @@ async fn a_pod_that_gives_memory_gets_no_cores() {
 
 #[actix_web::test]
 async fn memory_alone_gets_the_default_gpu_count() {
-    // protocol.md §6 NVIDIA: memory in limits without a count, defaultGPUNum (chart: 1) > 0.
+    // HAMi injects the count: memory in limits without a count, defaultGPUNum (chart: 1) > 0.
     let hook = Hook::start(hami()).await;
     let res = hook.admit(pod(json!({"nvidia.com/gpumem": "4096"}))).await;
     assert_eq!(
@@ -342,7 +344,7 @@ async fn memory_alone_gets_the_default_gpu_count() {
 
 #[actix_web::test]
 async fn without_a_default_count_memory_alone_is_not_a_request() {
-    // protocol.md §6 NVIDIA: injection needs defaultGPUNum > 0.
+    // HAMi injects a count only when defaultGPUNum > 0.
     let mut cfg = DeviceConfig::chart();
     cfg.nvidia.default_gpu_num = 0;
     let v = Vendors::from_config(&cfg, Enable::default());
@@ -352,7 +354,7 @@ async fn without_a_default_count_memory_alone_is_not_a_request() {
 
 #[actix_web::test]
 async fn a_pod_without_a_device_request_is_allowed_unchanged() {
-    // protocol.md §6 steps 4, 6, 8: nothing recognised, so no schedulerName and no patch.
+    // As in HAMi, nothing recognised, so no schedulerName and no patch.
     let hook = Hook::start(hami()).await;
     assert_untouched(&hook.admit(pod(json!({"cpu": "1", "memory": "1Gi"}))).await);
     assert_untouched(&hook.admit(json!({"spec": {"containers": [{"name": "c"}]}})).await);
@@ -360,7 +362,7 @@ async fn a_pod_without_a_device_request_is_allowed_unchanged() {
 
 #[actix_web::test]
 async fn a_pod_of_another_scheduler_is_allowed_unchanged_with_hamis_message() {
-    // protocol.md §6 step 3.
+    // HAMi leaves a pod that names another scheduler alone, with this message and no quota check.
     let hook = Hook::start(hami()).await;
     let mut p = pod(json!({"nvidia.com/gpu": "1"}));
     p["spec"]["schedulerName"] = json!("volcano");
@@ -373,7 +375,7 @@ async fn a_pod_of_another_scheduler_is_allowed_unchanged_with_hamis_message() {
 
 #[actix_web::test]
 async fn a_pod_already_on_our_scheduler_is_mutated() {
-    // protocol.md §6 step 3: equal to --scheduler-name is ours; step 6 rewrites the same value.
+    // A schedulerName equal to --scheduler-name is ours; HAMi sets the same value again (no op).
     let hook = Hook::start(hami()).await;
     let mut p = pod(json!({"nvidia.com/gpu": "1"}));
     p["spec"]["schedulerName"] = json!("hami-scheduler");
@@ -386,7 +388,7 @@ async fn a_pod_already_on_our_scheduler_is_mutated() {
 
 #[actix_web::test]
 async fn default_scheduler_is_taken_over_only_when_the_flag_is_on() {
-    // protocol.md §6 step 3 with --force-overwrite-default-scheduler.
+    // HAMi takes over `default-scheduler` pods only with --force-overwrite-default-scheduler.
     let mut p = pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}));
     p["spec"]["schedulerName"] = json!("default-scheduler");
 
@@ -403,7 +405,7 @@ async fn default_scheduler_is_taken_over_only_when_the_flag_is_on() {
 
 #[actix_web::test]
 async fn without_a_scheduler_name_the_pod_keeps_its_scheduler() {
-    // protocol.md §6 step 6: HAMi's default --scheduler-name is empty; defaults still apply.
+    // HAMi's default --scheduler-name is empty: schedulerName is not set, defaults still apply.
     let hook = Hook::start(WebhookConfig::default()).await;
     let res = hook.admit(pod(json!({"nvidia.com/gpu": "1"}))).await;
     assert_eq!(
@@ -414,7 +416,7 @@ async fn without_a_scheduler_name_the_pod_keeps_its_scheduler() {
 
 #[actix_web::test]
 async fn init_containers_are_mutated_first_and_every_container_is_visited() {
-    // protocol.md §6 step 4: init containers, then regular ones.
+    // HAMi mutates init containers, then regular ones.
     let hook = Hook::start(hami()).await;
     let p = pod_of(
         vec![container("i", json!({"nvidia.com/gpu": "1"}))],
@@ -430,7 +432,7 @@ async fn init_containers_are_mutated_first_and_every_container_is_visited() {
 
 #[actix_web::test]
 async fn env_from_limits_is_appended() {
-    // protocol.md §6 NVIDIA: `nvidia.com/priority` in limits → CUDA_TASK_PRIORITY.
+    // HAMi: `nvidia.com/priority` in limits → env CUDA_TASK_PRIORITY.
     let hook = Hook::start(hami()).await;
     let mut p = pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000", "nvidia.com/priority": "1"}));
     p["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": "b"}]);
@@ -444,7 +446,7 @@ async fn env_from_limits_is_appended() {
 
 #[actix_web::test]
 async fn a_configured_runtime_class_is_set_once() {
-    // protocol.md §6 NVIDIA: recognised, no runtimeClassName yet, one configured → set it.
+    // HAMi: a recognised request, no runtimeClassName yet, one configured → set it.
     let mut cfg = DeviceConfig::chart();
     cfg.nvidia.runtime_class_name = "nvidia".into();
     let hook = Hook::with_vendors(hami(), Arc::new(Vendors::from_config(&cfg, Enable::default())), 1 << 20).await;
@@ -463,8 +465,8 @@ async fn a_configured_runtime_class_is_set_once() {
 
 #[actix_web::test]
 async fn a_privileged_container_that_requests_devices_is_denied() {
-    // protocol.md §6 step 5 (§14: newer HAMi denies instead of skipping); the first privileged
-    // container is named, init containers first.
+    // HAMi denies a device pod with a privileged container (older HAMi skipped it and admitted
+    // the pod); the first privileged container is named, init containers first.
     let hook = Hook::start(hami()).await;
     let mut p = pod(json!({"nvidia.com/gpu": "1"}));
     p["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
@@ -478,7 +480,7 @@ async fn a_privileged_container_that_requests_devices_is_denied() {
 
 #[actix_web::test]
 async fn a_privileged_container_without_devices_is_allowed() {
-    // protocol.md §6 step 5 needs a recognised request.
+    // HAMi denies privileged containers only in a pod with a recognised device request.
     let hook = Hook::start(hami()).await;
     let mut p = pod(json!({"cpu": "1"}));
     p["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
@@ -487,7 +489,8 @@ async fn a_privileged_container_without_devices_is_allowed() {
 
 #[actix_web::test]
 async fn a_pod_with_a_node_assigned_is_denied() {
-    // protocol.md §6 step 6: after the scheduler name, a set nodeName denies.
+    // HAMi's webhook checks nodeName after the scheduler name: a pod with a node already set is
+    // denied.
     let hook = Hook::start(hami()).await;
     let mut p = pod(json!({"nvidia.com/gpu": "1"}));
     p["spec"]["nodeName"] = json!("node-a");
@@ -499,7 +502,7 @@ async fn a_pod_with_a_node_assigned_is_denied() {
 
 #[actix_web::test]
 async fn a_memory_percentage_out_of_range_is_a_500_with_hamis_message() {
-    // protocol.md §6 NVIDIA: vendor validation errors are allowed:false, code 500, the error text.
+    // As in HAMi, vendor validation errors are allowed:false, code 500, the error text.
     let hook = Hook::start(hami()).await;
     for v in ["101", "-1", "50.5"] {
         let res = hook.admit(pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": v}))).await;
@@ -535,8 +538,8 @@ async fn cores_out_of_range_are_a_500_with_hamis_message() {
 
 #[actix_web::test]
 async fn an_unusable_memory_quantity_is_denied_at_admission() {
-    // scheduling.md §14 row 16: HAMi drops a `16Gi` gpumem request and places the pod with no
-    // reservation; hami-rs refuses it here.
+    // HAMi drops a `16Gi` gpumem request and places the pod with no reservation; hami-rs
+    // refuses it here.
     let hook = Hook::start(hami()).await;
     let res = hook.admit(pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16Gi"}))).await;
     assert_denied(
@@ -587,7 +590,7 @@ async fn with_quota(hard: &[(&str, i64)]) -> Hook {
 
 #[actix_web::test]
 async fn a_pod_over_its_namespace_quota_is_denied() {
-    // protocol.md §6 step 7 and scheduling.md §9: memory × count against limits.<memory name>.
+    // HAMi's admission quota check: memory × count against limits.<memory name>.
     let hook = with_quota(&[("limits.nvidia.com/gpumem", 1000)]).await;
     assert_denied(
         &hook.admit(pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}))).await,
@@ -602,7 +605,7 @@ async fn a_pod_over_its_namespace_quota_is_denied() {
 
 #[actix_web::test]
 async fn regular_containers_add_up_and_init_containers_count_their_peak() {
-    // protocol.md §6 quota pre-check: sum over regular containers, max over init containers,
+    // HAMi's quota pre-check: sum over regular containers, max over init containers,
     // the larger of the two.
     let hook = with_quota(&[("limits.nvidia.com/gpumem", 1000)]).await;
     let gpu = |m: &str| json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": m});
@@ -617,7 +620,7 @@ async fn regular_containers_add_up_and_init_containers_count_their_peak() {
 
 #[actix_web::test]
 async fn cores_are_checked_and_percentage_memory_counts_nothing() {
-    // protocol.md §6 quota pre-check: injected cores count; percentage-only memory is 0 here.
+    // HAMi's quota pre-check: injected cores count; percentage-only memory is 0 here.
     let hook = with_quota(&[("limits.nvidia.com/gpumem", 1000), ("limits.nvidia.com/gpucores", 50)]).await;
     assert_denied(&hook.admit(pod(json!({"nvidia.com/gpu": "1"}))).await, "exceeding resource quota");
     let pct = pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50", "nvidia.com/gpucores": "50"}));
@@ -626,7 +629,7 @@ async fn cores_are_checked_and_percentage_memory_counts_nothing() {
 
 #[actix_web::test]
 async fn quota_applies_only_to_its_namespace_and_not_to_other_schedulers_pods() {
-    // scheduling.md §9: no entry for the namespace → fits; protocol.md §6 step 3 skips quota.
+    // As in HAMi, a namespace without a quota fits; another scheduler's pod is not quota-checked.
     let hook = with_quota(&[("limits.nvidia.com/gpumem", 1000)]).await;
     let big = pod(json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}));
     let mut other_ns = review(V1, big.clone());
@@ -700,8 +703,8 @@ impl Vendor for Marker {
 
 #[actix_web::test]
 async fn pod_annotations_and_runtime_class_from_vendors_are_applied() {
-    // protocol.md §6 per-vendor mutations (e.g. Mthreads' request-gpu-num annotation): pod-level
-    // edits land after the container mutations; later edits see earlier ones.
+    // Per-vendor mutations may edit the pod (e.g. HAMi's Mthreads request-gpu-num annotation):
+    // pod-level edits land after the container mutations; later edits see earlier ones.
     let v = Vendors::new(vec![Box::new(Marker { fail: false })]);
     let hook = Hook::with_vendors(hami(), Arc::new(v), 1 << 20).await;
     let p = json!({
@@ -721,7 +724,7 @@ async fn pod_annotations_and_runtime_class_from_vendors_are_applied() {
 
 #[actix_web::test]
 async fn a_vendor_error_is_a_500_with_its_text() {
-    // protocol.md §6 step 4: any vendor error → allowed:false, code 500, that text.
+    // As in HAMi, any vendor error → allowed:false, code 500, that text.
     let v = Vendors::new(vec![Box::new(Marker { fail: true })]);
     let hook = Hook::with_vendors(hami(), Arc::new(v), 1 << 20).await;
     let res = hook.admit(pod(json!({"example.com/mark": "2"}))).await;
@@ -733,7 +736,7 @@ async fn a_vendor_error_is_a_500_with_its_text() {
 
 #[actix_web::test]
 async fn every_answer_echoes_the_request_uid() {
-    // toolchain.md §6: the response uid is the request's, whatever the decision.
+    // The response uid is the request's, whatever the decision.
     let hook = Hook::start(hami()).await;
     let pods = [
         pod(json!({"nvidia.com/gpu": "1"})),

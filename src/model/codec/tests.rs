@@ -1,6 +1,6 @@
-// Table and property tests for the annotation codecs. Every expectation comes from
-// shared/reference/protocol.md (the section is named on each test or table row), or from
-// scheduling.md §5.5 for the scoring weights.
+// Table and property tests for the annotation codecs. Every expectation is HAMi's wire format:
+// what its scheduler and its unchanged node-side device plugins write and accept. Where hami-rs
+// accepts more (both registration forms on every key, older MIG suffixes), the comment says so.
 
 use std::time::Duration;
 
@@ -23,7 +23,8 @@ const V100: &str = "NVIDIA-Tesla V100-PCIE-32GB";
 const V100_A: &str = "GPU-1d0c8a42-7be1-4c1e-9a3e-111111111111";
 const V100_B: &str = "GPU-1d0c8a42-7be1-4c1e-9a3e-222222222222";
 
-/// protocol.md §3.2, first example, as printed (line breaks and indentation included).
+/// HAMi's documented NVIDIA registration example (two V100s, the second on NUMA 1), as printed
+/// (line breaks and indentation included).
 const V100_PAIR_JSON_PRETTY: &str = r#"[{"id":"GPU-1d0c8a42-7be1-4c1e-9a3e-111111111111","count":10,"devmem":32768,"devcore":100,
   "type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core","health":true},
  {"id":"GPU-1d0c8a42-7be1-4c1e-9a3e-222222222222","index":1,"count":10,"devmem":32768,"devcore":100,
@@ -37,7 +38,8 @@ const V100_PAIR_JSON: &str = concat!(
     r#""type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}]"#,
 );
 
-/// protocol.md §3.2, second example (one A100 in MIG mode), as printed.
+/// HAMi's documented MIG registration example (one A100 in MIG mode, profiles shortened), as
+/// printed.
 const A100_MIG_JSON_PRETTY: &str = r#"[{"id":"GPU-aa11","count":7,"devmem":40960,"devcore":100,"type":"NVIDIA A100-SXM4-40GB","mode":"mig",
   "migProfiles":[{"name":"1g.5gb","memoryMB":4864,"core":15,"sliceCount":1,
                   "placements":[{"start":0,"size":1},{"start":1,"size":1},{"start":2,"size":1}]},
@@ -54,7 +56,7 @@ const A100_MIG_JSON: &str = concat!(
     r#""health":true}]"#,
 );
 
-/// protocol.md §3.3 example (the same two V100s; the second in 9-field form).
+/// The same two V100s in HAMi's legacy colon form (the second in 9-field form).
 const V100_PAIR_COLON: &str = concat!(
     "GPU-1d0c8a42-7be1-4c1e-9a3e-111111111111,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:",
     "GPU-1d0c8a42-7be1-4c1e-9a3e-222222222222,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,1,true,1,hami-core:",
@@ -95,11 +97,11 @@ fn naive(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> NaiveDateTime {
 }
 
 // =============================================================================================
-// 1. Node registration, JSON list (protocol.md §3.2)
+// 1. Node registration, JSON list
 
 #[test]
 fn json_list_decodes_the_v100_pair_example_field_by_field() {
-    // protocol.md §3.2: first worked example; missing index/numa read as 0.
+    // The two-V100 example; missing index/numa read as 0.
     let d = decode_node_devices_json(V100_PAIR_JSON_PRETTY).unwrap();
     assert_eq!(d.len(), 2);
 
@@ -132,7 +134,7 @@ fn json_list_decodes_the_v100_pair_example_field_by_field() {
 
 #[test]
 fn json_list_decodes_the_a100_mig_example_field_by_field() {
-    // protocol.md §3.2: second worked example; MIG profiles with every key present.
+    // The A100 MIG example; MIG profiles with every key present.
     let d = decode_node_devices_json(A100_MIG_JSON_PRETTY).unwrap();
     assert_eq!(d.len(), 1);
     let a = &d[0];
@@ -158,7 +160,7 @@ fn json_list_decodes_the_a100_mig_example_field_by_field() {
 
 #[test]
 fn json_list_encodes_the_worked_examples_byte_for_byte() {
-    // protocol.md §3.2: key order id, index, count, devmem, devcore, type, numa, mode,
+    // HAMi's key order: id, index, count, devmem, devcore, type, numa, mode,
     // migProfiles, health; index 0, numa 0, mode "" and health false are omitted.
     assert_eq!(encode_node_devices_json(&v100_pair()), V100_PAIR_JSON);
     let a100 = decode_node_devices_json(A100_MIG_JSON).unwrap();
@@ -168,13 +170,13 @@ fn json_list_encodes_the_worked_examples_byte_for_byte() {
 #[test]
 fn json_list_encoding_omits_zero_index_numa_mode_and_false_health() {
     let cases: &[(DeviceInfo, &str)] = &[
-        // protocol.md §3.2: index 0, numa 0, mode "" and health false are absent; count, devmem,
+        // Index 0, numa 0, mode "" and health false are absent; count, devmem,
         // devcore and type are always written.
         (
             DeviceInfo { health: false, ..DeviceInfo::new("GPU-z", 0, 0, 0, 0, "") },
             r#"[{"id":"GPU-z","count":0,"devmem":0,"devcore":0,"type":""}]"#,
         ),
-        // protocol.md §3.2: non-zero values keep their place in the key order (negative NUMA too).
+        // Non-zero values keep their place in the key order (negative NUMA too).
         (
             DeviceInfo { numa: -1, mode: Arc::from("mps"), ..DeviceInfo::new("GPU-y", 3, 4, 1024, 50, "NVIDIA-T4") },
             r#"[{"id":"GPU-y","index":3,"count":4,"devmem":1024,"devcore":50,"type":"NVIDIA-T4","numa":-1,"mode":"mps","health":true}]"#,
@@ -187,25 +189,25 @@ fn json_list_encoding_omits_zero_index_numa_mode_and_false_health() {
 
 #[test]
 fn json_list_missing_health_means_unhealthy() {
-    // protocol.md §3.2: health is omitted when false, so a missing key reads as unhealthy.
+    // HAMi's plugin omits health when false, so a missing key reads as unhealthy.
     let d = decode_node_devices_json(r#"[{"id":"GPU-a","count":10,"devmem":16384,"devcore":100,"type":"NVIDIA"}]"#)
         .unwrap();
     assert!(!d[0].health);
-    // protocol.md §3.2: null reads as the zero value too.
+    // A null reads as the zero value too.
     let d = decode_node_devices_json(r#"[{"id":"GPU-a","health":null}]"#).unwrap();
     assert!(!d[0].health);
 }
 
 #[test]
 fn json_list_every_key_is_optional_and_reads_as_its_zero_value() {
-    // protocol.md §3.2: every key is optional on input; a missing key means the zero value.
+    // Every key is optional on input; a missing key means the zero value.
     let d = decode_node_devices_json("[{}]").unwrap();
     assert_eq!(d, vec![DeviceInfo { health: false, ..DeviceInfo::new("", 0, 0, 0, 0, "") }]);
 }
 
 #[test]
 fn json_list_matches_keys_case_insensitively() {
-    // protocol.md §3.2: Go's decoder matches keys case-insensitively.
+    // HAMi's Go decoder matches keys case-insensitively.
     let s = r#"[{"ID":"GPU-a","Index":2,"COUNT":4,"DevMem":8192,"devCore":50,"Type":"NVIDIA-T4","NUMA":1,"Mode":"mps","Health":true}]"#;
     let want = DeviceInfo { numa: 1, mode: Arc::from("mps"), ..DeviceInfo::new("GPU-a", 2, 4, 8192, 50, "NVIDIA-T4") };
     assert_eq!(decode_node_devices_json(s).unwrap(), vec![want]);
@@ -213,7 +215,7 @@ fn json_list_matches_keys_case_insensitively() {
 
 #[test]
 fn json_list_passes_custominfo_through_untouched() {
-    // protocol.md §3.2: custominfo holds vendor extras, passed through untouched.
+    // `custominfo` holds vendor extras, passed through untouched.
     let s = concat!(
         r#"[{"id":"vastai-0","count":1,"devmem":16384,"devcore":100,"type":"Vastai","health":true,"#,
         r#""custominfo":{"AIC":"2","DeviceStrategy":"shared","Nested":{"a":[1,null,true]},"NetworkID":3}}]"#,
@@ -232,23 +234,23 @@ fn json_list_passes_custominfo_through_untouched() {
 #[test]
 fn json_list_rejects_malformed_values_with_a_typed_error() {
     let cases: &[(&str, Check)] = &[
-        // protocol.md §3.2: an empty array means no devices, an error for every vendor.
+        // An empty array means no devices, which every HAMi vendor reads as an error.
         ("[]", |e| *e == Error::NoDevices),
-        // protocol.md §3.2: null is "no devices" too.
+        // A null is "no devices" too.
         ("null", |e| *e == Error::NoDevices),
         ("  null  ", |e| *e == Error::NoDevices),
-        // protocol.md §3.2: a parse error makes the read fail.
+        // A parse error makes the read fail.
         ("", |e| matches!(e, Error::Json(_))),
         ("not json", |e| matches!(e, Error::Json(_))),
         ("[{\"id\":\"GPU-a\"}", |e| matches!(e, Error::Json(_))),
-        // protocol.md §3.2: the value is an array, not an object or a scalar.
+        // The value is an array, not an object or a scalar.
         ("{}", |e| matches!(e, Error::Json(_))),
         (r#""GPU-a""#, |e| matches!(e, Error::Json(_))),
         ("42", |e| matches!(e, Error::Json(_))),
-        // protocol.md §3.2: each element is an object.
+        // Each element is an object.
         ("[1]", |e| matches!(e, Error::Field { device: 0, .. })),
         (r#"["GPU-a"]"#, |e| matches!(e, Error::Field { device: 0, .. })),
-        // protocol.md §3.2: wrong field types.
+        // Wrong field types fail.
         (r#"[{"id":5}]"#, |e| matches!(e, Error::Field { device: 0, field: "id", .. })),
         (r#"[{"count":"10"}]"#, |e| matches!(e, Error::Field { field: "count", .. })),
         (r#"[{"devmem":true}]"#, |e| matches!(e, Error::Field { field: "devmem", .. })),
@@ -259,7 +261,7 @@ fn json_list_rejects_malformed_values_with_a_typed_error() {
         (r#"[{"migProfiles":{}}]"#, |e| matches!(e, Error::Field { field: "migProfiles", .. })),
         (r#"[{"migProfiles":[{"name":7}]}]"#, |e| matches!(e, Error::Field { field: "migProfiles", .. })),
         (r#"[{"custominfo":[]}]"#, |e| matches!(e, Error::Field { field: "custominfo", .. })),
-        // protocol.md §3.2: count, devmem, devcore are int32; index is unsigned.
+        // `count`, `devmem`, `devcore` are int32; `index` is unsigned.
         (r#"[{"count":-1}]"#, |e| matches!(e, Error::Field { field: "count", .. })),
         (r#"[{"count":2147483648}]"#, |e| matches!(e, Error::Field { field: "count", .. })),
         (r#"[{"count":1.5}]"#, |e| matches!(e, Error::Field { field: "count", .. })),
@@ -284,7 +286,7 @@ fn json_list_rejects_malformed_values_with_a_typed_error() {
 
 #[test]
 fn json_list_accepts_int32_boundaries() {
-    // protocol.md §3.2: count, devmem and devcore are int32, so i32::MAX is still valid.
+    // `count`, `devmem` and `devcore` are int32, so i32::MAX is still valid.
     let d = decode_node_devices_json(
         r#"[{"count":2147483647,"devmem":2147483647,"devcore":2147483647,"numa":-2147483648}]"#,
     )
@@ -298,17 +300,18 @@ fn json_list_accepts_int32_boundaries() {
 #[test]
 fn node_devices_auto_detects_json_and_colon_forms() {
     let cases: &[(&str, std::result::Result<Vec<DeviceInfo>, Error>)] = &[
-        // protocol.md §13: NVIDIA registrations are JSON …
+        // NVIDIA registrations are JSON (the only form current HAMi reads for NVIDIA) …
         (V100_PAIR_JSON, Ok(v100_pair())),
         (" \n\t[{\"id\":\"GPU-a\",\"health\":true}]", Ok(vec![DeviceInfo::new("GPU-a", 0, 0, 0, 0, "")])),
-        // protocol.md §3.2: null is "no devices".
+        // A null is "no devices".
         ("null", Err(Error::NoDevices)),
         ("[]", Err(Error::NoDevices)),
-        // … and the colon form is accepted too (protocol.md §3.3, §13).
+        // … and the colon form is accepted too (HAMi reads it for Hygon and Iluvatar only; hami-rs
+        // accepts both forms on every key).
         (V100_PAIR_COLON, Ok(v100_pair())),
-        // protocol.md §3.3: the colon form needs at least one ':'.
+        // The colon form needs at least one ':'.
         ("GPU-a,10,32768,100,NVIDIA,0,true", Err(Error::NoSeparator)),
-        // A separator but no device is "no devices", as the JSON form's empty array (§3.2).
+        // A separator but no device is "no devices", as the JSON form's empty array.
         (":", Err(Error::NoDevices)),
         (":::", Err(Error::NoDevices)),
         ("", Err(Error::NoSeparator)),
@@ -319,18 +322,18 @@ fn node_devices_auto_detects_json_and_colon_forms() {
 }
 
 // =============================================================================================
-// 2. Node registration, legacy colon list (protocol.md §3.3)
+// 2. Node registration, legacy colon list (HAMi's Hygon and Iluvatar form)
 
 #[test]
 fn colon_list_decodes_the_worked_example_like_the_json_form() {
-    // protocol.md §3.3: the example lists the same two V100s as §3.2.
+    // The colon example lists the same two V100s as the JSON one.
     assert_eq!(decode_node_devices_colon(V100_PAIR_COLON).unwrap(), v100_pair());
 }
 
 #[test]
 fn colon_list_seven_field_form_defaults_mode_to_hami_core_and_index_to_zero() {
-    // protocol.md §3.3: 7-field form: mode is hami-core and index is 0.
-    // protocol.md §3.3: a single device still needs its ':'.
+    // The 7-field form: mode is hami-core and index is 0.
+    // A single device still needs its ':'.
     let d = decode_node_devices_colon("GPU-a,4,16384,80,NVIDIA-T4,1,false").unwrap_err();
     assert_eq!(d, Error::NoSeparator);
     let d = decode_node_devices_colon("GPU-a,4,16384,80,NVIDIA-T4,1,false:").unwrap();
@@ -345,21 +348,21 @@ fn colon_list_seven_field_form_defaults_mode_to_hami_core_and_index_to_zero() {
 
 #[test]
 fn colon_list_nine_field_form_carries_index_and_mode() {
-    // protocol.md §3.3: the 9-field form carries index and mode.
-    // protocol.md §3.3: a single device still needs its ':'.
+    // The 9-field form carries index and mode.
+    // A single device still needs its ':'.
     let d = decode_node_devices_colon("GPU-a,4,16384,100,NVIDIA A100,0,true,3,mig").unwrap_err();
     assert_eq!(d, Error::NoSeparator);
     let d = decode_node_devices_colon("GPU-a,4,16384,100,NVIDIA A100,0,true,3,mig:").unwrap();
     let want = DeviceInfo { mode: Arc::from("mig"), ..DeviceInfo::new("GPU-a", 3, 4, 16384, 100, "NVIDIA A100") };
     assert_eq!(d, vec![want]);
-    // protocol.md §3.3: an empty mode in the 9-field form stays empty.
+    // An empty mode in the 9-field form stays empty.
     let d = decode_node_devices_colon("GPU-a,4,16384,100,DCU,0,true,0,:").unwrap();
     assert_eq!(&*d[0].mode, "");
 }
 
 #[test]
 fn colon_list_skips_empty_segments() {
-    // protocol.md §3.3: empty segments between colons are skipped; a trailing ':' is optional.
+    // Empty segments between colons are skipped; a trailing ':' is optional.
     let cases: &[(&str, &[&str])] = &[
         ("GPU-a,1,2,3,T,0,true:GPU-b,1,2,3,T,0,true", &["GPU-a", "GPU-b"]),
         ("GPU-a,1,2,3,T,0,true:GPU-b,1,2,3,T,0,true:", &["GPU-a", "GPU-b"]),
@@ -374,21 +377,21 @@ fn colon_list_skips_empty_segments() {
 
 #[test]
 fn colon_list_treats_whitespace_as_significant() {
-    // protocol.md §3.3: whitespace is significant; nothing is trimmed.
+    // Whitespace is significant; nothing is trimmed.
     let d = decode_node_devices_colon(" GPU-a,1,2,3,NVIDIA T4 ,0,true,0, mig:").unwrap();
     assert_eq!(d[0].id.as_str(), " GPU-a");
     assert_eq!(&*d[0].ty, "NVIDIA T4 ");
     assert_eq!(&*d[0].mode, " mig");
 
     let cases: &[(&str, Check)] = &[
-        // protocol.md §3.3: a padded number is not a decimal int32.
+        // A padded number is not a decimal int32.
         ("GPU-a, 1,2,3,T,0,true:", |e| matches!(e, Error::Field { field: "count", .. })),
         ("GPU-a,1,2 ,3,T,0,true:", |e| matches!(e, Error::Field { field: "devmem", .. })),
         ("GPU-a,1,2,3,T, 0,true:", |e| matches!(e, Error::Field { field: "numa", .. })),
-        // protocol.md §3.3: a padded boolean is not a Go boolean literal.
+        // A padded boolean is not a Go boolean literal.
         ("GPU-a,1,2,3,T,0,true :", |e| matches!(e, Error::Field { field: "health", .. })),
         ("GPU-a,1,2,3,T,0,true,1 ,mig:", |e| matches!(e, Error::Field { field: "index", .. })),
-        // protocol.md §3.3: a trailing newline is a non-empty segment without a comma.
+        // A trailing newline is a non-empty segment without a comma.
         ("GPU-a,1,2,3,T,0,true:\n", |e| *e == Error::FieldCount { segment: "\n".into(), found: 1 }),
         ("GPU-a,1,2,3,T,0,true: ", |e| *e == Error::FieldCount { segment: " ".into(), found: 1 }),
     ];
@@ -403,30 +406,30 @@ fn colon_list_treats_whitespace_as_significant() {
 #[test]
 fn colon_list_rejects_malformed_values_with_a_typed_error() {
     let cases: &[(&str, Check)] = &[
-        // protocol.md §3.3: the value must contain at least one ':'.
+        // The value must contain at least one ':'.
         ("", |e| *e == Error::NoSeparator),
         ("GPU-a,1,2,3,T,0,true", |e| *e == Error::NoSeparator),
         ("GPU-a;GPU-b", |e| *e == Error::NoSeparator),
-        // protocol.md §3.3: a segment without a comma fails the whole annotation.
+        // A segment without a comma fails the whole annotation.
         ("GPU-a:", |e| *e == Error::FieldCount { segment: "GPU-a".into(), found: 1 }),
         ("GPU-a,1,2,3,T,0,true:junk", |e| *e == Error::FieldCount { segment: "junk".into(), found: 1 }),
-        // protocol.md §3.3: a segment with neither 7 nor 9 fields fails the whole annotation.
+        // A segment with neither 7 nor 9 fields fails the whole annotation.
         ("GPU-a,1,2,3,T,0:", |e| matches!(e, Error::FieldCount { found: 6, .. })),
         ("GPU-a,1,2,3,T,0,true,1:", |e| matches!(e, Error::FieldCount { found: 8, .. })),
         ("GPU-a,1,2,3,T,0,true,1,mig,x:", |e| matches!(e, Error::FieldCount { found: 10, .. })),
         ("GPU-a,1,2,3,T,0,true:GPU-b,1:", |e| matches!(e, Error::FieldCount { found: 2, .. })),
-        // protocol.md §3.3: count, devmem, devcore are decimal int32.
+        // `count`, `devmem`, `devcore` are decimal int32.
         ("GPU-a,x,2,3,T,0,true:", |e| matches!(e, Error::Field { field: "count", .. })),
         ("GPU-a,2147483648,2,3,T,0,true:", |e| matches!(e, Error::Field { field: "count", .. })),
         ("GPU-a,1,32768.5,3,T,0,true:", |e| matches!(e, Error::Field { field: "devmem", .. })),
         ("GPU-a,1,,3,T,0,true:", |e| matches!(e, Error::Field { field: "devmem", .. })),
         ("GPU-a,1,2,0x64,T,0,true:", |e| matches!(e, Error::Field { field: "devcore", .. })),
-        // protocol.md §3.3: numa is a decimal int.
+        // `numa` is a decimal int.
         ("GPU-a,1,2,3,T,one,true:", |e| matches!(e, Error::Field { field: "numa", .. })),
-        // protocol.md §3.3: health is a Go boolean literal.
+        // `health` is a Go boolean literal.
         ("GPU-a,1,2,3,T,0,yes:", |e| matches!(e, Error::Field { field: "health", .. })),
         ("GPU-a,1,2,3,T,0,:", |e| matches!(e, Error::Field { field: "health", .. })),
-        // protocol.md §3.3: index must be >= 0.
+        // `index` must be >= 0.
         ("GPU-a,1,2,3,T,0,true,-1,hami-core:", |e| matches!(e, Error::Field { field: "index", .. })),
         ("GPU-a,1,2,3,T,0,true,x,hami-core:", |e| matches!(e, Error::Field { field: "index", .. })),
         // The error names the failing device's position among the non-empty segments.
@@ -444,14 +447,14 @@ fn colon_list_rejects_malformed_values_with_a_typed_error() {
 
 #[test]
 fn colon_list_accepts_negative_numa() {
-    // protocol.md §3.3: numa is a decimal int (sign allowed).
+    // `numa` is a decimal int (sign allowed).
     let d = decode_node_devices_colon("GPU-a,1,2,3,T,-1,true:").unwrap();
     assert_eq!(d[0].numa, -1);
 }
 
 #[test]
 fn colon_list_health_accepts_every_go_boolean_literal() {
-    // protocol.md §3.3: health is any Go boolean literal.
+    // `health` is any Go boolean literal.
     let cases = [
         ("1", true),
         ("t", true),
@@ -477,7 +480,7 @@ fn colon_list_health_accepts_every_go_boolean_literal() {
 
 #[test]
 fn colon_list_encodes_the_nine_field_form_with_a_trailing_colon_per_device() {
-    // protocol.md §3.3: HAMi writes the 9-field form, each device followed by ':'.
+    // HAMi writes the 9-field form, each device followed by ':'.
     assert_eq!(
         encode_node_devices_colon(&v100_pair()),
         concat!(
@@ -485,14 +488,14 @@ fn colon_list_encodes_the_nine_field_form_with_a_trailing_colon_per_device() {
             "GPU-1d0c8a42-7be1-4c1e-9a3e-222222222222,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,1,true,1,hami-core:",
         )
     );
-    // protocol.md §3.3: health is written as a Go boolean; an empty mode stays empty.
+    // `health` is written as a Go boolean; an empty mode stays empty.
     let sick = DeviceInfo { health: false, numa: -1, ..DeviceInfo::new("DCU-0", 2, 4, 16384, 100, "DCU") };
     assert_eq!(encode_node_devices_colon(&[sick]), "DCU-0,4,16384,100,DCU,-1,false,2,:");
     assert_eq!(encode_node_devices_colon(&[]), "");
 }
 
 // =============================================================================================
-// 3. Pod device encoding (protocol.md §4.2)
+// 3. Pod device encoding (`uuid,type,mem,cores:` per device, `;` after each container)
 
 const POD_ONE_GPU: &str = "GPU-1d0c-1111,NVIDIA,3000,30:;";
 const POD_INIT_AND_TWO_GPUS: &str = "GPU-1111,NVIDIA,2000,30:;;GPU-1111,NVIDIA,4000,50:GPU-2222,NVIDIA,4000,50:;";
@@ -504,17 +507,18 @@ fn app_two_gpus() -> ContainerDevices {
 
 #[test]
 fn pod_devices_decode_one_container_one_gpu_plus_the_trailing_empty_entry() {
-    // protocol.md §4.2 example 1; k containers decode to k+1 entries, the last empty.
+    // One container, one GPU; k containers decode to k+1 entries, the last (after the final ';')
+    // empty.
     let d = decode_pod_devices(POD_ONE_GPU).unwrap();
     assert_eq!(d, vec![vec![cd("GPU-1d0c-1111", "NVIDIA", 3000, 30)], vec![]]);
-    assert_eq!(d[0][0].idx, 0, "protocol.md §4.2: the device index is not encoded");
+    assert_eq!(d[0][0].idx, 0, "the device index is not encoded");
     assert_eq!(d[0][0].mig, None);
     assert_eq!(encode_pod_devices(&d[..1]), POD_ONE_GPU);
 }
 
 #[test]
 fn pod_devices_keep_empty_entries_in_position() {
-    // protocol.md §4.2 example 2: init container, app without GPU, app with two GPUs.
+    // Init container, app without GPU, app with two GPUs: the empty entry keeps its position.
     let d = decode_pod_devices(POD_INIT_AND_TWO_GPUS).unwrap();
     assert_eq!(d, vec![vec![cd("GPU-1111", "NVIDIA", 2000, 30)], vec![], app_two_gpus(), vec![]]);
     assert_eq!(encode_pod_devices(&d[..3]), POD_INIT_AND_TWO_GPUS);
@@ -522,7 +526,7 @@ fn pod_devices_keep_empty_entries_in_position() {
 
 #[test]
 fn pod_devices_plugin_rewrite_adds_one_trailing_semicolon() {
-    // protocol.md §4.2 example 3: the plugin empties the served entry and re-encodes every
+    // The device plugin empties the served entry and re-encodes every
     // decoded entry, so each rewrite appends one ';'.
     let mut d = decode_pod_devices(POD_INIT_AND_TWO_GPUS).unwrap();
     d[0].clear();
@@ -530,33 +534,34 @@ fn pod_devices_plugin_rewrite_adds_one_trailing_semicolon() {
 
     let again = decode_pod_devices(POD_AFTER_INIT_SERVED).unwrap();
     assert_eq!(again, vec![vec![], vec![], app_two_gpus(), vec![], vec![]]);
-    // protocol.md §4.2: readers tolerate any number of trailing empty entries.
+    // Readers tolerate any number of trailing empty entries.
     assert_eq!(trim_trailing_empty(again), vec![vec![], vec![], app_two_gpus()]);
 }
 
 #[test]
 fn pod_devices_decode_table() {
     let cases: &[(&str, Vec<ContainerDevices>)] = &[
-        // protocol.md §4.2: "" is no containers.
+        // An empty value is no containers.
         ("", vec![]),
-        // protocol.md §12 step 5: the plugin leaves ";;" after serving the only container.
+        // The device plugin leaves ";;" after serving a pod's only container.
         (";;", vec![vec![], vec![], vec![]]),
         (";", vec![vec![], vec![]]),
-        // protocol.md §12 step 3.
+        // One container given 3000 MiB of one GPU and no cores, as HAMi writes it.
         ("GPU-1111,NVIDIA,3000,0:;", vec![vec![cd("GPU-1111", "NVIDIA", 3000, 0)], vec![]]),
-        // protocol.md §4.2: a value without a final ';' still yields its container.
+        // A value without a final ';' still yields its container.
         ("GPU-a,NVIDIA,1,2:", vec![vec![cd("GPU-a", "NVIDIA", 1, 2)]]),
         ("GPU-a,NVIDIA,1,2", vec![vec![cd("GPU-a", "NVIDIA", 1, 2)]]),
-        // protocol.md §4.2: sub-pieces without a comma are ignored.
+        // Sub-pieces without a comma are ignored.
         ("GPU-a:GPU-b,NVIDIA,1,2:junk;", vec![vec![cd("GPU-b", "NVIDIA", 1, 2)], vec![]]),
         ("::;:;", vec![vec![], vec![], vec![]]),
-        // protocol.md §4.2: extra fields are ignored.
+        // Extra fields are ignored.
         ("GPU-a,NVIDIA,3000,30,extra,more:;", vec![vec![cd("GPU-a", "NVIDIA", 3000, 30)], vec![]]),
-        // protocol.md §4.2: AMD writes the product string as the type.
+        // HAMi's AMD vendor writes the product string as the type.
         ("GPU-m,AMD Instinct MI300X,196608,100:;", vec![vec![cd("GPU-m", "AMD Instinct MI300X", 196608, 100)], vec![]]),
-        // protocol.md §4.2: usedmem and usedcores are int32.
+        // Memory and cores are int32.
         ("GPU-a,NVIDIA,2147483647,2147483647:", vec![vec![cd("GPU-a", "NVIDIA", I32_MAX_U64, I32_MAX_U32)]]),
-        // protocol.md §4.3: the legacy MIG suffix is stripped when reading old pods.
+        // hami-rs strips older HAMi's MIG suffix `[<geometry>-<slot>]` when reading old pods
+        // (current HAMi does not understand it).
         ("GPU-aa11[1-2],NVIDIA,5120,0:;", vec![vec![cd("GPU-aa11", "NVIDIA", 5120, 0)], vec![]]),
     ];
     for (input, want) in cases {
@@ -567,11 +572,11 @@ fn pod_devices_decode_table() {
 #[test]
 fn pod_devices_reject_short_or_non_int32_entries() {
     let cases: &[(&str, usize)] = &[
-        // protocol.md §4.2: fewer than 4 fields is an error.
+        // Fewer than 4 fields is an error.
         ("GPU-a,NVIDIA,3000:;", 0),
         ("GPU-a,NVIDIA:;", 0),
         (";GPU-a,NVIDIA,1:", 1),
-        // protocol.md §4.2: fields 3 and 4 must parse as int32.
+        // Fields 3 and 4 (memory and cores) must parse as int32.
         ("GPU-a,NVIDIA,abc,30:;", 0),
         ("GPU-a,NVIDIA,2147483648,30:;", 0),
         ("GPU-a,NVIDIA,1.5,30:;", 0),
@@ -583,7 +588,7 @@ fn pod_devices_reject_short_or_non_int32_entries() {
         // Usage cannot be negative.
         ("GPU-a,NVIDIA,-1,30:;", 0),
         ("GPU-a,NVIDIA,3000,-30:;", 0),
-        // protocol.md §4.2: any such error rejects the value as a whole, wherever it is.
+        // Any such error rejects the value as a whole, wherever it is.
         ("GPU-a,NVIDIA,1,2:;;GPU-b,NVIDIA,x,2:;", 2),
     ];
     for (input, container) in cases {
@@ -597,14 +602,14 @@ fn pod_devices_reject_short_or_non_int32_entries() {
 #[test]
 fn pod_devices_encode_table() {
     let cases: &[(Vec<ContainerDevices>, &str)] = &[
-        // protocol.md §4.2: zero containers encode to nothing.
+        // Zero containers encode to nothing.
         (vec![], ""),
-        // protocol.md §4.2: an empty container is the empty string, still followed by ';'.
+        // An empty container is the empty string, still followed by ';'.
         (vec![vec![]], ";"),
         (vec![vec![], vec![cd("GPU-a", "NVIDIA", 3000, 30)]], ";GPU-a,NVIDIA,3000,30:;"),
-        // protocol.md §12: whole-card request.
+        // A whole-card request: all 32768 MiB and 100 cores.
         (vec![vec![cd("GPU-1111", "NVIDIA", 32768, 100)]], "GPU-1111,NVIDIA,32768,100:;"),
-        // protocol.md §12.1: Cambricon allocation.
+        // A Cambricon allocation: vendor word MLU, memory in MiB.
         (vec![vec![cd("n1-cambricon-mlu-2", "MLU", 4096, 50)]], "n1-cambricon-mlu-2,MLU,4096,50:;"),
     ];
     for (input, want) in cases {
@@ -617,10 +622,10 @@ fn trim_trailing_empty_drops_only_trailing_empty_entries() {
     let a = vec![cd("GPU-a", "NVIDIA", 1, 1)];
     let cases: Vec<(Vec<ContainerDevices>, Vec<ContainerDevices>)> = vec![
         (vec![], vec![]),
-        // protocol.md §4.2: every trailing empty entry (one per plugin rewrite) goes.
+        // Every trailing empty entry (one per plugin rewrite) goes.
         (vec![vec![], vec![], vec![]], vec![]),
         (vec![a.clone(), vec![], vec![]], vec![a.clone()]),
-        // protocol.md §4.2: empty entries before a used one keep positions.
+        // Empty entries before a used one keep positions.
         (vec![vec![], a.clone(), vec![]], vec![vec![], a.clone()]),
         (vec![vec![], a.clone()], vec![vec![], a.clone()]),
     ];
@@ -632,10 +637,10 @@ fn trim_trailing_empty_drops_only_trailing_empty_entries() {
 #[test]
 fn strip_legacy_mig_suffix_removes_the_bracket_part() {
     let cases = [
-        // protocol.md §4.3: legacy `<gpu uuid>[<geometry>-<slot>]`.
+        // Older HAMi's MIG form: `<gpu uuid>[<geometry>-<slot>]`.
         ("GPU-aa11[1-2]", "GPU-aa11"),
         ("GPU-aa11[0-0]", "GPU-aa11"),
-        // protocol.md §4.3: current pods carry plain GPU UUIDs.
+        // Current pods carry plain GPU UUIDs.
         ("GPU-aa11", "GPU-aa11"),
         ("", ""),
         ("[1-2]", ""),
@@ -646,7 +651,7 @@ fn strip_legacy_mig_suffix_removes_the_bracket_part() {
 }
 
 // =============================================================================================
-// 4. MIG allocations (protocol.md §4.3)
+// 4. MIG allocations (`hami.io/vgpu-mig-allocations`)
 
 const MIG_RESERVED: &str = r#"[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{"start":6,"size":1}}]"#;
 const MIG_ENRICHED: &str = concat!(
@@ -669,14 +674,14 @@ fn reserved() -> MigAllocation {
 
 #[test]
 fn mig_allocations_round_trip_the_example_before_enrichment() {
-    // protocol.md §4.3: the scheduler writes index, parent GPU, profile and placement only.
+    // The scheduler writes index, parent GPU, profile and placement only.
     assert_eq!(decode_mig_allocations(MIG_RESERVED).unwrap(), vec![reserved()]);
     assert_eq!(encode_mig_allocations(&[reserved()]), MIG_RESERVED);
 }
 
 #[test]
 fn mig_allocations_round_trip_the_example_after_enrichment() {
-    // protocol.md §4.3: the device plugin adds migUUID, gpuInstanceID and computeInstanceID
+    // The device plugin adds migUUID, gpuInstanceID and computeInstanceID
     // (a CI id of 0 is present, not absent).
     let enriched = MigAllocation {
         mig_uuid: Some("MIG-5c2e".into()),
@@ -690,7 +695,7 @@ fn mig_allocations_round_trip_the_example_after_enrichment() {
 
 #[test]
 fn mig_allocations_empty_values_decode_to_nothing() {
-    // protocol.md §4.3: a JSON null or empty array lists no MIG devices.
+    // A JSON null or empty array lists no MIG devices.
     assert_eq!(decode_mig_allocations("null").unwrap(), vec![]);
     assert_eq!(decode_mig_allocations("[]").unwrap(), vec![]);
     assert_eq!(encode_mig_allocations(&[]), "[]");
@@ -698,7 +703,7 @@ fn mig_allocations_empty_values_decode_to_nothing() {
 
 #[test]
 fn mig_allocations_missing_indexes_read_as_zero() {
-    // protocol.md §4.3: a missing index reads as 0 and passes validation.
+    // A missing index reads as 0 and passes validation.
     let d = decode_mig_allocations(r#"[{"gpuUUID":"GPU-a","profile":"2g.10gb","placement":{"start":2,"size":2}}]"#)
         .unwrap();
     assert_eq!((d[0].container_index, d[0].device_index), (0, 0));
@@ -707,7 +712,7 @@ fn mig_allocations_missing_indexes_read_as_zero() {
 
 #[test]
 fn mig_allocations_allow_one_container_several_devices() {
-    // protocol.md §4.3: only an identical (containerIndex, deviceIndex) pair is a duplicate.
+    // Only an identical (containerIndex, deviceIndex) pair is a duplicate.
     let s = concat!(
         r#"[{"containerIndex":1,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"1g.5gb","placement":{"start":0,"size":1}},"#,
         r#"{"containerIndex":1,"deviceIndex":1,"gpuUUID":"GPU-a","profile":"1g.5gb","placement":{"start":1,"size":1}},"#,
@@ -723,21 +728,21 @@ fn mig_allocations_enforce_every_validation_rule() {
     const OK: &str =
         r#"{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"1g.5gb","placement":{"start":0,"size":1}}"#;
     let cases: Vec<(String, usize, &str)> = vec![
-        // protocol.md §4.3: containerIndex and deviceIndex >= 0.
+        // `containerIndex` and `deviceIndex` must be >= 0.
         (r#"[{"containerIndex":-1,"gpuUUID":"G","profile":"p","placement":{"start":0,"size":1}}]"#.into(), 0, "containerIndex"),
         (r#"[{"deviceIndex":-1,"gpuUUID":"G","profile":"p","placement":{"start":0,"size":1}}]"#.into(), 0, "deviceIndex"),
-        // protocol.md §4.3: gpuUUID non-empty; a missing key reads as "".
+        // `gpuUUID` must be non-empty; a missing key reads as "".
         (r#"[{"gpuUUID":"","profile":"p","placement":{"start":0,"size":1}}]"#.into(), 0, "gpuUUID"),
         (r#"[{"profile":"p","placement":{"start":0,"size":1}}]"#.into(), 0, "gpuUUID"),
-        // protocol.md §4.3: profile non-empty; a missing key reads as "".
+        // `profile` must be non-empty; a missing key reads as "".
         (r#"[{"gpuUUID":"G","profile":"","placement":{"start":0,"size":1}}]"#.into(), 0, "profile"),
         (r#"[{"gpuUUID":"G","placement":{"start":0,"size":1}}]"#.into(), 0, "profile"),
-        // protocol.md §4.3: a missing placement reads as size 0 and fails.
+        // A missing placement reads as size 0 and fails.
         (r#"[{"gpuUUID":"G","profile":"p"}]"#.into(), 0, "placement"),
         (r#"[{"gpuUUID":"G","profile":"p","placement":null}]"#.into(), 0, "placement"),
-        // protocol.md §4.3: placement.size > 0.
+        // `placement.size` must be > 0.
         (r#"[{"gpuUUID":"G","profile":"p","placement":{"start":3,"size":0}}]"#.into(), 0, "placement"),
-        // protocol.md §4.3: the three runtime fields are all present or all absent.
+        // The three runtime fields are all present or all absent.
         (r#"[{"gpuUUID":"G","profile":"p","placement":{"start":0,"size":1},"migUUID":"MIG-1"}]"#.into(), 0, "all present"),
         (r#"[{"gpuUUID":"G","profile":"p","placement":{"start":0,"size":1},"gpuInstanceID":1}]"#.into(), 0, "all present"),
         (r#"[{"gpuUUID":"G","profile":"p","placement":{"start":0,"size":1},"computeInstanceID":0}]"#.into(), 0, "all present"),
@@ -751,13 +756,13 @@ fn mig_allocations_enforce_every_validation_rule() {
             0,
             "all present",
         ),
-        // protocol.md §4.3: migUUID is omitted when empty, so "" counts as absent.
+        // `migUUID` is omitted when empty, so "" counts as absent.
         (
             r#"[{"gpuUUID":"G","profile":"p","placement":{"start":0,"size":1},"migUUID":"","gpuInstanceID":1,"computeInstanceID":0}]"#.into(),
             0,
             "all present",
         ),
-        // protocol.md §4.3: no two entries with the same (containerIndex, deviceIndex).
+        // No two entries with the same (containerIndex, deviceIndex).
         (format!("[{OK},{OK}]"), 1, "duplicate"),
         // The error names the failing entry's position.
         (format!(r#"[{OK},{{"containerIndex":0,"deviceIndex":1,"gpuUUID":"G","profile":""}}]"#), 1, "profile"),
@@ -772,7 +777,7 @@ fn mig_allocations_enforce_every_validation_rule() {
 
 #[test]
 fn mig_allocations_all_runtime_fields_absent_or_empty_mig_uuid_alone_is_valid() {
-    // protocol.md §4.3: an empty migUUID with no ids is the same as no runtime fields.
+    // An empty migUUID with no ids is the same as no runtime fields.
     let d = decode_mig_allocations(r#"[{"gpuUUID":"G","profile":"p","placement":{"start":0,"size":1},"migUUID":""}]"#)
         .unwrap();
     assert_eq!(d[0].mig_uuid, None);
@@ -784,7 +789,7 @@ fn mig_allocations_all_runtime_fields_absent_or_empty_mig_uuid_alone_is_valid() 
 
 #[test]
 fn mig_allocations_reject_non_json_with_a_typed_error() {
-    // protocol.md §4.3: the value is a JSON array.
+    // The value is a JSON array.
     for input in [
         "",
         "[",
@@ -802,11 +807,11 @@ fn mig_allocations_reject_non_json_with_a_typed_error() {
 }
 
 // =============================================================================================
-// 5. Node lock (protocol.md §3.8)
+// 5. Node lock (`hami.io/mutex.lock`)
 
 #[test]
 fn node_lock_decodes_time_namespace_and_name() {
-    // protocol.md §3.8: `<RFC3339 lock time>,<pod namespace>,<pod name>`.
+    // HAMi's lock value: `<RFC3339 lock time>,<pod namespace>,<pod name>`.
     let l = decode_node_lock("2026-08-21T06:20:39Z,default,train-0").unwrap();
     assert_eq!(l.time, utc(2026, 8, 21, 6, 20, 39));
     assert_eq!(l.owner, Some(("default".into(), "train-0".into())));
@@ -818,7 +823,7 @@ fn node_lock_decodes_time_namespace_and_name() {
 
 #[test]
 fn node_lock_legacy_bare_time_has_no_owner() {
-    // protocol.md §3.8 and §12.1: a value without ',' is a bare RFC3339 time, owner unknown.
+    // Older HAMi wrote a bare RFC3339 time: a value without ',' has no known owner.
     let l = decode_node_lock("2024-03-01T10:00:00+08:00").unwrap();
     assert_eq!(l.owner, None);
     assert_eq!(l.time, utc(2024, 3, 1, 2, 0, 0));
@@ -828,11 +833,11 @@ fn node_lock_legacy_bare_time_has_no_owner() {
 #[test]
 fn node_lock_accepts_fractional_seconds_and_offsets() {
     let cases = [
-        // protocol.md §3.8: Go's RFC3339 parser accepts fractional seconds on input.
+        // HAMi's Go RFC3339 parser accepts fractional seconds on input.
         ("2026-08-21T06:20:39.5Z,default,train-0", utc(2026, 8, 21, 6, 20, 39) + TimeDelta::milliseconds(500)),
         ("2026-08-21T06:20:39.123456789Z,ns,p", utc(2026, 8, 21, 6, 20, 39) + TimeDelta::nanoseconds(123_456_789)),
         ("2026-08-21T06:20:39.25+02:00", utc(2026, 8, 21, 4, 20, 39) + TimeDelta::milliseconds(250)),
-        // protocol.md §3.8: any RFC3339 offset.
+        // Any RFC3339 offset.
         ("2026-08-21T08:20:39+02:00,default,train-0", utc(2026, 8, 21, 6, 20, 39)),
     ];
     for (input, want) in cases {
@@ -843,18 +848,18 @@ fn node_lock_accepts_fractional_seconds_and_offsets() {
 #[test]
 fn node_lock_rejects_malformed_values() {
     let cases = [
-        // protocol.md §3.8: with a comma, exactly three parts.
+        // With a comma, exactly three parts.
         "2026-08-21T06:20:39Z,default",
         "2026-08-21T06:20:39Z,default,train-0,extra",
         "2026-08-21T06:20:39Z,",
         ",,,",
-        // protocol.md §3.8: the first part is RFC3339.
+        // The first part is RFC3339.
         "garbage,default,train-0",
         ",default,train-0",
         "1787293239,default,train-0",
         "2026-08-21T06:20:39,default,train-0",
         "2026/08/21T06:20:39Z,default,train-0",
-        // protocol.md §3.8: a comma-less value must be an RFC3339 time.
+        // A comma-less value must be an RFC3339 time.
         "",
         "garbage",
         "2026-08-21",
@@ -869,16 +874,16 @@ fn node_lock_rejects_malformed_values() {
 
 #[test]
 fn node_lock_encodes_whole_seconds_in_utc() {
-    // protocol.md §3.8: e.g. 2026-08-21T06:20:39Z,default,train-0; HAMi never writes fractions.
+    // As HAMi writes it, e.g. 2026-08-21T06:20:39Z,default,train-0; HAMi never writes fractions.
     let now = utc(2026, 8, 21, 6, 20, 39) + TimeDelta::milliseconds(987);
     assert_eq!(encode_node_lock(now, "default", "train-0"), "2026-08-21T06:20:39Z,default,train-0");
-    // protocol.md §3.8: the Cambricon lock is a bare RFC3339 time.
+    // The Cambricon lock (`cambricon.com/dsmlu.lock`) is a bare RFC3339 time.
     assert_eq!(encode_rfc3339(now), "2026-08-21T06:20:39Z");
 }
 
 #[test]
 fn node_lock_expires_only_when_older_than_the_timeout() {
-    // protocol.md §3.8: a lock older than --node-lock-timeout (default 5 min) may be broken.
+    // A lock older than --node-lock-timeout (default 5 min) may be broken.
     let five_min = Duration::from_secs(300);
     let lock = decode_node_lock("2026-08-21T06:20:39Z,default,train-0").unwrap();
     let at = utc(2026, 8, 21, 6, 20, 39);
@@ -896,35 +901,36 @@ fn node_lock_expires_only_when_older_than_the_timeout() {
     for (age, want) in cases {
         assert_eq!(lock.is_expired(at + age, five_min), want, "age {age}");
     }
-    // protocol.md §12.1: a legacy lock is breakable after expiry; its offset is honoured.
+    // A legacy lock (no owner) is breakable after expiry; its offset is honoured.
     let legacy = decode_node_lock("2024-03-01T10:00:00+08:00").unwrap();
     assert!(!legacy.is_expired(utc(2024, 3, 1, 2, 4, 59), five_min));
     assert!(legacy.is_expired(utc(2024, 3, 1, 2, 5, 1), five_min));
 }
 
 // =============================================================================================
-// 6. Handshake (protocol.md §3.7)
+// 6. Handshake (`hami.io/node-handshake` and the vendors' variants)
 
 #[test]
 fn handshake_decode_table() {
     let cases = [
-        // protocol.md §3.7: example value.
+        // What the scheduler writes: `Requesting_` and a local DateTime.
         ("Requesting_2026-08-21 06:20:39", Handshake::Requesting(Some(naive(2026, 8, 21, 6, 20, 39)))),
-        // protocol.md §3.7: the seed-era format does not parse: healthy forever, nothing written.
+        // Older HAMi's `2024.01.10` date format does not parse: HAMi then keeps the node healthy
+        // forever and writes nothing.
         ("Requesting_2024.01.10 04:06:57", Handshake::Requesting(None)),
-        // protocol.md §3.7: no '_' after Requesting.
+        // No '_' after Requesting.
         ("Requesting", Handshake::Requesting(None)),
         ("Requesting_", Handshake::Requesting(None)),
         ("Requesting_2026-08-21T06:20:39Z", Handshake::Requesting(None)),
-        // protocol.md §3.7: the text after the *first* '_' is parsed.
+        // The text after the *first* '_' is parsed.
         ("x_Requesting_2026-08-21 06:20:39", Handshake::Requesting(None)),
-        // protocol.md §3.7: old plugins wrote `Reported <Go time>`; not Requesting.
+        // Old plugins wrote `Reported <Go time>`; that is not Requesting.
         ("Reported 2024-01-10 04:06:57.123 +0000 UTC", Handshake::Other),
         ("Reported_2026-08-21 06:20:39", Handshake::Other),
-        // protocol.md §3.7: absent reads as empty.
+        // An absent annotation reads as empty.
         ("", Handshake::Other),
         ("Deleted_2026-08-21 06:20:39", Handshake::Other),
-        // protocol.md §3.7: the substring test is case-sensitive.
+        // The `Requesting` substring test is case-sensitive.
         ("requesting_2026-08-21 06:20:39", Handshake::Other),
     ];
     for (input, want) in cases {
@@ -934,7 +940,7 @@ fn handshake_decode_table() {
 
 #[test]
 fn handshake_encodes_requesting_and_deleted_values() {
-    // protocol.md §3.7: `Requesting_<DateTime now>`, e.g. Requesting_2026-08-21 06:20:39.
+    // HAMi writes `Requesting_<DateTime now>`, e.g. Requesting_2026-08-21 06:20:39.
     let t = naive(2026, 8, 21, 6, 20, 39);
     assert_eq!(encode_handshake_requesting(t), "Requesting_2026-08-21 06:20:39");
     assert_eq!(encode_handshake_deleted(t), "Deleted_2026-08-21 06:20:39");
@@ -946,11 +952,11 @@ fn handshake_encodes_requesting_and_deleted_values() {
 }
 
 // =============================================================================================
-// 7. Go booleans (protocol.md §3.3, §4.5)
+// 7. Go booleans (colon-list health, `nvidia.com/numa-bind` and the like)
 
 #[test]
 fn parse_go_bool_accepts_the_twelve_literals_only() {
-    // protocol.md §3.3: 1 t T TRUE true True 0 f F FALSE false False.
+    // Go's ParseBool literals: 1 t T TRUE true True 0 f F FALSE false False.
     let cases = [
         ("1", Ok(true)),
         ("t", Ok(true)),
@@ -978,19 +984,19 @@ fn parse_go_bool_accepts_the_twelve_literals_only() {
 }
 
 // =============================================================================================
-// 8. Selection lists (protocol.md §4.5, §3.6)
+// 8. Selection lists (use/nouse pod annotations, `hami.io/device-cordon`)
 
 #[test]
 fn parse_list_trims_entries_and_skips_empties() {
     let cases: &[(&str, &[&str])] = &[
-        // protocol.md §4.5: a value empty after trimming means no constraint.
+        // A value empty after trimming means no constraint.
         ("", &[]),
         ("   ", &[]),
         (" , ,, ", &[]),
         ("GPU-a", &["GPU-a"]),
-        // protocol.md §12.1: `GPU-a, GPU-c` (spaces tolerated).
+        // A cordon list as HAMi documents it: `GPU-a, GPU-c` (spaces tolerated).
         ("GPU-a, GPU-c", &["GPU-a", "GPU-c"]),
-        // protocol.md §3.6: entries trimmed, empties skipped.
+        // Entries trimmed, empties skipped.
         ("  GPU-a ,,\tGPU-b\t,", &["GPU-a", "GPU-b"]),
         ("A100,a100", &["A100", "a100"]),
     ];
@@ -1003,23 +1009,23 @@ fn parse_list_trims_entries_and_skips_empties() {
 fn type_selection_is_a_case_insensitive_substring_match() {
     const A100: &str = "NVIDIA A100-SXM4-40GB";
     let cases: &[(Option<&str>, Option<&str>, &str, bool)] = &[
-        // protocol.md §4.5: absent keys are no constraint.
+        // Absent keys are no constraint.
         (None, None, A100, true),
-        // protocol.md §4.5: a blank value is no constraint.
+        // A blank value is no constraint.
         (Some("  "), Some(""), A100, true),
         (Some(" , ,"), Some(","), V100, true),
-        // protocol.md §4.5: use fails when no entry is a substring of the upper-cased type.
+        // `use` fails when no entry is a substring of the upper-cased type.
         (Some("A100"), None, A100, true),
         (Some("a100"), None, A100, true),
         (Some("tesla v100"), None, V100, true),
         (Some("A100"), None, V100, false),
         (Some(" h100 , a100 "), None, A100, true),
         (Some("A100-SXM4-80GB"), None, A100, false),
-        // protocol.md §4.5: nouse fails when any entry matches.
+        // `nouse` fails when any entry matches.
         (None, Some("V100"), V100, false),
         (None, Some("v100"), A100, true),
         (None, Some("h100, sxm4"), A100, false),
-        // protocol.md §4.5: both lists apply; nouse wins over use.
+        // Both lists apply; `nouse` wins over `use`.
         (Some("NVIDIA"), Some("V100"), V100, false),
         (Some("NVIDIA"), Some("V100"), A100, true),
     ];
@@ -1035,16 +1041,16 @@ fn type_selection_is_a_case_insensitive_substring_match() {
 #[test]
 fn uuid_selection_is_an_exact_match_after_trimming() {
     let cases: &[(Option<&str>, Option<&str>, &str, bool)] = &[
-        // protocol.md §4.5: absent or blank is no constraint.
+        // Absent or blank is no constraint.
         (None, None, "GPU-a", true),
         (Some(""), Some("  "), "GPU-a", true),
-        // protocol.md §4.5: exact equality after trimming each entry.
+        // Exact equality after trimming each entry.
         (Some("GPU-a"), None, "GPU-a", true),
         (Some(" GPU-b , GPU-a "), None, "GPU-a", true),
         (Some("GPU-a"), None, "GPU-ab", false),
         (Some("GPU-ab"), None, "GPU-a", false),
         (Some("gpu-a"), None, "GPU-a", false),
-        // protocol.md §4.5: nouse fails when any entry matches.
+        // `nouse` fails when any entry matches.
         (None, Some("GPU-a,GPU-c"), "GPU-c", false),
         (None, Some("GPU-a,GPU-c"), "GPU-b", true),
         (None, Some("GPU-a"), "GPU-ab", true),
@@ -1062,20 +1068,20 @@ fn uuid_selection_is_an_exact_match_after_trimming() {
 }
 
 // =============================================================================================
-// 9. Scoring weights (scheduling.md §5.5, protocol.md §12.1)
+// 9. Scoring weights (`hami.io/device-scoring-weights`)
 
 #[test]
 fn parse_weights_accepts_three_distinct_keys() {
     let w = |slot, core, memory| Weights { slot, core, memory };
     let cases = [
-        // protocol.md §12.1: valid example.
+        // HAMi's documented valid example.
         ("slot=1, core=1, memory=3", w(1.0, 1.0, 3.0)),
-        // scheduling.md §5.5: whitespace around items, keys and values is trimmed.
+        // Whitespace around items, keys and values is trimmed.
         ("  slot = 2 ,core= 0,\tmemory =1 ", w(2.0, 0.0, 1.0)),
-        // scheduling.md §5.5: any order; zeros allowed while not all zero.
+        // Any order; zeros allowed while not all zero.
         ("memory=3,slot=0,core=0", w(0.0, 0.0, 3.0)),
         ("core=5,memory=0,slot=0", w(0.0, 5.0, 0.0)),
-        // scheduling.md §5.5: base-10 int64 (Go's ParseInt takes a leading '+').
+        // Base-10 int64 (Go's ParseInt takes a leading '+').
         ("slot=+1,core=1,memory=1", w(1.0, 1.0, 1.0)),
         ("slot=007,core=1,memory=1", w(7.0, 1.0, 1.0)),
         ("slot=9223372036854775807,core=0,memory=0", w(9_223_372_036_854_775_807_i64 as f32, 0.0, 0.0)),
@@ -1083,7 +1089,7 @@ fn parse_weights_accepts_three_distinct_keys() {
     for (input, want) in cases {
         assert_eq!(parse_weights(input).unwrap(), want, "{input:?}");
     }
-    // scheduling.md §5.5: default 1/1/1.
+    // The default weights are 1/1/1.
     assert_eq!(Weights::default(), w(1.0, 1.0, 1.0));
 }
 
@@ -1135,7 +1141,7 @@ fn parse_weights_rejects_everything_else_with_hamis_message() {
 }
 
 // =============================================================================================
-// 10. NVIDIA pair scores (protocol.md §3.5, §12.1)
+// 10. NVIDIA pair scores (`hami.io/node-nvidia-score`)
 
 const PAIR_SCORES: &str = concat!(
     r#"[{"uuid":"GPU-a","score":{"GPU-b":400,"GPU-c":20}},"#,
@@ -1145,7 +1151,7 @@ const PAIR_SCORES: &str = concat!(
 
 #[test]
 fn pair_scores_decode_the_worked_example() {
-    // protocol.md §12.1: hami.io/node-nvidia-score example.
+    // HAMi's documented hami.io/node-nvidia-score example.
     let p = decode_pair_scores(PAIR_SCORES).unwrap();
     assert_eq!(p.0.len(), 3);
     let cases = [
@@ -1168,7 +1174,7 @@ fn pair_scores_decode_the_worked_example() {
 
 #[test]
 fn pair_scores_encode_the_worked_example_byte_for_byte() {
-    // protocol.md §3.5 and §12.1: `[{"uuid": …, "score": {…}}, …]`, uuid first.
+    // `[{"uuid": …, "score": {…}}, …]`, uuid first.
     let p = decode_pair_scores(PAIR_SCORES).unwrap();
     assert_eq!(encode_pair_scores(&p), PAIR_SCORES);
     assert_eq!(encode_pair_scores(&PairScores::default()), "[]");
@@ -1176,7 +1182,7 @@ fn pair_scores_encode_the_worked_example_byte_for_byte() {
 
 #[test]
 fn pair_scores_empty_values_and_missing_keys() {
-    // protocol.md §3.5: null and [] list no scores.
+    // A null or [] lists no scores.
     assert_eq!(decode_pair_scores("null").unwrap(), PairScores::default());
     assert_eq!(decode_pair_scores("[]").unwrap(), PairScores::default());
     // A missing or null score map is empty; every lookup is 0.
@@ -1187,7 +1193,7 @@ fn pair_scores_empty_values_and_missing_keys() {
 
 #[test]
 fn pair_scores_reject_malformed_json() {
-    // protocol.md §3.5: a parse error makes the NVIDIA registration fail.
+    // In HAMi a parse error here makes the node's whole NVIDIA registration fail.
     for input in [
         "",
         "[",
@@ -1238,7 +1244,7 @@ fn any_custom() -> impl Strategy<Value = Option<Arc<serde_json::Map<String, Valu
     proptest::option::of(vec(("\\PC{0,8}", any_json_value()), 0..4).prop_map(|kv| Arc::new(kv.into_iter().collect())))
 }
 
-/// Any device the JSON list can carry (protocol.md §3.2 value ranges).
+/// Any device the JSON list can carry (int32 count, memory and cores, u32 index, i32 NUMA).
 fn any_json_device() -> impl Strategy<Value = DeviceInfo> {
     (
         ("\\PC{0,16}", any::<u32>(), i32_range_u32(), i32_range_u32(), i32_range_u32()),
@@ -1259,7 +1265,7 @@ fn any_json_device() -> impl Strategy<Value = DeviceInfo> {
         })
 }
 
-/// Any device the colon list can carry: text fields without ',' or ':' (protocol.md §3.3).
+/// Any device the colon list can carry: text fields without ',' or ':'.
 fn any_colon_device() -> impl Strategy<Value = DeviceInfo> {
     (
         ("[^,:]{0,16}", any::<u32>(), i32_range_u32(), i32_range_u32(), i32_range_u32()),
@@ -1273,13 +1279,13 @@ fn any_colon_device() -> impl Strategy<Value = DeviceInfo> {
         })
 }
 
-/// Any pod device entry: uuid without `, : ; [`, type without `, : ;`, int32 usage (§4.2).
+/// Any pod device entry: uuid without `, : ; [`, type without `, : ;`, int32 usage.
 fn any_container_device() -> impl Strategy<Value = ContainerDevice> {
     ("[^,:;\\[]{0,16}", "[^,:;]{0,12}", i32_range_u32(), i32_range_u32())
         .prop_map(|(uuid, ty, mem, cores)| cd(&uuid, &ty, mem.into(), cores))
 }
 
-/// Valid MIG allocations (protocol.md §4.3): unique index pairs, non-empty ids, size > 0.
+/// Valid MIG allocations: unique index pairs, non-empty ids, size > 0.
 fn any_mig_allocations() -> impl Strategy<Value = Vec<MigAllocation>> {
     let one = (
         (any::<u32>(), any::<u32>(), "\\PC{1,16}", "\\PC{1,8}", any::<u32>(), 1..=u32::MAX),
@@ -1304,7 +1310,7 @@ fn any_mig_allocations() -> impl Strategy<Value = Vec<MigAllocation>> {
 proptest! {
     #[test]
     fn json_list_round_trips(devs in vec(any_json_device(), 1..6)) {
-        // protocol.md §3.2: what HAMi writes, HAMi reads back unchanged.
+        // What HAMi writes, HAMi reads back unchanged.
         let s = encode_node_devices_json(&devs);
         prop_assert_eq!(decode_node_devices_json(&s).unwrap(), devs.clone());
         prop_assert_eq!(decode_node_devices(&s).unwrap(), devs);
@@ -1312,7 +1318,7 @@ proptest! {
 
     #[test]
     fn colon_list_round_trips(devs in vec(any_colon_device(), 1..6)) {
-        // protocol.md §3.3: the 9-field form carries every field it has.
+        // The 9-field form carries every field it has.
         let s = encode_node_devices_colon(&devs);
         prop_assert_eq!(decode_node_devices_colon(&s).unwrap(), devs);
     }
@@ -1321,7 +1327,7 @@ proptest! {
     fn pod_devices_round_trip_with_one_trailing_empty_entry(
         containers in vec(vec(any_container_device(), 0..4), 1..6)
     ) {
-        // protocol.md §4.2: k containers decode to k+1 entries, the last empty.
+        // Encoded k containers decode to k+1 entries, the last empty.
         let decoded = decode_pod_devices(&encode_pod_devices(&containers)).unwrap();
         let mut want = containers.clone();
         want.push(Vec::new());
@@ -1331,7 +1337,7 @@ proptest! {
 
     #[test]
     fn mig_allocations_round_trip(allocs in any_mig_allocations()) {
-        // protocol.md §4.3: valid values survive encode/decode.
+        // Valid values survive encode/decode.
         prop_assert_eq!(decode_mig_allocations(&encode_mig_allocations(&allocs)).unwrap(), allocs);
     }
 
@@ -1342,7 +1348,7 @@ proptest! {
         ns in "[^,]{0,20}",
         name in "[^,]{0,20}",
     ) {
-        // protocol.md §3.8: `<RFC3339 time>,<ns>,<name>`, written with whole seconds.
+        // `<RFC3339 time>,<ns>,<name>`, written with whole seconds.
         let now = DateTime::from_timestamp(secs, nanos).unwrap();
         let l = decode_node_lock(&encode_node_lock(now, &ns, &name)).unwrap();
         prop_assert_eq!(l.time, DateTime::from_timestamp(secs, 0).unwrap());
@@ -1352,7 +1358,7 @@ proptest! {
 
     #[test]
     fn node_lock_expiry_is_age_greater_than_timeout(lock_at in 0i64..4_102_444_800, age in -1_000i64..1_000, timeout in 0u64..600) {
-        // protocol.md §3.8: expired iff older than the timeout.
+        // Expired iff older than the timeout.
         let l = decode_node_lock(&encode_node_lock(DateTime::from_timestamp(lock_at, 0).unwrap(), "ns", "p")).unwrap();
         let now = DateTime::from_timestamp(lock_at + age, 0).unwrap();
         prop_assert_eq!(l.is_expired(now, Duration::from_secs(timeout)), age > timeout as i64);
@@ -1360,7 +1366,7 @@ proptest! {
 
     #[test]
     fn handshake_requesting_round_trips(secs in 0i64..4_102_444_800) {
-        // protocol.md §3.7: the scheduler reads back the DateTime it wrote.
+        // The scheduler reads back the DateTime it wrote.
         let t = DateTime::from_timestamp(secs, 0).unwrap().naive_utc();
         prop_assert_eq!(decode_handshake(&encode_handshake_requesting(t)), Handshake::Requesting(Some(t)));
     }
@@ -1410,7 +1416,7 @@ proptest! {
             Just("numa"), Just("mode"), Just("migProfiles"), Just("health"), Just("custominfo"), Just("HEALTH"),
         ], any_json_value()), 0..8)
     ) {
-        // protocol.md §3.2: any object decodes to a device or a typed error.
+        // Any object decodes to a device or a typed error.
         let obj: serde_json::Map<String, Value> = fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
         let s = Value::Array(vec![Value::Object(obj)]).to_string();
         match decode_node_devices_json(&s) {
@@ -1422,7 +1428,7 @@ proptest! {
 
 #[test]
 fn pair_scores_encode_score_maps_in_key_order() {
-    // protocol.md §3.5: score maps are JSON objects, which Go writes with sorted keys.
+    // Score maps are JSON objects, which Go writes with sorted keys.
     let p = PairScores(vec![("GPU-a".into(), vec![("GPU-c".into(), 20), ("GPU-b".into(), 400)])]);
     let s = encode_pair_scores(&p);
     assert_eq!(s, r#"[{"uuid":"GPU-a","score":{"GPU-b":400,"GPU-c":20}}]"#);

@@ -41,8 +41,8 @@ fn collapse_nvidia(containers: Vec<ContainerDevices>, l: &Layout) -> Vec<Charge>
 
 #[test]
 fn init_peak_and_app_sum_are_compared_field_by_field() {
-    // scheduling.md §8.2: effective = max(init peak, app sum) per field. Init: 8000 MiB, 10 cores;
-    // apps: 3000 + 2000 MiB, 30 + 30 cores, 2 entries → 8000 MiB, 60 cores, 2 slots.
+    // As HAMi collapses a pod: effective = max(init peak, app sum) per field. Init: 8000 MiB, 10
+    // cores; apps: 3000 + 2000 MiB, 30 + 30 cores, 2 entries → 8000 MiB, 60 cores, 2 slots.
     let got = collapse_nvidia(
         vec![vec![e("GPU-0", 8000, 10)], vec![e("GPU-0", 3000, 30)], vec![e("GPU-0", 2000, 30)]],
         &layout(1, &[]),
@@ -55,15 +55,14 @@ fn init_peak_and_app_sum_are_compared_field_by_field() {
 
 #[test]
 fn init_containers_count_as_a_peak_not_a_sum() {
-    // scheduling.md §8.2: init peak = max mem, max cores, slots 1, over init containers (they
-    // run one at a time).
+    // Init peak = max mem, max cores, slots 1, over init containers (they run one at a time).
     let got = collapse_nvidia(vec![vec![e("GPU-0", 4000, 20)], vec![e("GPU-0", 6000, 10)], vec![]], &layout(2, &[]));
     assert_eq!(brief(&got), [("GPU-0", 1, 6000, 20)]);
 }
 
 #[test]
 fn app_containers_are_summed_with_one_slot_per_entry() {
-    // scheduling.md §8.2: app sum = Σ mem, Σ cores, slots = number of entries.
+    // App sum = Σ mem, Σ cores, slots = number of entries.
     let got = collapse_nvidia(
         vec![vec![e("GPU-0", 1000, 10)], vec![e("GPU-0", 2000, 20), e("GPU-1", 500, 5)], vec![e("GPU-0", 3000, 30)]],
         &layout(0, &[]),
@@ -73,8 +72,8 @@ fn app_containers_are_summed_with_one_slot_per_entry() {
 
 #[test]
 fn charges_are_sorted_by_uuid_and_cover_init_only_devices() {
-    // scheduling.md §8.2: one device entry per UUID, sorted by UUID; a device used only by an
-    // init container is charged its init peak.
+    // One device entry per UUID, sorted by UUID; a device used only by an init container is charged
+    // its init peak.
     let got =
         collapse_nvidia(vec![vec![e("GPU-c", 700, 7)], vec![e("GPU-b", 100, 1), e("GPU-a", 200, 2)]], &layout(1, &[]));
     assert_eq!(brief(&got), [("GPU-a", 1, 200, 2), ("GPU-b", 1, 100, 1), ("GPU-c", 1, 700, 7)]);
@@ -82,8 +81,8 @@ fn charges_are_sorted_by_uuid_and_cover_init_only_devices() {
 
 #[test]
 fn several_entries_on_one_uuid_in_one_container_add_up() {
-    // scheduling.md §5.7 check 18 / §5.9: one MIG GPU may host several instances for the same
-    // container; each entry is a slot and every instance is kept for the device's occupancy.
+    // One MIG GPU may host several instances for the same container; each entry is a slot and every
+    // instance is kept for the device's occupancy.
     let slot = |start| MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start, size: 1 } };
     let mut a = e("GPU-0", 4864, 15);
     a.mig = Some(slot(6));
@@ -111,15 +110,15 @@ fn several_entries_on_one_uuid_in_an_init_container_count_once() {
 
 #[test]
 fn empty_vendor_lists_collapse_to_no_charges() {
-    // scheduling.md §8.2: a vendor key without devices holds nothing.
+    // A vendor key without devices holds nothing.
     assert!(collapse_nvidia(vec![vec![], vec![]], &layout(1, &[])).is_empty());
     assert!(collapse(&PodDevices::default(), &Layout::default(), &vendors(), &no_info).is_empty());
 }
 
 #[test]
 fn init_release_keeps_only_regular_containers() {
-    // scheduling.md §8.3: once every init container succeeded, usage shrinks to the regular
-    // containers: the init-only device disappears and the shared one drops to the app sum.
+    // As in HAMi, once every init container succeeded, usage shrinks to the regular containers: the
+    // init-only device disappears and the shared one drops to the app sum.
     let mut l = layout(1, &[]);
     l.init_released = true;
     let got = collapse_nvidia(
@@ -131,16 +130,15 @@ fn init_release_keeps_only_regular_containers() {
 
 #[test]
 fn sidecars_add_to_the_app_sum() {
-    // scheduling.md §14 row 4: a native sidecar runs beside the app containers, so it is summed
-    // with them (HAMi counts it as an init peak: 3000 MiB, 20 cores, 1 slot).
+    // A native sidecar runs beside the app containers, so hami-rs sums it with them (HAMi counts it
+    // as an init peak: 3000 MiB, 20 cores, 1 slot).
     let got = collapse_nvidia(vec![vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 3000, 20)]], &layout(1, &[0]));
     assert_eq!(brief(&got), [("GPU-0", 2, 5000, 30)]);
 }
 
 #[test]
 fn sidecars_survive_init_release() {
-    // scheduling.md §14 row 4 / §8.3: releasing init containers drops plain ones only; the
-    // sidecar keeps running.
+    // Releasing init containers drops plain ones only; the sidecar keeps running.
     let mut l = layout(2, &[0]);
     l.init_released = true;
     let got =
@@ -150,7 +148,7 @@ fn sidecars_survive_init_release() {
 
 #[test]
 fn a_plain_init_peak_includes_the_sidecars_started_before_it() {
-    // scheduling.md §14 row 4: a plain init container runs beside the sidecars declared before it.
+    // A plain init container runs beside the sidecars declared before it.
     // Sidecar 2000/10, init 7000/50, app 1000/10: peak = 9000/60 over 2 slots; app sum 3000/20.
     let got = collapse_nvidia(
         vec![vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 7000, 50)], vec![e("GPU-0", 1000, 10)]],
@@ -161,8 +159,8 @@ fn a_plain_init_peak_includes_the_sidecars_started_before_it() {
 
 #[test]
 fn a_plain_init_peak_excludes_sidecars_started_after_it() {
-    // scheduling.md §14 row 4: a sidecar declared after the init container starts only once the
-    // init container is done. Init 7000/50 alone; sidecar + app = 3000/20 over 2 slots.
+    // A sidecar declared after the init container starts only once the init container is done. Init
+    // 7000/50 alone; sidecar + app = 3000/20 over 2 slots.
     let got = collapse_nvidia(
         vec![vec![e("GPU-0", 7000, 50)], vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 1000, 10)]],
         &layout(2, &[1]),
@@ -218,8 +216,8 @@ fn sliced_info(u: &DeviceUuid) -> Option<Arc<DeviceInfo>> {
 
 #[test]
 fn each_vendor_collapses_on_its_own() {
-    // scheduling.md §8.2: usage is kept per device, per vendor; the same id under two vendors is
-    // two charges. Vendor-specific slot counts come from the vendor (50 of 100 cores = 2 of 4 slices).
+    // Usage is kept per device, per vendor; the same id under two vendors is two charges.
+    // Vendor-specific slot counts come from the vendor (50 of 100 cores = 2 of 4 slices).
     let s = |uuid: &str, mem, cores| ContainerDevice::new(uuid, "SLICED", mem, cores);
     let pd = PodDevices(vec![
         (NVIDIA, vec![vec![e("GPU-0", 1000, 10)], vec![e("S-0", 2000, 20)]]),
@@ -232,8 +230,7 @@ fn each_vendor_collapses_on_its_own() {
 
 #[test]
 fn slots_are_at_least_one() {
-    // scheduling.md §8.2: slots = max(init slots, app slots, 1): an entry occupying no slice
-    // still holds the device.
+    // Slots = max(init slots, app slots, 1): an entry occupying no slice still holds the device.
     let s = ContainerDevice::new("S-0", "SLICED", 100, 0);
     let pd = PodDevices(vec![(SLICED, vec![vec![s]])]);
     let got = collapse(&pd, &layout(0, &[]), &two_vendors(), &sliced_info);
@@ -248,7 +245,7 @@ fn usage(id: &str, mode: &str) -> DeviceUsage {
 
 #[test]
 fn apply_charges_every_device_with_the_id() {
-    // scheduling.md §5.2 step 2: no early exit: every device whose id equals the UUID is charged,
+    // As in HAMi, no early exit: every device whose id equals the UUID is charged,
     // Used += max(slots, 1), Usedmem += mem, Usedcores += cores.
     let mut devs = vec![usage("GPU-0", "hami-core"), usage("GPU-1", "hami-core"), usage("GPU-0", "hami-core")];
     let un = apply(&mut devs, &[charge("GPU-0", 2, 3000, 30), charge("GPU-1", 0, 1000, 10)]);
@@ -260,7 +257,7 @@ fn apply_charges_every_device_with_the_id() {
 
 #[test]
 fn apply_adds_to_existing_usage() {
-    // scheduling.md §5.2 step 2: usage accumulates over every stored pod.
+    // Usage accumulates over every stored pod.
     let mut devs = vec![usage("GPU-0", "hami-core")];
     apply(&mut devs, &[charge("GPU-0", 1, 3000, 30)]);
     apply(&mut devs, &[charge("GPU-0", 1, 2000, 20)]);
@@ -270,7 +267,7 @@ fn apply_adds_to_existing_usage() {
 
 #[test]
 fn apply_reports_unmatched_uuids() {
-    // scheduling.md §5.2 step 2: entries matching no device are ignored (and logged).
+    // Entries matching no device are ignored (and logged).
     let mut devs = vec![usage("GPU-0", "hami-core")];
     let before = devs.clone();
     let un = apply(&mut devs, &[charge("GPU-9", 1, 3000, 30), charge("GPU-8", 1, 1, 1)]);
@@ -280,8 +277,8 @@ fn apply_reports_unmatched_uuids() {
 
 #[test]
 fn a_mig_instance_on_a_non_mig_device_marks_it_unhealthy() {
-    // scheduling.md §5.2 step 3: a MIG pod on a hami-core GPU marks it unhealthy in this view;
-    // the entry is still charged and no instance is recorded.
+    // As in HAMi, a MIG pod on a hami-core GPU marks it unhealthy in this view; the entry is still
+    // charged and no instance is recorded.
     let mut devs = vec![usage("GPU-0", "hami-core")];
     let mut c = charge("GPU-0", 1, 4864, 15);
     c.mig = vec![MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start: 6, size: 1 } }];
@@ -293,8 +290,7 @@ fn a_mig_instance_on_a_non_mig_device_marks_it_unhealthy() {
 
 #[test]
 fn a_mig_device_charged_without_an_instance_is_marked_unhealthy() {
-    // scheduling.md §5.2 step 3: a matched entry on a mig-mode device with no reservation marks it
-    // unhealthy.
+    // As in HAMi, a matched entry on a mig-mode device with no reservation marks it unhealthy.
     let mut devs = vec![usage("GPU-0", "mig")];
     apply(&mut devs, &[charge("GPU-0", 1, 4864, 15)]);
     assert!(!devs[0].health);
@@ -302,8 +298,8 @@ fn a_mig_device_charged_without_an_instance_is_marked_unhealthy() {
 
 #[test]
 fn a_mig_instance_for_an_unknown_gpu_marks_no_device_unhealthy() {
-    // scheduling.md §14 row 11: HAMi marks every mig-mode device of the node unhealthy for a
-    // reservation on a GPU the node lacks; hami-rs only reports that reservation.
+    // HAMi marks every mig-mode device of the node unhealthy for a reservation on a GPU the node
+    // lacks; hami-rs only reports that reservation.
     let mut devs = vec![usage("GPU-0", "mig"), usage("GPU-1", "mig")];
     let mut c = charge("GPU-9", 1, 4864, 15);
     c.mig = vec![MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start: 6, size: 1 } }];
@@ -314,7 +310,7 @@ fn a_mig_instance_for_an_unknown_gpu_marks_no_device_unhealthy() {
 
 #[test]
 fn a_mig_device_records_the_instances_it_is_charged_with() {
-    // scheduling.md §5.2 step 3: reservations on a mig-mode GPU join its occupied list.
+    // Reservations on a mig-mode GPU join its occupied list.
     let slot = |start| MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start, size: 1 } };
     let mut devs = vec![usage("GPU-0", "mig")];
     let mut c = charge("GPU-0", 2, 9728, 30);
@@ -327,9 +323,9 @@ fn a_mig_device_records_the_instances_it_is_charged_with() {
 
 #[test]
 fn mig_reservations_beyond_the_entries_keep_their_placements_taken() {
-    // scheduling.md §5.2 step 3: reservations no device entry consumed are still restored into
-    // the GPU's occupied placements, with no slot, memory or cores; on a GPU the pod has an
-    // entry on, they join that entry's instances.
+    // As in HAMi, reservations no device entry consumed are still restored into the GPU's occupied
+    // placements, with no slot, memory or cores; on a GPU the pod has an entry on, they join that
+    // entry's instances.
     let slot = |start| MigSlot { profile: Arc::from("1g.5gb"), placement: MigPlacement { start, size: 1 } };
     let mut charges = vec![{
         let mut c = charge("GPU-0", 1, 4864, 15);
@@ -380,8 +376,8 @@ fn shape(list: &[ContainerDevices]) -> Vec<Vec<&str>> {
 
 #[test]
 fn padded_lists_are_taken_positionally() {
-    // protocol.md §4.2: the i-th entry belongs to container i; the empty piece after the final ';'
-    // (and any added by plugin rewrites) is dropped.
+    // The i-th entry belongs to container i; the empty piece after the final ';' (and any added by
+    // plugin rewrites) is dropped.
     let rows: [AlignRow; 4] = [
         ("GPU-1,NVIDIA,3000,30:;", &[true], vec![vec!["GPU-1"]]),
         (";GPU-1,NVIDIA,3000,30:;", &[false, true], vec![vec![], vec!["GPU-1"]]),
@@ -390,7 +386,7 @@ fn padded_lists_are_taken_positionally() {
             &[true, false, true],
             vec![vec!["GPU-1"], vec![], vec!["GPU-1", "GPU-2"]],
         ),
-        // protocol.md §4.2: each plugin rewrite adds one ';', readers tolerate any number.
+        // Each plugin rewrite adds one ';', readers tolerate any number.
         (";;GPU-1,NVIDIA,4000,50:;;;", &[true, false, true], vec![vec![], vec![], vec!["GPU-1"]]),
     ];
     for (s, requesting, want) in rows {
@@ -400,20 +396,21 @@ fn padded_lists_are_taken_positionally() {
 
 #[test]
 fn hamis_unpadded_nvidia_list_is_mapped_onto_the_requesting_container() {
-    // protocol.md §4.2 caveat: HAMi writes `GPU-…,NVIDIA,3000,30:;` for a device-less init
-    // container followed by a GPU app container; the device belongs to the app container.
+    // HAMi pads by device model, not vendor word, so for NVIDIA it writes `GPU-…,NVIDIA,3000,30:;`
+    // for a device-less init container followed by a GPU app container; the device belongs to the
+    // app container.
     let got = align(decoded("GPU-1,NVIDIA,3000,30:;"), &[false, true]);
     assert_eq!(shape(&got), [vec![], vec!["GPU-1"]]);
     assert_eq!((got[1][0].usedmem, got[1][0].usedcores), (MemMiB(3000), 30));
-    // scheduling.md §5.3 padding example: init with GPU, app without, app with 2 GPUs.
+    // HAMi's unpadded list for init with GPU, app without, app with 2 GPUs.
     let got = align(decoded("GPU-1,NVIDIA,2000,30:;GPU-1,NVIDIA,4000,50:GPU-2,NVIDIA,4000,50:;"), &[true, false, true]);
     assert_eq!(shape(&got), [vec!["GPU-1"], vec![], vec!["GPU-1", "GPU-2"]]);
 }
 
 #[test]
 fn the_aligned_unpadded_list_is_not_released_with_the_init_container() {
-    // scheduling.md §5.3 padding bug: read positionally, the app container's GPU would count as
-    // init usage and be dropped at init release (§8.3), over-committing the GPU. Aligned, it stays.
+    // With HAMi's unpadded list read positionally, the app container's GPU would count as init
+    // usage and be dropped at init release, over-committing the GPU. Aligned, it stays.
     let list = align(decoded("GPU-1,NVIDIA,3000,30:;"), &[false, true]);
     let l = Layout { n_init: 1, sidecars: vec![false], init_released: true };
     assert_eq!(brief(&collapse_nvidia(list, &l)), [("GPU-1", 1, 3000, 30)]);
@@ -421,8 +418,8 @@ fn the_aligned_unpadded_list_is_not_released_with_the_init_container() {
 
 #[test]
 fn lists_that_do_not_match_the_requesting_containers_stay_positional() {
-    // protocol.md §4.2: only a list whose non-empty entries match the requesting containers
-    // one-to-one is re-placed; anything else is taken as written.
+    // Only a list whose non-empty entries match the requesting containers one-to-one is re-placed;
+    // anything else is taken as written.
     let rows: [AlignRow; 3] = [
         // two non-empty entries, one requesting container
         ("GPU-1,NVIDIA,1,1:;GPU-2,NVIDIA,1,1:;", &[false, true, false], vec![vec!["GPU-1"], vec!["GPU-2"]]),

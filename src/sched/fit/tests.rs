@@ -61,15 +61,25 @@ fn check(rows: Vec<Row>) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// scheduling.md §5.7: the NVIDIA per-device checks, in HAMi's order. The default GPU policy is
-// `spread`; among equal devices the one registered last is tried first (§5.6: HAMi's sort keeps
-// equal devices in registration order and the walk starts from the end).
+// The NVIDIA per-device checks, in HAMi's order; the first failing check counts one for its
+// reason and skips the device. Tests are named after the check's number: 1 healthy
+// (CardNotHealth); 2 not in hami.io/device-cordon (CardCordoned); 3 type and vgpu-mode selection
+// (CardTypeMismatch); 4 numa-bind bookkeeping (a device on a new NUMA node restarts the pick,
+// discarding the partial group as NumaNotFit); 5 UUID selection (CardUuidMismatch); 6 Used < Count
+// (CardTimeSlicingExhausted); 7 mutex needs Used = 0 (ExclusiveDeviceAllocateConflict); 8 cores
+// above 100 clamped to 100; 9 the memory to reserve (absolute, else a percentage of the device);
+// 10 namespace quota (ResourceQuotaNotFit); 11 free memory (CardInsufficientMemory); 12 free cores
+// (CardInsufficientCore); 13 100 cores on a used 100-core device (ExclusiveDeviceAllocateConflict);
+// 14 a core-less task on a fully booked device (CardComputeUnitsExhausted); 15 a free MIG
+// placement (CardMigTopologyInfeasible); 16 pick; 17 stop once enough are picked; 18 visit a MIG
+// GPU again for the same container. The default GPU policy is `spread`; among equal devices the
+// one registered last is tried first (HAMi's sort keeps equal devices in registration order and
+// the walk starts from the end).
 
 #[test]
 fn check_1_unhealthy_devices_are_skipped() {
     check(vec![
         Row {
-            // §5.7 check 1: CardNotHealth.
             what: "the healthy device is taken",
             node: node("a").gpu(gpu("GPU-0", 16384).unhealthy()).gpu(gpu("GPU-1", 16384)),
             pod: small(1),
@@ -82,7 +92,7 @@ fn check_1_unhealthy_devices_are_skipped() {
             want: no("1/1 CardNotHealth"),
         },
         Row {
-            // §5.7 after the walk: some found, not enough → AllocatedCardsInsufficientRequest.
+            // After the walk: some found, not enough → AllocatedCardsInsufficientRequest.
             what: "one of two healthy for a two-GPU request",
             node: node("a").gpu(gpu("GPU-0", 16384).unhealthy()).gpu(gpu("GPU-1", 16384)),
             pod: small(2),
@@ -95,7 +105,7 @@ fn check_1_unhealthy_devices_are_skipped() {
 fn check_2_cordoned_devices_take_no_new_allocations() {
     check(vec![
         Row {
-            // §5.7 check 2: UUIDs in hami.io/device-cordon → CardCordoned.
+            // UUIDs in hami.io/device-cordon → CardCordoned.
             what: "cordoned device skipped",
             node: idle(2).annotation(keys::NVIDIA_CORDON, "GPU-0"),
             pod: small(1),
@@ -123,7 +133,7 @@ fn check_3_type_and_mode_selection() {
     let mixed = || node("a").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 40960).ty("NVIDIA A100-SXM4-40GB"));
     check(vec![
         Row {
-            // §5.7 check 3 / protocol.md §4.5: use-gputype is a case-insensitive substring match.
+            // use-gputype is a case-insensitive substring match of the device type.
             what: "use-gputype matching another model",
             node: v100(),
             pod: small(1).annotation(keys::NVIDIA_USE_TYPE, "A100"),
@@ -160,7 +170,7 @@ fn check_3_type_and_mode_selection() {
             want: ok("GPU-0,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.7 check 3: with nvidia.com/vgpu-mode, the device's mode must be a substring of it.
+            // With nvidia.com/vgpu-mode, the device's mode must be a substring of it.
             what: "vgpu-mode without the device's mode",
             node: v100(),
             pod: small(1).annotation(keys::NVIDIA_VGPU_MODE, "mps"),
@@ -199,16 +209,17 @@ fn check_4_numa_bind_keeps_one_request_on_one_numa_node() {
     let two_and_one = || node("a").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 16384)).gpu(gpu("GPU-2", 16384).numa(1));
     check(vec![
         Row {
-            // Without the flag the walk mixes NUMA nodes (spread tries the higher NUMA first among
-            // equal scores, §5.6 "then NUMA ascending"; then GPU-1, registered after GPU-0).
+            // Without the flag the walk mixes NUMA nodes (spread sorts by score, then NUMA
+            // ascending, so among equal scores the higher NUMA is tried first; then GPU-1,
+            // registered after GPU-0).
             what: "no numa-bind",
             node: two_and_one(),
             pod: small(2),
             want: ok("GPU-2,NVIDIA,1000,0:GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.7 check 4: GPU-2 (NUMA 1) is picked first; GPU-1 opens NUMA 0, discarding it,
-            // and GPU-0 completes the group.
+            // GPU-2 (NUMA 1) is picked first; GPU-1 opens NUMA 0, discarding it, and GPU-0
+            // completes the group.
             what: "numa-bind restarts on the next NUMA node",
             node: two_and_one(),
             pod: small(2).annotation(keys::NVIDIA_NUMA_BIND, "true"),
@@ -247,7 +258,7 @@ fn check_4_numa_bind_keeps_one_request_on_one_numa_node() {
             want: no("1/2 AllocatedCardsInsufficientRequest"),
         },
         Row {
-            // §5.7 note: the restart comes before the UUID and capacity checks, so a device that is
+            // In HAMi the restart comes before the UUID and capacity checks, so a device that is
             // then rejected still discards the partial group. GPU-1 is picked, GPU-2 lacks memory,
             // GPU-0 (NUMA 0, excluded by UUID) discards GPU-1.
             what: "restart before the UUID check",
@@ -276,7 +287,7 @@ fn check_4_numa_bind_keeps_one_request_on_one_numa_node() {
 fn check_5_uuid_selection() {
     check(vec![
         Row {
-            // §5.7 check 5 / protocol.md §4.5: exact match after trimming each entry.
+            // Exact match after trimming each entry.
             what: "use-gpuuuid",
             node: idle(2),
             pod: small(1).annotation(keys::NVIDIA_USE_UUID, " GPU-1 , GPU-9"),
@@ -301,7 +312,7 @@ fn check_5_uuid_selection() {
             want: no("2/2 CardUuidMismatch"),
         },
         Row {
-            // Reason items are sorted as text (§5.7 last line).
+            // Reason items are sorted as text.
             what: "one excluded, the other too small",
             node: node("a").gpu(gpu("GPU-0", 4096)).gpu(gpu("GPU-1", 16384)),
             pod: pod().gpu(1).mem_mib(8000).annotation(keys::NVIDIA_NOUSE_UUID, "GPU-1"),
@@ -321,7 +332,7 @@ fn check_5_uuid_selection() {
 fn check_6_time_slicing_slots() {
     check(vec![
         Row {
-            // §5.7 check 6: Used < Count.
+            // A device takes a task only while Used < Count.
             what: "every slot taken",
             node: node("a").gpu(gpu("GPU-0", 16384).count(2).used(2, 2000, 20)),
             pod: small(1),
@@ -347,7 +358,7 @@ fn check_7_mutex_policy_takes_only_idle_devices() {
     let policy = keys::GPU_SCHEDULER_POLICY;
     check(vec![
         Row {
-            // §5.7 check 7 / §5.11: mutex rejects devices with Used > 0.
+            // Mutex rejects devices with Used > 0.
             what: "mutex on a busy device",
             node: node("a").gpu(gpu("GPU-0", 16384).used(1, 1000, 10)),
             pod: small(1).annotation(policy, "mutex"),
@@ -360,7 +371,7 @@ fn check_7_mutex_policy_takes_only_idle_devices() {
             want: ok("GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.11: `mutex` as a list item is a fit rule too.
+            // `mutex` as a list item is a fit rule too.
             what: "mutex inside a list",
             node: node("a").gpu(gpu("GPU-0", 16384).used(1, 1000, 10)),
             pod: small(1).annotation(policy, "spread,mutex"),
@@ -392,7 +403,7 @@ fn check_7_mutex_policy_takes_only_idle_devices() {
 fn check_8_cores_are_clamped_to_100() {
     check(vec![
         Row {
-            // §5.7 check 8: cores > 100 become 100, also in the entry.
+            // Cores above 100 become 100, also in the entry.
             what: "150 cores on an idle device",
             node: idle(1),
             pod: small(1).cores(150),
@@ -419,7 +430,7 @@ fn check_8_cores_are_clamped_to_100() {
 fn check_9_and_11_memory_absolute_and_percentage() {
     check(vec![
         Row {
-            // §5.7 check 11: Totalmem − Usedmem ≥ m.
+            // Check 11: Totalmem − Usedmem ≥ the memory to reserve.
             what: "not enough free memory",
             node: node("a").gpu(gpu("GPU-0", 16384).used(1, 14000, 0)),
             pod: pod().gpu(1).mem_mib(4096),
@@ -432,7 +443,7 @@ fn check_9_and_11_memory_absolute_and_percentage() {
             want: ok("GPU-0,NVIDIA,4096,0:;"),
         },
         Row {
-            // §5.7 check 9: m = floor(Totalmem × mempct / 100).
+            // Check 9: a percentage reserves floor(Totalmem × mempct / 100).
             what: "percentage of the device",
             node: idle(1),
             pod: pod().gpu(1).mem_pct(50),
@@ -481,7 +492,7 @@ fn check_9_and_11_memory_absolute_and_percentage() {
             want: ok("GPU-0,NVIDIA,4096,0:;"),
         },
         Row {
-            // §4.1 default: no memory at all means 100 percent.
+            // HAMi's default: no memory and no percentage at all means 100 percent.
             what: "whole memory on an idle device",
             node: idle(1),
             pod: pod().gpu(1),
@@ -506,7 +517,7 @@ fn check_9_and_11_memory_absolute_and_percentage() {
 fn check_12_cores_must_be_free() {
     check(vec![
         Row {
-            // §5.7 check 12: Totalcore − Usedcores ≥ cores.
+            // Totalcore − Usedcores ≥ cores.
             what: "not enough free cores",
             node: node("a").gpu(gpu("GPU-0", 16384).used(1, 0, 80)),
             pod: small(1).cores(30),
@@ -531,8 +542,8 @@ fn check_12_cores_must_be_free() {
 fn check_13_100_cores_means_exclusive() {
     check(vec![
         Row {
-            // §5.7 check 13: Totalcore = 100, cores = 100 and Used > 0 → conflict, even though
-            // every core is free.
+            // Totalcore = 100, cores = 100 and Used > 0 → conflict, even though every core is
+            // free.
             what: "100 cores on a shared device",
             node: node("a").gpu(gpu("GPU-0", 16384).used(1, 1000, 0)),
             pod: small(1).cores(100),
@@ -565,7 +576,7 @@ fn check_13_100_cores_means_exclusive() {
 fn check_14_a_core_less_task_may_not_join_a_fully_booked_device() {
     check(vec![
         Row {
-            // §5.7 check 14: Usedcores = Totalcore and cores = 0 → CardComputeUnitsExhausted.
+            // Usedcores = Totalcore and cores = 0 → CardComputeUnitsExhausted.
             what: "core-less on a full device",
             node: node("a").gpu(gpu("GPU-0", 16384).used(1, 1000, 100)),
             pod: small(1),
@@ -597,7 +608,7 @@ fn check_14_a_core_less_task_may_not_join_a_fully_booked_device() {
 fn after_the_walk_too_few_devices_is_allocated_cards_insufficient() {
     check(vec![
         Row {
-            // §5.7 after the walk: the number found counts as AllocatedCardsInsufficientRequest.
+            // After the walk: the number found counts as AllocatedCardsInsufficientRequest.
             what: "two of three",
             node: node("a")
                 .gpu(gpu("GPU-0", 16384))
@@ -623,7 +634,7 @@ fn after_the_walk_too_few_devices_is_allocated_cards_insufficient() {
 fn fewer_devices_than_requested_is_node_insufficient_device() {
     check(vec![
         Row {
-            // §5.4 step 2.3: nums > candidates → bare NodeInsufficientDevice, before any walk.
+            // More GPUs asked than the node has → bare NodeInsufficientDevice, before any walk.
             what: "two GPUs asked of one",
             node: idle(1),
             pod: small(2),
@@ -644,7 +655,7 @@ fn fewer_devices_than_requested_is_node_insufficient_device() {
             want: no("NodeInsufficientDevice"),
         },
         Row {
-            // §5.2 step 4: a node without registered devices.
+            // A node without registered devices is `node unregistered`, as in HAMi.
             what: "no devices",
             node: node("a"),
             pod: small(1),
@@ -655,7 +666,7 @@ fn fewer_devices_than_requested_is_node_insufficient_device() {
 
 #[test]
 fn entries_carry_the_device_index() {
-    // §5.7 check 16: the pick records d.Index (not encoded in the annotation, kept for writers).
+    // The pick records the device's index (not encoded in the annotation, kept for writers).
     let v = vendors();
     let n = node("a").gpu(gpu("GPU-0", 16384).used(1, 8000, 30)).gpu(gpu("GPU-1", 16384).index(7)).snapshot(&v);
     let fit = fit_pod_devices(&n, &small(1).request_with(&v), &v, &NoQuota, &mut Scratch::default()).unwrap();
@@ -664,7 +675,7 @@ fn entries_carry_the_device_index() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §5.7 check 10 / §9: namespace quota, with the pod's own usage so far.
+// Check 10: namespace quota, with the pod's own usage so far.
 
 /// Limits for one namespace, in scheduler units (MiB, cores), on the pod's collapsed usage.
 struct Quota {
@@ -714,7 +725,7 @@ fn check_10_namespace_quota() {
             ok("GPU-0,NVIDIA,1000,100:;"),
         ),
         (
-            // Percentage requests are checked in Filter with the device's memory (§9).
+            // Percentage requests are checked in Filter with the device's memory, as in HAMi.
             "percentage memory counts",
             idle(1),
             pod().gpu(1).mem_pct(50),
@@ -746,7 +757,7 @@ fn check_10_namespace_quota() {
             no("1/1 ResourceQuotaNotFit"),
         ),
         (
-            // §9 "init peak rule included": init containers run one at a time, so two init
+            // The quota sees the init containers' peak: they run one at a time, so two init
             // containers of 4000 MiB hold 4000, not 8000.
             "two init containers count as their peak",
             idle(1),
@@ -755,7 +766,7 @@ fn check_10_namespace_quota() {
             ok("GPU-0,NVIDIA,4000,0:;GPU-0,NVIDIA,4000,0:;;"),
         ),
         (
-            // §8.2: per device, max(init peak, sum of regular containers).
+            // Per device, max(init peak, sum of regular containers).
             "an init container and an app container on the same device",
             idle(1),
             pod().init("i").gpu(1).mem_mib(4000).main().gpu(1).mem_mib(4000),
@@ -780,7 +791,8 @@ fn check_10_namespace_quota() {
             ok("GPU-1,NVIDIA,12000,0:;GPU-1,NVIDIA,4000,0:;"),
         ),
         (
-            // A sidecar runs beside the app containers: its usage adds to theirs (§14 row 4).
+            // A sidecar runs beside the app containers: its usage adds to theirs (HAMi counts it as
+            // an init container, at its peak).
             "a sidecar and an app container on the same device",
             idle(1),
             pod().sidecar("s").gpu(1).mem_mib(4000).main().gpu(1).mem_mib(4000),
@@ -794,7 +806,8 @@ fn check_10_namespace_quota() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §5.7 check 15 and §5.9: MIG
+// Check 15 and MIG placement: a MIG GPU serves a request with the smallest profile large
+// enough that still has a free placement
 
 fn a100() -> NodeBuilder {
     node("a").gpu(gpu("GPU-aa11", 40960).mig(a100_profiles()))
@@ -816,7 +829,7 @@ fn a100_using(used: &[(&str, u32, u32)]) -> NodeSnapshot {
 fn mig_requests_take_the_smallest_fitting_profile() {
     check(vec![
         Row {
-            // §5.9: the entry takes the profile's memory and cores.
+            // The entry takes the profile's memory and cores.
             what: "1g.5gb",
             node: a100(),
             pod: pod().gpu(1).mem_mib(4000),
@@ -838,22 +851,23 @@ fn mig_requests_take_the_smallest_fitting_profile() {
             want: no("1/1 CardMigTopologyInfeasible"),
         },
         Row {
-            // vendors.md §2: a whole-memory MIG request asks for the full registered memory.
+            // A whole-memory MIG request asks for the full registered memory, more than any
+            // profile.
             what: "whole memory never fits MIG",
             node: a100(),
             pod: pod().gpu(1),
             want: no("1/1 CardMigTopologyInfeasible"),
         },
         Row {
-            // §5.4 step 2.3: a MIG request is exempt from the count check, and §5.7 check 18
-            // revisits the GPU for the second instance.
+            // A MIG request is exempt from the count check, and check 18 revisits the GPU for the
+            // second instance.
             what: "two instances on one GPU",
             node: a100(),
             pod: pod().gpu(2).mem_mib(4000),
             want: ok("GPU-aa11,NVIDIA,4864,15:GPU-aa11,NVIDIA,4864,15:;"),
         },
         Row {
-            // §5.7 check 15 on a revisit: three 2g instances fill slices 0–5, and no profile of
+            // Check 15 on a revisit: three 2g instances fill slices 0–5, and no profile of
             // 9000 MiB or more has a free placement for a fourth. The instances found count as
             // AllocatedCardsInsufficientRequest over the one candidate (HAMi's `n/m` formula).
             what: "four 2g instances do not fit",
@@ -882,7 +896,8 @@ fn mig_requests_take_the_smallest_fitting_profile() {
 
 #[test]
 fn mig_placements_of_small_profiles_come_from_the_top() {
-    // §5.9 step 2: 1g.* and 3g.* by start descending, others ascending.
+    // HAMi tries placements of 1g.* and 3g.* by start descending, others ascending, keeping
+    // small instances at the top so large ones stay placeable.
     let v = vendors();
     let place = |snap: &NodeSnapshot, mem: u64, n: u32| -> Vec<(String, u32)> {
         let req = pod().gpu(n).mem_mib(mem).request_with(&v);
@@ -907,7 +922,8 @@ fn mig_placements_of_small_profiles_come_from_the_top() {
 fn mig_placement_must_be_free() {
     type InUse = &'static [(&'static str, u32, u32)];
     let rows: [(&str, InUse, u64, Outcome); 4] = [
-        // §5.7 check 15: no profile with a free placement → CardMigTopologyInfeasible.
+        // A MIG GPU with no free placement for any large enough profile is refused
+        // CardMigTopologyInfeasible.
         ("a 7g instance fills the GPU", &[("7g.40gb", 0, 8)], 4000, no("1/1 CardMigTopologyInfeasible")),
         (
             "a 3g at 4 and a 2g at 0 leave 1g room",
@@ -950,7 +966,7 @@ fn mig_and_plain_gpus_on_one_node() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §5.6: device order per GPU policy (the walk tries the end of the sorted list first)
+// Device order per GPU policy (the walk tries the end of the sorted list first)
 
 #[test]
 fn device_order_follows_the_gpu_policy() {
@@ -963,14 +979,14 @@ fn device_order_follows_the_gpu_policy() {
     };
     check(vec![
         Row {
-            // §5.6 binpack: highest score (fullest) first.
+            // binpack: highest score (fullest) first.
             what: "binpack",
             node: three(),
             pod: small(1).annotation(policy, "binpack"),
             want: ok("GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.6 spread (also the default): lowest score (emptiest) first.
+            // spread (also the default): lowest score (emptiest) first.
             what: "spread",
             node: three(),
             pod: small(1).annotation(policy, "spread"),
@@ -1008,8 +1024,8 @@ fn device_order_follows_the_gpu_policy() {
 
 #[test]
 fn equal_devices_are_tried_last_registered_first_under_single_value_policies() {
-    // §5.6: single-value comparisons have no index key and Go's insertion sort keeps equal devices
-    // in registration order; the walk starts from the end, so the device registered last is tried
+    // Single-value policies have no index key and Go's insertion sort keeps equal devices in
+    // registration order; the walk starts from the end, so the device registered last is tried
     // first (HAMi's own tests: two idle GPUs, the pod gets the second).
     let policy = keys::GPU_SCHEDULER_POLICY;
     let twins = || {
@@ -1061,7 +1077,8 @@ fn mutex_and_numa_flag_orders() {
     let numa = keys::NVIDIA_NUMA_BIND;
     check(vec![
         Row {
-            // §5.6 mutex: Used descending, then NUMA ascending: idle devices, highest NUMA first.
+            // mutex sorts by Used descending, then NUMA ascending: idle devices, highest NUMA
+            // first.
             what: "mutex",
             node: node("a")
                 .gpu(gpu("GPU-0", 16384))
@@ -1071,8 +1088,8 @@ fn mutex_and_numa_flag_orders() {
             want: ok("GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.6 NUMA flag with binpack: NUMA descending, then score ascending → the lowest NUMA
-            // group first, its fullest device first.
+            // The NUMA flag with binpack sorts by NUMA descending, then score ascending → the
+            // lowest NUMA group first, its fullest device first.
             what: "numa flag, binpack",
             node: node("a")
                 .gpu(gpu("GPU-0", 16384).numa(1).used(1, 12000, 50))
@@ -1082,8 +1099,8 @@ fn mutex_and_numa_flag_orders() {
             want: ok("GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.6 NUMA flag with another policy: NUMA ascending, then score descending → the
-            // highest NUMA group first, its emptiest device first.
+            // The NUMA flag with another policy sorts by NUMA ascending, then score descending →
+            // the highest NUMA group first, its emptiest device first.
             what: "numa flag, spread",
             node: node("a")
                 .gpu(gpu("GPU-0", 16384))
@@ -1100,8 +1117,8 @@ fn comma_lists_chain_their_keys() {
     let policy = keys::GPU_SCHEDULER_POLICY;
     check(vec![
         Row {
-            // §5.6 chain `binpack,numa`: score ascending, then NUMA ascending; the walk takes the
-            // end, so among equally full devices the higher NUMA node goes first.
+            // The chain `binpack,numa` sorts by score ascending, then NUMA ascending; the walk
+            // takes the end, so among equally full devices the higher NUMA node goes first.
             what: "binpack,numa",
             node: node("a")
                 .gpu(gpu("GPU-0", 16384).used(1, 4000, 10))
@@ -1120,8 +1137,9 @@ fn comma_lists_chain_their_keys() {
             want: ok("GPU-1,NVIDIA,1000,0:;"),
         },
         Row {
-            // §5.6: all keys equal → device index ascending, so the highest index is tried first
-            // (with indexes in registration order, the same device as the single-value tie-break).
+            // In a chain, all keys equal → device index ascending, so the highest index is tried
+            // first (with indexes in registration order, the same device as the single-value
+            // tie-break).
             what: "chain tie ends with the index",
             node: idle(3),
             pod: small(2).annotation(policy, "binpack,numa"),
@@ -1145,9 +1163,9 @@ fn comma_lists_chain_their_keys() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §5.10: topology-aware choice by the node's pair scores
+// Topology-aware choice by the node's pair scores (hami.io/node-nvidia-score)
 
-/// protocol.md §12.1: GPU-a and GPU-b are NVLinked (400), GPU-c is on PCIe (20).
+/// GPU-a and GPU-b are NVLinked (400), GPU-c is on PCIe (20).
 const SCORES_ABC: &str = r#"[{"uuid":"GPU-a","score":{"GPU-b":400,"GPU-c":20}},{"uuid":"GPU-b","score":{"GPU-a":400,"GPU-c":20}},{"uuid":"GPU-c","score":{"GPU-a":20,"GPU-b":20}}]"#;
 
 fn gpus_named(names: &[&str]) -> NodeBuilder {
@@ -1162,7 +1180,7 @@ fn topo(n: u32) -> PodBuilder {
 fn topology_aware_single_gpu_leaves_well_connected_gpus_alone() {
     check(vec![
         Row {
-            // §5.10 n = 1: lowest sum of pair scores towards the other collected devices
+            // One GPU: HAMi takes the lowest sum of pair scores towards the other collected devices
             // (a: 420, b: 420, c: 40).
             what: "the PCIe GPU",
             node: gpus_named(&["GPU-a", "GPU-b", "GPU-c"]).annotation(keys::NVIDIA_SCORE, SCORES_ABC),
@@ -1208,7 +1226,8 @@ fn topology_aware_multi_gpu_takes_the_best_connected_subset() {
     let one_way = r#"[{"uuid":"GPU-a","score":{"GPU-b":500}},{"uuid":"GPU-c","score":{"GPU-a":100}}]"#;
     check(vec![
         Row {
-            // §5.10 n > 1: the first maximum over n-subsets in collection order (d, c, b, a).
+            // n > 1 GPUs: HAMi takes the first maximum over n-subsets in collection order
+            // (d, c, b, a).
             what: "the linked pair",
             node: gpus_named(&["GPU-a", "GPU-b", "GPU-c", "GPU-d"]).annotation(keys::NVIDIA_SCORE, ab),
             pod: topo(2),
@@ -1256,13 +1275,13 @@ fn topology_aware_multi_gpu_takes_the_best_connected_subset() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §5.3: per-node evaluation of a pod's containers
+// Per-node evaluation of a pod's containers
 
 #[test]
 fn regular_containers_allocate_cumulatively() {
     check(vec![
         Row {
-            // §5.3: regular containers fit against one cumulative copy of the usage.
+            // Regular containers fit against one cumulative copy of the usage.
             what: "two containers share a GPU",
             node: idle(1),
             pod: pod().gpu(1).mem_mib(8000).container("c2").gpu(1).mem_mib(8000),
@@ -1297,7 +1316,8 @@ fn regular_containers_allocate_cumulatively() {
             want: no("1/1 CardComputeUnitsExhausted"),
         },
         Row {
-            // §14 row 1: one entry per container, empty where the container has no GPU.
+            // One entry per container, empty where the container has no GPU (HAMi can drop such
+            // entries).
             what: "a container without GPU in the middle",
             node: idle(1),
             pod: pod().gpu(1).mem_mib(1000).container("plain").container("c3").gpu(1).mem_mib(1000),
@@ -1316,8 +1336,7 @@ fn regular_containers_allocate_cumulatively() {
 fn init_containers_fit_against_a_fresh_copy_and_are_padded() {
     check(vec![
         Row {
-            // §5.3: an init container runs before the app containers, so both may use most of
-            // the GPU.
+            // An init container runs before the app containers, so both may use most of the GPU.
             what: "init and app each take 12000 of 16384",
             node: idle(1),
             pod: pod().init("i").gpu(1).mem_mib(12000).main().gpu(1).mem_mib(12000),
@@ -1338,8 +1357,8 @@ fn init_containers_fit_against_a_fresh_copy_and_are_padded() {
             want: no("1/1 CardInsufficientMemory"),
         },
         Row {
-            // §5.3 padding [bug] / §14 row 1: a device-less init container keeps its (empty)
-            // entry, so the app container's devices stay in position 1.
+            // A device-less init container keeps its (empty) entry, so the app container's devices
+            // stay in position 1 (HAMi pads by device model and drops the entry for NVIDIA).
             what: "device-less init container",
             node: idle(1),
             pod: pod().init("i").main().gpu(1).mem_mib(3000),
@@ -1352,9 +1371,9 @@ fn init_containers_fit_against_a_fresh_copy_and_are_padded() {
             want: ok("GPU-0,NVIDIA,3000,0:;;"),
         },
         Row {
-            // protocol.md §4.2 example shape: init (1 GPU), app without GPU, app with 2 GPUs. The
-            // init container's GPU-1 is not charged to the app containers, which see two idle
-            // GPUs in registration order again and also start from GPU-1.
+            // Init (1 GPU), app without GPU, app with 2 GPUs. The init container's GPU-1 is not
+            // charged to the app containers, which see two idle GPUs in registration order again
+            // and also start from GPU-1.
             what: "init, plain app, two-GPU app",
             node: idle(2),
             pod: pod().init("i").gpu(1).mem_mib(2000).cores(30).main().container("c2").gpu(2).mem_mib(4000).cores(50),
@@ -1367,8 +1386,8 @@ fn init_containers_fit_against_a_fresh_copy_and_are_padded() {
 fn native_sidecars_add_to_the_app_containers() {
     check(vec![
         Row {
-            // §14 row 4: a sidecar runs beside the app containers, so its usage is summed with
-            // theirs (HAMi takes it as an init-container peak).
+            // A sidecar runs beside the app containers, so its usage is summed with theirs (HAMi
+            // takes it as an init-container peak).
             what: "sidecar and app over the GPU",
             node: idle(1),
             pod: pod().sidecar("s").gpu(1).mem_mib(12000).main().gpu(1).mem_mib(12000),

@@ -46,8 +46,8 @@ fn req(nums: u32, memreq: u64, mempct: u32, cores: u32) -> ContainerRequest {
 
 const W111: Weights = Weights { slot: 1.0, core: 1.0, memory: 1.0 };
 
-/// The two GPUs of the §5.12 worked example: A has one task of 8192 MiB and 30 cores, B is idle;
-/// both carry a model name, as NVIDIA's device plugin registers them.
+/// The two GPUs of HAMi's documented scoring example: A has one task of 8192 MiB and 30 cores, B is
+/// idle; both carry a model name, as NVIDIA's device plugin registers them.
 fn worked_example() -> Vec<DeviceUsage> {
     worked_example_typed("NVIDIA-Tesla V100-PCIE-32GB")
 }
@@ -57,21 +57,23 @@ fn worked_example_typed(ty: &str) -> Vec<DeviceUsage> {
     node("a").gpu(gpu("GPU-A", 32768).ty(ty).used(1, 8192, 30)).gpu(gpu("GPU-B", 32768).ty(ty)).snapshot(&v).devices
 }
 
-/// The §5.12 request: 4096 MiB and 20 cores of one GPU, parsed as the webhook-mutated pod says.
+/// That example's request: 4096 MiB and 20 cores of one GPU, parsed as the webhook-mutated pod
+/// says.
 fn worked_request() -> ContainerRequest {
     pod().gpu(1).mem_mib(4096).cores(20).request_with(&vendors()).containers[0][0]
 }
 
 #[test]
 fn worked_example_default_score_is_three_and_a_quarter() {
-    // scheduling.md §5.12: 10 × (1/20 + 30/200 + 8192/65536) = 3.25.
+    // HAMi's node default score sums every device's use before the pod:
+    // 10 × (1/20 + 30/200 + 8192/65536) = 3.25.
     assert_close(node_default_score(&worked_example()), 3.25, "default score");
 }
 
 #[test]
 fn worked_example_device_scores_leave_the_request_out_on_model_named_gpus() {
-    // scheduling.md §5.12, HAMi today: the request's type `NVIDIA` is not the model string, so
-    // the score is the GPU's use alone: A = 10 × (1/10 + 30/100 + 8192/32768), B = 0.
+    // HAMi today: the request's type `NVIDIA` is not the model string, so the score is the GPU's
+    // use alone: A = 10 × (1/10 + 30/100 + 8192/32768), B = 0.
     let devs = worked_example();
     let r = [worked_request()];
     let v = vendors();
@@ -82,7 +84,7 @@ fn worked_example_device_scores_leave_the_request_out_on_model_named_gpus() {
 
 #[test]
 fn worked_example_device_scores_count_the_request_when_the_type_is_the_vendor_word() {
-    // scheduling.md §5.12 "with the request counted": devices registered with the bare word:
+    // With the request counted, as for devices registered with the bare word:
     // A = 10 × (2/10 + 50/100 + 12288/32768), B = 10 × (1/10 + 20/100 + 4096/32768).
     let devs = worked_example_typed("NVIDIA");
     let r = [worked_request()];
@@ -92,7 +94,7 @@ fn worked_example_device_scores_count_the_request_when_the_type_is_the_vendor_wo
 
 #[test]
 fn worked_example_spread_tries_the_idle_gpu_and_binpack_the_busy_one() {
-    // scheduling.md §5.12: "either way spread tries B first and binpack tries A first".
+    // Either way spread tries B first and binpack tries A first.
     let devs = worked_example();
     let r = [worked_request()];
     let scores: Vec<f32> = devs.iter().map(|d| score(d, &r, &W111)).collect();
@@ -116,8 +118,9 @@ fn device_score_follows_hamis_formula() {
     let busy = (1, 8192, 30);
     let rows = [
         ScoreRow {
-            // §5.5: the request's type `NVIDIA` is not the model string `NVIDIA-Tesla T4`, so it
-            // is not counted: GPU A of §5.12 scores its use alone, 10 × (1/10 + 30/100 + 1/4).
+            // HAMi compares the request's type `NVIDIA` with the model string `NVIDIA-Tesla T4`, so
+            // the request is not counted: GPU A of the example scores its use alone,
+            // 10 × (1/10 + 30/100 + 1/4).
             why: "model-named device leaves the request out",
             dev: model_dev(10, 32768, 100, busy),
             reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
@@ -125,7 +128,7 @@ fn device_score_follows_hamis_formula() {
             want: 6.5,
         },
         ScoreRow {
-            // §5.5: an idle model-named device scores 0 whatever the request.
+            // An idle model-named device scores 0 whatever the request.
             why: "idle model-named device",
             dev: model_dev(10, 32768, 100, (0, 0, 0)),
             reqs: vec![req(2, 0, 100, 100)],
@@ -133,7 +136,7 @@ fn device_score_follows_hamis_formula() {
             want: 0.0,
         },
         ScoreRow {
-            // §5.5: the match is on the type string alone: a device of another vendor whose type
+            // The match is on the type string alone: a device of another vendor whose type
             // is the requested word counts the request, 10 × (1/10 + 20/100 + 4096/32768).
             why: "type equal to the request's word counts whatever the vendor",
             dev: dev_of(OTHER, "NVIDIA", 10, 32768, 100, (0, 0, 0)),
@@ -142,7 +145,7 @@ fn device_score_follows_hamis_formula() {
             want: 4.25,
         },
         ScoreRow {
-            // §5.5: an idle device with a request-less container scores 0.
+            // An idle device with a request-less container scores 0.
             why: "idle device, no request",
             dev: dev(10, 32768, 100, (0, 0, 0)),
             reqs: vec![],
@@ -150,8 +153,8 @@ fn device_score_follows_hamis_formula() {
             want: 0.0,
         },
         ScoreRow {
-            // §5.5: without a request of this vendor the score is pure current utilisation;
-            // this is the 6.5 HAMi computes for GPU A in the §5.12 example (request ignored).
+            // Without a request of this vendor the score is pure current utilisation; this is the
+            // 6.5 HAMi computes for GPU A in its example (request ignored).
             why: "request of another vendor is not counted",
             dev: dev(10, 32768, 100, busy),
             reqs: vec![ContainerRequest::new(OTHER, 1, 4096, MEMPCT_UNSET, 20)],
@@ -159,7 +162,7 @@ fn device_score_follows_hamis_formula() {
             want: 6.5,
         },
         ScoreRow {
-            // §5.5: only requests of the device's vendor count, others in the same container do not.
+            // Only requests of the device's vendor count, others in the same container do not.
             why: "mixed vendors in one container",
             dev: dev(10, 32768, 100, busy),
             reqs: vec![req(1, 4096, MEMPCT_UNSET, 20), ContainerRequest::new(OTHER, 2, 8192, MEMPCT_UNSET, 50)],
@@ -167,7 +170,7 @@ fn device_score_follows_hamis_formula() {
             want: 10.75,
         },
         ScoreRow {
-            // §5.5: n counts each request once, whatever r.nums is: 10 × (1/10).
+            // Each request counts one slot, whatever its nums: 10 × (1/10).
             why: "nums 4 counts one slot",
             dev: dev(10, 32768, 100, (0, 0, 0)),
             reqs: vec![req(4, 0, MEMPCT_UNSET, 0)],
@@ -175,7 +178,7 @@ fn device_score_follows_hamis_formula() {
             want: 1.0,
         },
         ScoreRow {
-            // §5.5: a percentage request reserves floor(Totalmem × pct / 100): 10 × (1/10 + 1/2).
+            // A percentage request reserves floor(Totalmem × pct / 100): 10 × (1/10 + 1/2).
             why: "50 percent of memory",
             dev: dev(10, 32768, 100, (0, 0, 0)),
             reqs: vec![req(1, 0, 50, 0)],
@@ -183,7 +186,7 @@ fn device_score_follows_hamis_formula() {
             want: 6.0,
         },
         ScoreRow {
-            // §5.5: the percentage is floored: 1001 × 50 / 100 = 500 (not 500.5), 10 × (1/10 + 500/1001).
+            // The percentage is floored: 1001 × 50 / 100 = 500 (not 500.5), 10 × (1/10 + 500/1001).
             why: "percentage memory is floored",
             dev: dev(10, 1001, 100, (0, 0, 0)),
             reqs: vec![req(1, 0, 50, 0)],
@@ -191,7 +194,7 @@ fn device_score_follows_hamis_formula() {
             want: 10.0 * (0.1 + 500.0 / 1001.0),
         },
         ScoreRow {
-            // §5.5: 100 percent on a busy device: 10 × (2/10 + 30/100 + (32768 + 8192)/32768).
+            // 100 percent on a busy device: 10 × (2/10 + 30/100 + (32768 + 8192)/32768).
             why: "whole memory on a busy device",
             dev: dev(10, 32768, 100, busy),
             reqs: vec![req(1, 0, 100, 0)],
@@ -199,7 +202,7 @@ fn device_score_follows_hamis_formula() {
             want: 17.5,
         },
         ScoreRow {
-            // §5.5: mempct 0 means "not a percentage": memreq counts, 10 × (1/10 + 8192/32768).
+            // mempct 0 means "not a percentage": memreq counts, 10 × (1/10 + 8192/32768).
             why: "mempct 0 uses memreq",
             dev: dev(10, 32768, 100, (0, 0, 0)),
             reqs: vec![req(1, 8192, 0, 0)],
@@ -207,7 +210,7 @@ fn device_score_follows_hamis_formula() {
             want: 3.5,
         },
         ScoreRow {
-            // §5.5: mempct 101 is the unset sentinel: memreq counts.
+            // mempct 101 is the unset sentinel: memreq counts.
             why: "mempct 101 uses memreq",
             dev: dev(10, 32768, 100, (0, 0, 0)),
             reqs: vec![req(1, 8192, MEMPCT_UNSET, 0)],
@@ -215,8 +218,8 @@ fn device_score_follows_hamis_formula() {
             want: 3.5,
         },
         ScoreRow {
-            // §5.5: a set percentage wins over memreq in the score (the fit's check 9 does the
-            // opposite, §5.7): 10 × (1/10 + 16384/32768).
+            // A set percentage wins over memreq in the score (the fit does the opposite: it
+            // reserves memreq when one is given): 10 × (1/10 + 16384/32768).
             why: "percentage wins over memreq in the score",
             dev: dev(10, 32768, 100, (0, 0, 0)),
             reqs: vec![req(1, 8192, 50, 0)],
@@ -224,7 +227,7 @@ fn device_score_follows_hamis_formula() {
             want: 6.0,
         },
         ScoreRow {
-            // §5.5: Count = 0 scores 0, whatever the usage.
+            // Count = 0 scores 0, whatever the usage.
             why: "zero count",
             dev: dev(0, 32768, 100, busy),
             reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
@@ -232,7 +235,7 @@ fn device_score_follows_hamis_formula() {
             want: 0.0,
         },
         ScoreRow {
-            // §5.5: Totalcore = 0 scores 0.
+            // Totalcore = 0 scores 0.
             why: "zero cores",
             dev: dev(10, 32768, 0, busy),
             reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
@@ -240,7 +243,7 @@ fn device_score_follows_hamis_formula() {
             want: 0.0,
         },
         ScoreRow {
-            // §5.5: Totalmem = 0 scores 0.
+            // Totalmem = 0 scores 0.
             why: "zero memory",
             dev: dev(10, 0, 100, busy),
             reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
@@ -248,7 +251,7 @@ fn device_score_follows_hamis_formula() {
             want: 0.0,
         },
         ScoreRow {
-            // §5.5 weights: memory only, GPU A of §5.12: 10 × 12288/32768.
+            // Weights: memory only, GPU A of the example: 10 × 12288/32768.
             why: "memory weight only",
             dev: dev(10, 32768, 100, busy),
             reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
@@ -256,7 +259,7 @@ fn device_score_follows_hamis_formula() {
             want: 3.75,
         },
         ScoreRow {
-            // §5.5 weights scale each term: 10 × (2 × 2/10 + 3 × 50/100 + 0).
+            // Weights scale each term: 10 × (2 × 2/10 + 3 × 50/100 + 0).
             why: "weights 2/3/0",
             dev: dev(10, 32768, 100, busy),
             reqs: vec![req(1, 4096, MEMPCT_UNSET, 20)],
@@ -271,7 +274,7 @@ fn device_score_follows_hamis_formula() {
 
 #[test]
 fn weights_annotation_changes_the_device_score() {
-    // scheduling.md §5.5: hami.io/device-scoring-weights (whitespace trimmed) weights the terms.
+    // hami.io/device-scoring-weights (whitespace trimmed) weights the terms.
     let v = vendors();
     let p = pod()
         .gpu(1)
@@ -288,11 +291,11 @@ fn weights_annotation_changes_the_device_score() {
 #[test]
 fn node_default_score_sums_every_device_before_the_pod() {
     let rows: [(&str, Vec<DeviceUsage>, f32); 5] = [
-        // §5.12: a node without devices scores 0.
+        // A node without devices scores 0.
         ("no devices", vec![], 0.0),
-        // §5.12: an idle node scores 0.
+        // An idle node scores 0.
         ("idle", vec![dev(10, 16384, 100, (0, 0, 0)), dev(10, 16384, 100, (0, 0, 0))], 0.0),
-        // §5.12: all vendors' devices are summed into one ratio per field:
+        // All vendors' devices are summed into one ratio per field:
         // 10 × (5/14 + 50/200 + 8192/32768).
         (
             "two vendors",
@@ -302,9 +305,9 @@ fn node_default_score_sums_every_device_before_the_pod() {
             ],
             10.0 * (5.0 / 14.0 + 0.25 + 0.25),
         ),
-        // §5.12: Σ Count = 0 gives 0, whatever else is used.
+        // Σ Count = 0 gives 0, whatever else is used.
         ("no slots", vec![dev(0, 16384, 100, (0, 8192, 50))], 0.0),
-        // §5.12: Σ Totalcore = 0 gives 0.
+        // Σ Totalcore = 0 gives 0.
         ("no cores", vec![dev(10, 16384, 0, (1, 8192, 0)), dev(10, 16384, 0, (0, 0, 0))], 0.0),
     ];
     for (why, devs, want) in rows {
@@ -342,25 +345,26 @@ fn order_devices_follows_every_row_of_the_policy_table() {
     // Among equal keys, single-value policies keep registration order (Go's insertion sort is
     // stable), so the device registered last is tried first.
     let rows: [(&str, bool, [u16; 6]); 9] = [
-        // §5.6 mutex: Used descending, then NUMA ascending: idle devices, highest NUMA first
+        // mutex: Used descending, then NUMA ascending: idle devices, highest NUMA first
         // (pos 5 over pos 0: registered later); scores play no part.
         ("mutex", false, [1, 3, 2, 4, 0, 5]),
-        // §5.6: mutex is matched before the NUMA flag rows.
+        // mutex is matched before the NUMA flag rows.
         ("mutex", true, [1, 3, 2, 4, 0, 5]),
-        // §5.6 NUMA flag + binpack: NUMA descending, then score ascending: the lowest NUMA group,
+        // NUMA flag + binpack: NUMA descending, then score ascending: the lowest NUMA group,
         // its highest score (pos 2, 7) first, even though pos 0 scores 9.
         ("binpack", true, [3, 5, 0, 1, 4, 2]),
-        // §5.6 NUMA flag + other policy: NUMA ascending, then score descending: the highest NUMA
+        // NUMA flag + other policy: NUMA ascending, then score descending: the highest NUMA
         // group, its lowest score (pos 3, 2) first.
         ("spread", true, [2, 1, 4, 0, 5, 3]),
         ("topology-aware", true, [2, 1, 4, 0, 5, 3]),
         ("no-such-policy", true, [2, 1, 4, 0, 5, 3]),
-        // §5.6 binpack: score ascending, then NUMA ascending: the highest score first.
+        // binpack: score ascending, then NUMA ascending: the highest score first.
         ("binpack", false, [3, 1, 4, 5, 2, 0]),
-        // §5.6 spread: score descending, then NUMA ascending: the lowest score first; among the
+        // spread: score descending, then NUMA ascending: the lowest score first; among the
         // 5s, NUMA 1 (pos 5) before NUMA 0, and pos 4 before pos 1.
         ("spread", false, [0, 2, 1, 4, 5, 3]),
-        // §5.6: topology-aware sorts like spread (the choice among fitting devices is §5.10).
+        // topology-aware sorts like spread (its choice among the fitting devices comes after the
+        // walk, by pair scores).
         ("topology-aware", false, [0, 2, 1, 4, 5, 3]),
     ];
     let (devs, scores) = six();
@@ -371,7 +375,8 @@ fn order_devices_follows_every_row_of_the_policy_table() {
 
 #[test]
 fn unknown_and_empty_policies_sort_like_spread() {
-    // scheduling.md §5.6: "anything else (spread, topology-aware, unknown)".
+    // HAMi sorts anything that is not mutex or binpack (spread, topology-aware, unknown) like
+    // spread.
     let (devs, scores) = six();
     let spread = order("spread", false, &devs, &scores);
     for text in ["no-such-policy", "", "Binpack", "numa-bind"] {
@@ -381,23 +386,24 @@ fn unknown_and_empty_policies_sort_like_spread() {
 
 #[test]
 fn key_chains_compare_key_by_key_then_index_ascending() {
-    // §5.6 chains: binpack = score ascending, spread = score descending, numa = NUMA ascending;
-    // all equal → device index ascending (so among ties the highest index is tried first).
+    // Comma lists chain keys: binpack = score ascending, spread = score descending, numa = NUMA
+    // ascending; all equal → device index ascending (so among ties the highest index is tried
+    // first).
     let rows: [(&str, bool, [u16; 6]); 8] = [
-        // §5.6: binpack, then NUMA: the 5s split by NUMA (pos 1, 4 | pos 5), then index.
+        // binpack, then NUMA: the 5s split by NUMA (pos 1, 4 | pos 5), then index.
         ("binpack,numa", false, [3, 1, 4, 5, 2, 0]),
-        // §5.6: spread, then NUMA.
+        // spread, then NUMA.
         ("spread,numa", false, [0, 2, 1, 4, 5, 3]),
-        // §5.6: the bare value `numa` is a chain: NUMA ascending, then index.
+        // The bare value `numa` is a chain: NUMA ascending, then index.
         ("numa", false, [1, 2, 4, 0, 3, 5]),
         ("numa", true, [1, 2, 4, 0, 3, 5]),
-        // §5.6: with the NUMA flag, numa moves to the front: NUMA ascending, then binpack.
+        // With the NUMA flag, numa moves to the front: NUMA ascending, then binpack.
         ("binpack,numa", true, [1, 4, 2, 3, 5, 0]),
         ("spread,numa", true, [2, 1, 4, 0, 5, 3]),
-        // §5.6/§5.11: mutex in a list is a fit rule, not a sort key: the chain is [spread]
-        // and Used plays no part.
+        // mutex in a list is a fit rule, not a sort key: the chain is [spread] and Used plays no
+        // part.
         ("spread,mutex", false, [0, 2, 1, 4, 5, 3]),
-        // §5.6: a chain with no sort key is [spread].
+        // A chain with no sort key is [spread].
         ("mutex,topology-aware", false, [0, 2, 1, 4, 5, 3]),
     ];
     let (devs, scores) = six();
@@ -419,7 +425,7 @@ fn indexed(indexes: &[u32]) -> Vec<DeviceUsage> {
 
 #[test]
 fn single_value_ties_keep_registration_order_and_chains_end_with_the_index() {
-    // §5.6: HAMi's single-value comparisons have no index key; Go's insertion sort keeps equal
+    // HAMi's single-value comparisons have no index key; Go's insertion sort keeps equal
     // devices where they were, so the device registered last (pos 2) is tried first, whatever
     // its index. Chains end with the device index ascending.
     let devs = indexed(&[2, 0, 1]);
@@ -486,18 +492,19 @@ fn ranked(policy: NodePolicy, input: &[(&str, f32)]) -> Vec<String> {
 #[test]
 fn rank_nodes_puts_the_best_node_first_per_node_policy() {
     let input = [("b", 3.0), ("a", 3.0), ("c", 1.0), ("d", 5.0)];
-    // §5.13: binpack picks the highest score; equal scores go to the name that sorts first
-    // (§14 row 18: HAMi leaves ties to goroutine order).
+    // binpack picks the highest score; equal scores go to the name that sorts first (HAMi leaves
+    // ties to goroutine order).
     assert_eq!(ranked(NodePolicy::Binpack, &input), ["d", "a", "b", "c"]);
-    // §5.13: any unknown node policy sorts like binpack.
+    // As in HAMi, any unknown node policy sorts like binpack.
     assert_eq!(ranked(NodePolicy::parse("no-such-policy"), &input), ["d", "a", "b", "c"]);
-    // §5.13: spread picks the lowest score; ties still by name.
+    // spread picks the lowest score; ties still by name.
     assert_eq!(ranked(NodePolicy::Spread, &input), ["c", "a", "b", "d"]);
 }
 
 #[test]
 fn rank_nodes_breaks_ties_by_name_whatever_the_input_order() {
-    // scheduling.md §14 row 18: deterministic node tie-break (names compare as bytes).
+    // hami-rs breaks node ties deterministically, by name compared as bytes (HAMi breaks them
+    // arbitrarily).
     let a = [("node-9", 2.0), ("node-10", 2.0), ("node-1", 2.0)];
     let b = [("node-1", 2.0), ("node-9", 2.0), ("node-10", 2.0)];
     for policy in [NodePolicy::Binpack, NodePolicy::Spread, NodePolicy::Other] {

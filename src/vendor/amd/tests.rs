@@ -65,11 +65,11 @@ fn gpus(n: u32) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2)
+// Request derivation
 
 #[test]
 fn requests_come_from_limits_only_with_cores_in_percent() {
-    // scheduling.md §4.2, AMD: gpu (limits only) 1..2^31-1; gpumem (limits only); mempct 0;
+    // HAMi's AMD request: gpu (limits only) 1..2^31-1; gpumem (limits only); mempct 0;
     // gpucores (limits only) 1..100, default 100.
     type Want = Option<(u32, u64, u32)>;
     let rows: [(&str, Quantities, Quantities, Want); 7] = [
@@ -89,8 +89,8 @@ fn requests_come_from_limits_only_with_cores_in_percent() {
 
 #[test]
 fn out_of_range_memory_or_cores_refuse_the_pod() {
-    // HAMi drops the container's request for these; hami-rs refuses the pod (scheduling.md §14
-    // row 16). The core message is the webhook's.
+    // HAMi drops the container's request for these and places the pod with no reservation;
+    // hami-rs refuses the pod. The core message is the webhook's.
     for (limits, name) in [
         (&[(GPU, "3000000000")][..], GPU),
         // HAMi reads a fractional or negative count as no request; hami-rs refuses it.
@@ -109,7 +109,7 @@ fn out_of_range_memory_or_cores_refuse_the_pod() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6)
+// Webhook
 
 fn mutate(c: Value) -> Result<bool, String> {
     let mut c = c;
@@ -122,7 +122,7 @@ fn mutate(c: Value) -> Result<bool, String> {
 
 #[test]
 fn webhook_recognises_any_amd_limit_and_validates_cores_with_a_count() {
-    // protocol.md §6, AMD: recognised if count, memory or cores is in limits; with the count,
+    // HAMi: recognised if count, memory or cores is in limits; with the count,
     // cores must be an integer percentage 1–100.
     let msg = Err("amd.com/gpucores must be an integer percentage between 1 and 100".to_owned());
     assert_eq!(mutate(json!({"resources": {"limits": {GPU: "1", CORES: "150"}}})), msg);
@@ -136,7 +136,7 @@ fn webhook_recognises_any_amd_limit_and_validates_cores_with_a_count() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.1), health, clean-up, lock
+// Discovery (`hami.io/node-amd-register`), health, clean-up, lock
 
 #[test]
 fn registration_is_json_or_colon_with_product_names() {
@@ -155,8 +155,8 @@ fn registration_is_json_or_colon_with_product_names() {
 
 #[test]
 fn health_is_capacity_and_clean_up_removes_the_register_annotation() {
-    // protocol.md §3.7: healthy iff capacity of amd.com/gpu > 0 (no name: always healthy);
-    // vendors.md §1: AMD's clean-up removes hami.io/node-amd-register; shared lock.
+    // As in HAMi: healthy iff capacity of amd.com/gpu > 0 (no name: always healthy); AMD's
+    // clean-up removes hami.io/node-amd-register; the shared hami.io/mutex.lock.
     assert_eq!(amd().health_rule(), HealthRule::CapacityPositive { resource: GPU.into() });
     assert_eq!(Amd::new(&AmdConfig::default()).health_rule(), HealthRule::AlwaysHealthy);
     assert_eq!(amd().cleanup(), Cleanup::RemoveAnnotation("hami.io/node-amd-register".into()));
@@ -167,7 +167,7 @@ fn health_is_capacity_and_clean_up_removes_the_register_annotation() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (vendors.md §12)
+// Fit (HAMi: cores are a percentage of the card's CUs; memory 0 means the whole card)
 
 #[test]
 fn cores_are_a_percentage_of_the_cus_and_memory_0_is_the_whole_card() {
@@ -238,7 +238,7 @@ fn the_walk_checks_health_type_uuid_slots_mutex_memory_and_cus() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1, §4.2)
+// Annotations
 
 #[test]
 fn filter_writes_both_keys_with_the_product_name() {
@@ -335,9 +335,9 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_converts_percentages_to_cus_per_card() {
-    // vendors.md §12: half the CUs and 8 GiB on GPU-b (of two idle cards, the one registered last
-    // is tried first); a full-CU request (the default 100 %) cannot join it and takes GPU-a; a
-    // whole-card pod finds no card with all its memory free.
+    // Half the CUs and 8 GiB on GPU-b (of two idle cards, the one registered last is tried first);
+    // a full-CU request (the default 100 %) cannot join it and takes GPU-a; a whole-card pod finds
+    // no card with all its memory free.
     let pods = vec![
         gpus(1).limit(MEM, "8192").limit(CORES, "50").name("half").view(),
         gpus(1).limit(MEM, "8192").name("allcus").view(),

@@ -110,11 +110,11 @@ fn uuids(r: Result<String, String>) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Registry and config (vendors.md §8, protocol.md §8.2)
+// Registry and config (the device config's `vnpus` section)
 
 #[test]
 fn one_backend_per_chip_and_only_with_enable_ascend() {
-    // scheduling.md §2: the Ascend vendors come after Biren, one per vnpus.configs entry.
+    // HAMi registers the Ascend vendors after Biren, one per vnpus.configs entry.
     let cfg = DeviceConfig::chart();
     let on = Vendors::from_config(&cfg, Enable { ascend: true, iluvatar: false });
     let names: Vec<&str> = on.iter().map(|(_, v)| v.name()).filter(|n| n.starts_with("Ascend")).collect();
@@ -143,11 +143,12 @@ fn resource_names_and_quota_follow_the_chip_config() {
     let q = a.quota_names();
     assert_eq!((q.memory.as_deref(), q.cores.as_deref(), q.memory_factor), (Some(MEM), Some(CORE), 1));
     let f = Ascend::new(&VnpuChipConfig { memory_factor: 4, ..chip(B3) }, false).quota_names();
-    assert_eq!(f.memory_factor, 4, "scheduling.md §9: the configured memoryFactor");
+    assert_eq!(f.memory_factor, 4, "quota limits scale by the configured memoryFactor");
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2, Ascend row)
+// Request derivation: count 1..2³¹−1, memory × memoryFactor, percentage 100 when memory is 0,
+// cores from `-core` (default 0)
 
 #[test]
 fn request_derivation_follows_hami_field_by_field() {
@@ -170,7 +171,7 @@ fn request_derivation_follows_hami_field_by_field() {
         ("memory in requests", &one, &[(NPU, "1")], &[(MEM, "8192")], Ok(Some((1, 8192, 0, 0)))),
         ("memory × factor 2", &factor2, &[(NPU, "1"), (MEM, "16384")], &[], Ok(Some((1, 32768, 0, 0)))),
         ("memory 0", &one, &[(NPU, "1"), (MEM, "0")], &[], Ok(Some((1, 0, 100, 0)))),
-        // HAMi drops these; hami-rs refuses them (scheduling.md §14 row 16).
+        // HAMi drops these and places the pod with no reservation; hami-rs refuses them.
         ("negative memory", &one, &[(NPU, "1"), (MEM, "-1")], &[], Err(MEM)),
         ("memory in bytes", &one, &[(NPU, "1"), (MEM, "16Gi")], &[], Err(MEM)),
         ("memory × factor past int32", &factor2, &[(NPU, "1"), (MEM, "1073741824")], &[], Err(MEM)),
@@ -194,7 +195,7 @@ fn request_derivation_follows_hami_field_by_field() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.1, §3.2, §3.6) and health (§3.7)
+// Discovery and health
 
 fn devices(d: Discovery) -> (Vec<DeviceInfo>, Option<Arc<Extra>>) {
     match d {
@@ -206,7 +207,7 @@ fn devices(d: Discovery) -> (Vec<DeviceInfo>, Option<Arc<Extra>>) {
 
 #[test]
 fn registration_reads_the_json_list_with_network_ids() {
-    // protocol.md §3.2: custominfo NetworkID is a JSON number, passed through.
+    // custominfo's NetworkID is a JSON number, passed through.
     let reg = r#"[{"id":"npu-0","count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":3}},
                  {"id":"npu-1","index":1,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true}]"#;
     let (devs, extra) = devices(b3().discover(&node("n1").annotation("hami.io/node-register-Ascend910B3", reg).view()));
@@ -219,7 +220,7 @@ fn registration_reads_the_json_list_with_network_ids() {
 
 #[test]
 fn registration_also_accepts_the_colon_list() {
-    // protocol.md §3.1: hami-rs accepts both forms on every register key.
+    // hami-rs accepts both forms on every register key (HAMi reads Ascend's as JSON only).
     let reg = "npu-0,4,65536,20,Ascend910B3,0,true:npu-1,4,65536,20,Ascend910B3,0,true,1,:";
     let (devs, _) = devices(b3().discover(&node("n1").annotation("hami.io/node-register-Ascend910B3", reg).view()));
     assert_eq!(devs.iter().map(|d| (d.id.as_str(), d.index)).collect::<Vec<_>>(), [("npu-0", 0), ("npu-1", 1)]);
@@ -227,7 +228,7 @@ fn registration_also_accepts_the_colon_list() {
 
 #[test]
 fn the_node_hami_vnpu_core_annotation_is_read_at_discovery() {
-    // protocol.md §3.6: "true" allows hami-core; any other value forbids it.
+    // The node's `hami-vnpu-core`: "true" allows hami-core; any other value forbids it.
     for (v, want) in [("true", Some(true)), ("false", Some(false)), ("yes", Some(false)), ("True", Some(false))] {
         let n = plain_b3(1).annotation(keys::NODE_HAMI_VNPU_CORE, v);
         assert_eq!(devices(b3().discover(&n.view())).1.unwrap().hami_vnpu_core, want, "{v}");
@@ -256,18 +257,18 @@ fn missing_empty_or_broken_registrations() {
 
 #[test]
 fn health_is_the_chip_handshake_and_cleanup_removes_it() {
-    // protocol.md §3.7: handshake `hami.io/node-handshake-<cw>`, allocatable `huawei.com/<cw>`.
+    // Health: handshake `hami.io/node-handshake-<cw>`, liveness from allocatable `huawei.com/<cw>`.
     let a = b3();
     assert_eq!(
         a.health_rule(),
         HealthRule::Handshake { key: "hami.io/node-handshake-Ascend910B3".into(), count_resource: NPU.into() }
     );
     assert_eq!(a.cleanup(), Cleanup::RemoveAnnotation("hami.io/node-handshake-Ascend910B3".into()));
-    assert_eq!(a.lock(), LockKind::Shared, "protocol.md §3.8: Ascend takes the shared lock");
+    assert_eq!(a.lock(), LockKind::Shared, "Ascend takes the shared hami.io/mutex.lock");
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6, Ascend)
+// Webhook (HAMi's Ascend rules)
 
 struct Mutated {
     result: Result<bool, String>,
@@ -304,7 +305,7 @@ const HAMI_CORE: &str = "hami-core";
 
 #[test]
 fn memory_is_rounded_up_to_a_template_or_the_whole_chip() {
-    // protocol.md §6: the smallest template memory ≥ request, else memoryAllocatable while the
+    // HAMi: the smallest template memory ≥ request, else memoryAllocatable while the
     // request fits memoryCapacity, else an error; no memory → memoryAllocatable.
     let b3 = b3();
     let p310 = Ascend::new(&chip("Ascend310P"), false);
@@ -342,7 +343,7 @@ fn memory_is_rounded_up_to_a_template_or_the_whole_chip() {
 
 #[test]
 fn hami_core_keeps_memory_and_allows_cores() {
-    // protocol.md §6: hami-core takes the memory as is; `-core` is allowed only there.
+    // HAMi: hami-core takes the memory as is; `-core` is allowed only there.
     let a = b3();
     let hc = json!({"huawei.com/vnpu-mode": HAMI_CORE});
     let m = mutate_with(&a, hc.clone(), limits(&[(NPU, "1"), (MEM, "10000"), (CORE, "30")]));
@@ -360,7 +361,7 @@ fn hami_core_keeps_memory_and_allows_cores() {
 
 #[test]
 fn several_devices_need_the_whole_chip_outside_hami_core() {
-    // protocol.md §6: count > 1 without hami-core and memory ≠ memoryAllocatable.
+    // HAMi refuses count > 1 without hami-core when memory ≠ memoryAllocatable.
     let a = b3();
     let m = mutate_with(&a, json!({}), limits(&[(NPU, "2"), (MEM, "16384")]));
     assert_eq!(m.result, Err("vNPU not supported for multiple devices".into()));
@@ -372,7 +373,7 @@ fn several_devices_need_the_whole_chip_outside_hami_core() {
 
 #[test]
 fn super_pod_910c_counts_are_one_or_even() {
-    // protocol.md §6: Ascend910C with superPod: 1 → 2 (limits, and requests when present); other
+    // HAMi: Ascend910C with superPod: 1 → 2 (limits, and requests when present); other
     // odd counts are refused.
     let a = Ascend::new(&chip("Ascend910C"), false);
     let m =
@@ -396,7 +397,7 @@ fn super_pod_910c_counts_are_one_or_even() {
 
 #[test]
 fn containers_without_a_count_get_the_visible_devices_env_when_configured() {
-    // protocol.md §6: count absent → `ASCEND_VISIBLE_DEVICES=` when overwriteEnv; not recognised.
+    // HAMi: count absent → `ASCEND_VISIBLE_DEVICES=` when overwriteEnv; not recognised.
     let a = Ascend::new(&VnpuChipConfig { overwrite_env: true, ..chip(B3) }, false);
     let m = mutate_with(&a, json!({}), json!({"name": "c"}));
     assert_eq!(m.result, Ok(false));
@@ -414,21 +415,21 @@ fn recognised_pods_get_the_runtime_class() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (scheduling.md §5.7 generic walk; vendors.md §8)
+// Fit: HAMi's generic device walk, plus Ascend's hami-core gate and topology choices
 
 #[test]
 fn generic_walk_rules_with_hamis_reason_words() {
     let two = plain_b3(2);
     let rows: Vec<(&str, NodeSnapshot, PodBuilder, Result<String, String>)> = vec![
-        // §5.7 check 9: the memory asked for (rounded by the webhook); of two idle devices the
-        // one registered last is tried first (§5.6).
+        // The memory asked for (rounded by the webhook) is reserved; of two idle devices the one
+        // registered last is tried first.
         (
             "the idle device registered last",
             snapshot(&two, &[]),
             b3_pod(1).limit(MEM, "16384"),
             ok("npu-1,Ascend910B3,16384,0:;"),
         ),
-        // §4.2: no memory → percentage 100, the whole NPU.
+        // No memory → percentage 100, the whole NPU.
         ("whole memory by default", snapshot(&two, &[]), b3_pod(1), ok("npu-1,Ascend910B3,65536,0:;")),
         // UUID selection: hami.io/use-<cw>-uuid / hami.io/no-use-<cw>-uuid.
         (
@@ -450,49 +451,49 @@ fn generic_walk_rules_with_hamis_reason_words() {
             b3_pod(1).annotation("hami.io/no-use-Ascend910B4-uuid", "npu-1"),
             ok("npu-1,Ascend910B3,65536,0:;"),
         ),
-        // §5.7 check 6: CardTimeSlicingExhausted.
+        // Every slot taken: CardTimeSlicingExhausted.
         (
             "slots",
             snapshot(&two, &[("npu-0", 4, 0, 0), ("npu-1", 4, 0, 0)]),
             b3_pod(1).limit(MEM, "1"),
             no("2/2 CardTimeSlicingExhausted"),
         ),
-        // §5.7 check 7 / §5.11: mutex policy.
+        // The mutex policy rejects used devices.
         (
             "mutex",
             snapshot(&two, &[("npu-0", 1, 16384, 0), ("npu-1", 1, 16384, 0)]),
             b3_pod(1).limit(MEM, "16384").annotation(common_keys::GPU_SCHEDULER_POLICY, "mutex"),
             no("2/2 ExclusiveDeviceAllocateConflict"),
         ),
-        // §5.7 check 11: CardInsufficientMemory.
+        // Not enough free memory: CardInsufficientMemory.
         (
             "memory",
             snapshot(&two, &[("npu-0", 1, 60000, 0), ("npu-1", 1, 60000, 0)]),
             b3_pod(1).limit(MEM, "16384"),
             no("2/2 CardInsufficientMemory"),
         ),
-        // §5.7 check 12 against the registered AI cores (hard split).
+        // Free cores are checked against the registered AI cores (hard split).
         (
             "cores",
             snapshot(&two, &[("npu-0", 1, 0, 15), ("npu-1", 1, 0, 15)]),
             b3_pod(1).limit(MEM, "1").limit(CORE, "10"),
             no("2/2 CardInsufficientCore"),
         ),
-        // §5.7 check 14: a core-less task may not join a fully booked device.
+        // A core-less task may not join a fully booked device.
         (
             "core-0 on a full device",
             snapshot(&two, &[("npu-0", 1, 0, 20), ("npu-1", 1, 0, 20)]),
             b3_pod(1).limit(MEM, "1"),
             no("2/2 CardComputeUnitsExhausted"),
         ),
-        // §5.7: AllocatedCardsInsufficientRequest counts the devices found.
+        // AllocatedCardsInsufficientRequest counts the devices found.
         (
             "some but not enough",
             snapshot(&two, &[("npu-1", 4, 0, 0)]),
             b3_pod(2),
             no("1/2 AllocatedCardsInsufficientRequest, 1/2 CardTimeSlicingExhausted"),
         ),
-        // §5.4 step 3: NodeInsufficientDevice.
+        // More devices asked than the node has: NodeInsufficientDevice.
         ("more than the node has", snapshot(&two, &[]), b3_pod(3), no("NodeInsufficientDevice")),
     ];
     for (what, snap, p, want) in rows {
@@ -507,7 +508,7 @@ fn generic_walk_rules_with_hamis_reason_words() {
 
 #[test]
 fn hami_core_pods_need_a_node_that_supports_it() {
-    // vendors.md §8: node annotation `hami-vnpu-core` = "true", else the config's hamiVnpuCore;
+    // HAMi: node annotation `hami-vnpu-core` = "true", else the config's hamiVnpuCore;
     // otherwise `ModeNotFit` at once (one count over the chip's devices).
     let hc = || b3_pod(1).limit(MEM, "10000").limit(CORE, "30").annotation(keys::VNPU_MODE, HAMI_CORE);
     let fits = ok("npu-1,Ascend910B3,10000,30:;");
@@ -531,7 +532,7 @@ fn hami_core_pods_need_a_node_that_supports_it() {
 
 #[test]
 fn hami_core_takes_the_devices_cores_as_100_percent() {
-    // vendors.md §8: in hami-core mode the device's total cores are 100 for the core rules.
+    // HAMi: in hami-core mode the device's total cores are 100 for the core rules.
     let n = plain_b3(1).annotation(keys::NODE_HAMI_VNPU_CORE, "true");
     let hc = |c: &str| b3_pod(1).limit(MEM, "1000").limit(CORE, c).annotation(keys::VNPU_MODE, HAMI_CORE);
     assert_eq!(eval(&snapshot(&n, &[("npu-0", 1, 1000, 50)]), &hc("50")), ok("npu-0,Ascend910B3,1000,50:;"));
@@ -571,7 +572,7 @@ fn networked(cw: &str) -> NodeBuilder {
 
 #[test]
 fn ascend910_groups_by_network_id_when_every_device_has_one() {
-    // vendors.md §8: collect every fitting device, walking from the end of the sorted list
+    // HAMi collects every fitting device, walking from the end of the sorted list
     // (npu-4 first among the idle devices); one → the first collected; more → largest network
     // groups first, each filled in collection order.
     let snap = snapshot(&networked(B3), &[]);
@@ -610,7 +611,7 @@ fn a_non_numeric_network_id_is_grouped_last() {
 
 #[test]
 fn network_grouping_is_for_the_910_family_only() {
-    // vendors.md §8: topology for `Ascend910*` chips.
+    // HAMi groups by network only for `Ascend910*` chips.
     let snap = snapshot(&networked("Ascend310P"), &[]);
     let p = pod().limit("huawei.com/Ascend310P", "2");
     assert_eq!(uuids(eval_cw(&snap, &p, "Ascend310P")), ["npu-4", "npu-3"]);
@@ -628,9 +629,10 @@ fn c910_pod(n: u32) -> PodBuilder {
 
 #[test]
 fn ascend910c_takes_complete_module_pairs_only() {
-    // vendors.md §8: group by index ÷ 2, take only complete pairs; fewer → AllocatedCardsInsufficientRequest
-    // over the requested count. The walk collects from the end, so of two free modules the one
-    // met first (the higher indexes) is taken, each in collection order.
+    // HAMi groups by index ÷ 2 (a module holds two NPUs) and takes only complete pairs; fewer →
+    // AllocatedCardsInsufficientRequest over the requested count. The walk collects from the end,
+    // so of two free modules the one met first (the higher indexes) is taken, each in collection
+    // order.
     let eval = |n: &NodeBuilder, busy: &[(&str, u32, u64, u32)], p: u32| {
         eval_cw(&snapshot(n, busy), &c910_pod(p), "Ascend910C")
     };
@@ -679,7 +681,7 @@ fn an_ascend910b4_request_sees_only_ascend910b4_devices() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1, §12.1)
+// Annotations
 
 fn written_with(a: &Ascend, snap: &NodeSnapshot, req: &PodRequest, cs: &[ContainerDevices]) -> Vec<(String, String)> {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: cs, pod: req, unix_s: 1787293239, unix_ns: 0 };
@@ -701,7 +703,7 @@ fn pairs(kv: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn the_worked_example_writes_the_runtime_info_with_the_template() {
-    // protocol.md §12.1: memory 10000 (rounded to 16384 by the webhook) on Ascend910B3 →
+    // HAMi's example: memory 10000 (rounded to 16384 by the webhook) on Ascend910B3 →
     // `[{"UUID":"npu-uuid-0","temp":"vir05_1c_16g","memory":16384}]`, predicate-time unix-s.
     let n = ascend_node("n1", B3, &[npu("npu-uuid-0", 0, B3, None)]);
     let m = mutate_with(&b3(), json!({}), limits(&[(NPU, "1"), (MEM, "10000")]));
@@ -734,7 +736,7 @@ fn runtime_info_omits_the_template_for_whole_chips_and_in_hami_core() {
 
 #[test]
 fn every_container_gets_an_entry_and_the_runtime_info_lists_all_devices() {
-    // protocol.md §4.2: one entry per container, init containers first. The init container's NPU
+    // One entry per container, init containers first. The init container's NPU
     // is not charged to the app containers, so both land on npu-1 (registered last).
     let p = pod()
         .init("setup")
@@ -774,7 +776,7 @@ fn pod_keys_name_the_chip() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Node score (vendors.md §8)
+// Node score (910 family)
 
 fn score(a: &Ascend, snap: &NodeSnapshot, containers: &[&[&str]]) -> f32 {
     let req = b3_pod(1).request_with(&vendors());

@@ -68,12 +68,12 @@ fn cores(n: u32) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2) and the webhook (protocol.md §6)
+// Request derivation and the webhook
 
 #[test]
 fn requests_by_device_or_by_core_split_by_the_learned_cores_per_device() {
-    // scheduling.md §4.2, AWS Neuron: nums = neuron (cores = cores per device), else derived
-    // from neuroncore: ≤ cores per device → one device, a multiple → that many whole devices.
+    // HAMi: nums = neuron (cores = cores per device), else derived from neuroncore: ≤ cores per
+    // device → one device, a multiple → that many whole devices.
     let v = aws();
     let _ = v.discover(&neurons(4, 2, "inf2.xlarge").view());
     type Want = Option<(u32, u32, i32)>;
@@ -96,7 +96,7 @@ fn requests_by_device_or_by_core_split_by_the_learned_cores_per_device() {
 
 #[test]
 fn invalid_counts_are_refused_with_the_webhooks_messages() {
-    // protocol.md §6, AWS Neuron: a positive integer within range, and a core count that splits.
+    // HAMi's webhook wants a positive integer within range, and a core count that splits.
     // HAMi's request derivation drops such containers; hami-rs refuses them with the same text.
     let v = aws();
     let _ = v.discover(&neurons(4, 2, "inf2.xlarge").view());
@@ -137,8 +137,8 @@ fn invalid_counts_are_refused_with_the_webhooks_messages() {
 
 #[test]
 fn core_splitting_follows_the_first_node_seen() {
-    // protocol.md §3.4: cores per device come from the first node and are then reused; the split
-    // is capped at two cores per device. Before any node, two.
+    // As in HAMi, cores per device come from the first node and are then reused; the split is
+    // capped at two cores per device. Before any node, two.
     let v = aws();
     assert_eq!(v.learned_cores(), None);
     assert_eq!(v.split_cores(4), Ok((2, 2)));
@@ -157,12 +157,13 @@ fn core_splitting_follows_the_first_node_seen() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.4), health, lock
+// Discovery (devices made up from node capacity), health, lock
 
 #[test]
 fn devices_are_synthesised_from_capacity_and_the_instance_type() {
-    // protocol.md §3.4: N devices `<node>-AWSNeuron-<i>`, count K/N, devmem 0, devcore a mask of
-    // K/N ones, type AWSNeuron, custominfo AWSNodeType = the instance-type label.
+    // As HAMi makes them up from capacity (N devices, K cores): N devices `<node>-AWSNeuron-<i>`,
+    // count K/N, devmem 0, devcore a mask of K/N ones, type AWSNeuron, custominfo AWSNodeType =
+    // the instance-type label.
     let v = aws();
     let Discovery::Devices { devices, .. } = v.discover(&neurons(4, 2, "inf2.24xlarge").view()) else { panic!("none") };
     for (i, d) in devices.iter().enumerate() {
@@ -189,7 +190,7 @@ fn devices_are_synthesised_from_capacity_and_the_instance_type() {
 
 #[test]
 fn always_healthy_and_never_locked() {
-    // protocol.md §3.7 (AWS Neuron always healthy), scheduling.md §6 (AWS never locks).
+    // As in HAMi, AWS Neuron is always healthy and never locks the node.
     assert_eq!(
         (aws().health_rule(), aws().cleanup(), aws().lock()),
         (HealthRule::AlwaysHealthy, Cleanup::Nothing, LockKind::None)
@@ -199,7 +200,7 @@ fn always_healthy_and_never_locked() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit, several devices: contiguous blocks by device index (vendors.md §11)
+// Fit, several devices: contiguous blocks by device index
 
 fn busy(ids: &'static [u32]) -> impl FnOnce(&mut NodeSnapshot) {
     move |s| {
@@ -211,7 +212,7 @@ fn busy(ids: &'static [u32]) -> impl FnOnce(&mut NodeSnapshot) {
 
 #[test]
 fn inf_instances_take_the_first_idle_run_anywhere() {
-    // vendors.md §11: on `inf` types the first run of consecutive idle, healthy devices.
+    // HAMi: on `inf` types the first run of consecutive idle, healthy devices.
     let n = neurons(4, 2, "inf2.24xlarge");
     assert_eq!(
         try_fit_with(&n, busy(&[1]), &devices(2)),
@@ -233,7 +234,7 @@ fn inf_instances_take_the_first_idle_run_anywhere() {
 
 #[test]
 fn other_instances_take_aligned_blocks_of_4_8_or_16() {
-    // vendors.md §11: other types only for 4, 8, 16 devices, blocks aligned to the size.
+    // HAMi: other types only for 4, 8, 16 devices, blocks aligned to the size.
     let n = neurons(16, 2, "trn1.32xlarge");
     let got = try_fit_with(&n, busy(&[1]), &devices(4)).unwrap();
     assert_eq!(
@@ -253,8 +254,8 @@ fn other_instances_take_aligned_blocks_of_4_8_or_16() {
 
 #[test]
 fn blocks_are_chosen_and_allocated_by_device_index() {
-    // scheduling.md §14 row 13: HAMi checks list positions (policy-sorted) but allocates the
-    // devices whose index equals them. hami-rs checks and allocates by index, whatever the order.
+    // HAMi checks list positions (policy-sorted) but allocates the devices whose index equals them.
+    // hami-rs checks and allocates by index, whatever the order.
     let n = neurons(4, 2, "inf2.24xlarge");
     for policy in ["binpack", "spread", "mutex"] {
         let p = devices(2).annotation(GPU_SCHEDULER_POLICY, policy);
@@ -274,13 +275,13 @@ fn blocks_are_chosen_and_allocated_by_device_index() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit, one device: core masks (vendors.md §11)
+// Fit, one device: core masks
 
 #[test]
 fn a_single_device_gets_a_core_mask() {
     let n = neurons(2, 2, "inf2.xlarge");
-    // Devices without memory score 0 (scheduling.md §5.5), so the sort keeps registration order
-    // and the walk from the end tries device 1 first.
+    // Devices without memory score 0, so the sort keeps registration order and the walk from the
+    // end tries device 1 first.
     // Idle device: one core → mask 1, two cores (or the whole device) → mask 3.
     assert_eq!(try_fit(&n, &cores(1)), Ok("n1-AWSNeuron-1,AWSNeuron,0,1:;".into()));
     assert_eq!(try_fit(&n, &cores(2)), Ok("n1-AWSNeuron-1,AWSNeuron,0,3:;".into()));
@@ -304,10 +305,9 @@ fn a_single_device_gets_a_core_mask() {
 
 #[test]
 fn two_equal_devices_give_the_pod_the_second() {
-    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and
-    // AWS Neuron's one-device Fit walks the list from the end, so device 1 is tried first. A
-    // block of devices is chosen by index from the lowest (vendors.md §11), so two devices come
-    // in index order.
+    // HAMi: fitInDevices sorts the node's devices (equal ones stay in registration order) and AWS
+    // Neuron's one-device Fit walks the list from the end, so device 1 is tried first. A block of
+    // devices is chosen by index from the lowest, so two devices come in index order.
     let n = neurons(2, 2, "inf2.xlarge");
     let rows = [
         ("one core", cores(1), "n1-AWSNeuron-1,AWSNeuron,0,1:;"),
@@ -323,7 +323,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 
 #[test]
 fn single_device_checks_run_in_hamis_order() {
-    // vendors.md §11: healthy, type contains AWSNeuron, UUID, Used < Count, mutex, free core bits.
+    // HAMi's order: healthy, type contains AWSNeuron, UUID, Used < Count, mutex, free core bits.
     let n = neurons(3, 2, "inf2.xlarge");
     let prep = |s: &mut NodeSnapshot| {
         s.devices[0].health = false;
@@ -345,7 +345,7 @@ fn single_device_checks_run_in_hamis_order() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1)
+// Annotations
 
 fn written(n: &NodeBuilder, p: &PodBuilder) -> Vec<(String, String)> {
     let v = vendors();
@@ -373,7 +373,7 @@ fn kv(k: &str, v: &str) -> (String, String) {
 
 #[test]
 fn device_requests_write_device_indexes_accumulated_over_containers() {
-    // protocol.md §4.1, AWS Neuron: AWS_NEURON_IDS = device indexes for device requests,
+    // As HAMi writes them: AWS_NEURON_IDS = device indexes for device requests,
     // accumulated over the containers; NEURON_ALLOC_TIME unix-ns; NEURON_ALLOCATED "false";
     // aws.amazon.com/predicate-node; no NEURON_RESOURCE_TYPE. The block takes devices 0 and 1;
     // the one-device container walks from the end and gets device 3.
@@ -395,10 +395,10 @@ fn device_requests_write_device_indexes_accumulated_over_containers() {
 
 #[test]
 fn core_requests_write_core_indexes_and_the_resource_type() {
-    // protocol.md §4.1: core indexes cpd × idx (mask bit 1) and cpd × idx + 1 (mask bit 2), and
-    // NEURON_RESOURCE_TYPE = the core resource name. Two one-core containers share device 1
-    // (devices without memory all score 0, so the walk meets device 1 first both times): cores 2
-    // and 3.
+    // AWS_NEURON_IDS holds core indexes cpd × idx (mask bit 1) and cpd × idx + 1 (mask bit 2), cpd
+    // being the cores per device, and NEURON_RESOURCE_TYPE = the core resource name. Two one-core
+    // containers share device 1 (devices without memory all score 0, so the walk meets device 1
+    // first both times): cores 2 and 3.
     let p = cores(1).annotation(GPU_SCHEDULER_POLICY, "binpack").container("b").limit(CORE, "1");
     let out = written(&neurons(2, 2, "inf2.xlarge"), &p);
     assert_eq!(out[0], kv("AWS_NEURON_IDS", "2,3"));
@@ -470,10 +470,10 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_mixes_core_and_device_requests_on_an_inf2_node() {
-    // vendors.md §11: devices without memory all score 0 (scheduling.md §5.5), so the sort keeps
-    // registration order and one-core pods fill device 3, tried first, (core indexes 6 and 7); a
-    // two-device pod takes the first idle run by index (0, 1); a second one finds none; the next
-    // one-core pod passes the full device 3 and gets core 0 of device 2 (core index 4).
+    // Devices without memory all score 0, so the sort keeps registration order and one-core pods
+    // fill device 3, tried first, (core indexes 6 and 7); a two-device pod takes the first idle run
+    // by index (0, 1); a second one finds none; the next one-core pod passes the full device 3 and
+    // gets core 0 of device 2 (core index 4).
     let pods = vec![
         cores(1).name("c0").view(),
         cores(1).name("c1").view(),

@@ -61,11 +61,11 @@ fn ask(n: u32) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2) and the webhook (protocol.md §6)
+// Request derivation and the webhook
 
 #[test]
 fn requests_are_counts_only() {
-    // scheduling.md §4.2, Biren: nums = count (limits, else requests), mempct 100, cores 0.
+    // HAMi's Biren request: nums = count (limits, else requests), percentage 100, cores 0.
     // The count, or the resource a refusal names.
     type Want = Result<Option<u32>, &'static str>;
     let rows: [(&str, Quantities, Quantities, Want); 5] = [
@@ -91,7 +91,7 @@ fn requests_are_counts_only() {
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
         br().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
-    // protocol.md §6: recognised iff the count is in limits.
+    // As in HAMi, recognised iff the count is in limits.
     assert_eq!(mutate(json!({"resources": {"limits": {BR: "1"}}})), Ok(true));
     assert_eq!(mutate(json!({"resources": {"requests": {BR: "1"}}})), Ok(false));
 }
@@ -101,7 +101,7 @@ fn requests_are_counts_only() {
 
 #[test]
 fn registration_forces_devcore_to_100() {
-    // protocol.md §3.1: JSON list (colon accepted), devcore forced to 100 on read.
+    // As HAMi reads it: JSON list (hami-rs also accepts the colon form), devcore forced to 100.
     let Discovery::Devices { devices, .. } = br().discover(&two().view()) else { panic!("none") };
     assert_eq!(
         devices.iter().map(|d| (d.id.as_str(), d.devcore, d.count)).collect::<Vec<_>>(),
@@ -117,7 +117,7 @@ fn registration_forces_devcore_to_100() {
 
 #[test]
 fn handshake_health_clean_up_and_the_shared_lock() {
-    // protocol.md §3.1, §3.7, §3.8: hami.io/node-handshake-biren; clean-up removes it; shared lock.
+    // As in HAMi: hami.io/node-handshake-biren; clean-up removes it; the shared hami.io/mutex.lock.
     assert_eq!(
         br().health_rule(),
         HealthRule::Handshake { key: "hami.io/node-handshake-biren".into(), count_resource: BR.into() }
@@ -128,7 +128,7 @@ fn handshake_health_clean_up_and_the_shared_lock() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (vendors.md §14)
+// Fit
 
 #[test]
 fn fit_checks_health_type_uuid_slots_and_mutex_only() {
@@ -156,7 +156,7 @@ fn fit_checks_health_type_uuid_slots_and_mutex_only() {
 #[test]
 fn use_biren_and_nouse_biren_select_device_types() {
     // HAMi declares birentech.com/use-biren / nouse-biren without enforcing them; hami-rs enforces
-    // them as type lists (case-insensitive substrings of the device type, protocol.md §4.5).
+    // them as type lists (case-insensitive substrings of the device type).
     let snap = two().snapshot(&vendors());
     assert_eq!(try_fit(&snap, &ask(1).annotation(keys::USE_TYPE, "br104")), Ok("br-0,Biren,0,0:;".into()));
     assert_eq!(try_fit(&snap, &ask(1).annotation(keys::NOUSE_TYPE, "BR106, BR105")), Ok("br-0,Biren,0,0:;".into()));
@@ -181,7 +181,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1)
+// Annotations
 
 #[test]
 fn filter_writes_both_keys_with_a_capital_b() {
@@ -193,8 +193,8 @@ fn filter_writes_both_keys_with_a_capital_b() {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: cs, pod: &req, unix_s: 1, unix_ns: 1 };
     let mut out = Vec::new();
     br().annotations(&cx, &mut out);
-    // One entry per container, init first (scheduling.md §14 row 1). The init container's device
-    // is not charged to the app container, so both get br-1, tried first.
+    // One entry per container, init first (HAMi may leave such lists short). The init container's
+    // device is not charged to the app container, so both get br-1, tried first.
     let want = "br-1,Biren,0,0:;br-1,Biren,0,0:;".to_owned();
     assert_eq!(
         out,
@@ -249,8 +249,8 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_shares_devices_up_to_their_slot_count() {
-    // vendors.md §14: two slots per device, four slots on the node: the fifth single-device pod
-    // finds every device full.
+    // Two slots per device, four slots on the node: the fifth single-device pod finds every device
+    // full.
     let pods = (0..5).map(|i| ask(1).name(&format!("p{i}")).view()).collect();
     let sim = simulate(vec![two().view()], pods).await;
     let placed = sim.pods.iter().filter(|p| p.node.is_some()).count();

@@ -67,7 +67,7 @@ fn idle(cards: u32) -> NodeSnapshot {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2, Cambricon)
+// Request derivation (HAMi: memory = vmemory × 256 MiB, cores default 100)
 
 #[derive(Debug)]
 enum Want {
@@ -90,7 +90,7 @@ fn request_derivation_follows_hami_field_by_field() {
         ("negative count", &[(VMLU, "-1")], &[], Refused(VMLU)),
         ("fractional count", &[(VMLU, "1.5")], &[], Refused(VMLU)),
         ("unparsable count", &[(VMLU, "one")], &[], Refused(VMLU)),
-        // vendors.md §3: `vmlu: 1` alone is a whole card: percentage 100 and the default 100 cores.
+        // In HAMi `vmlu: 1` alone is a whole card: percentage 100 and the default 100 cores.
         ("count alone is a whole exclusive card", &[(VMLU, "1")], &[], Req(1, 0, 100, 100)),
         ("count from requests", &[], &[(VMLU, "2")], Req(2, 0, 100, 100)),
         // HAMi keeps counts in an int32; hami-rs refuses a larger one instead of wrapping it.
@@ -101,7 +101,8 @@ fn request_derivation_follows_hami_field_by_field() {
         ("memory limit wins over the request", &[(VMLU, "1"), (VMEM, "8")], &[(VMEM, "16")], Req(1, 2048, 0, 100)),
         ("explicit memory 0 is a whole card", &[(VMLU, "1"), (VMEM, "0")], &[], Req(1, 0, 100, 100)),
         ("memory at the int32 limit", &[(VMLU, "1"), (VMEM, "8388607")], &[], Req(1, 2147483392, 0, 100)),
-        // HAMi drops the request for a bad memory value; hami-rs refuses it (§14 row 16).
+        // HAMi drops the request for a bad memory value and places the pod with no reservation;
+        // hami-rs refuses it.
         ("memory past the int32 limit", &[(VMLU, "1"), (VMEM, "8388608")], &[], Refused(VMEM)),
         ("negative memory", &[(VMLU, "1"), (VMEM, "-1")], &[], Refused(VMEM)),
         ("fractional memory", &[(VMLU, "1"), (VMEM, "1.5")], &[], Refused(VMEM)),
@@ -132,7 +133,7 @@ fn request_derivation_follows_hami_field_by_field() {
 
 #[test]
 fn an_empty_count_name_disables_the_vendor() {
-    // protocol.md §8.2: an absent section leaves the names empty; such a vendor matches nothing.
+    // As in HAMi, an absent config section leaves the names empty; such a vendor matches nothing.
     let v = Cambricon::new(&CambriconConfig::default());
     assert_eq!(v.request(VendorId(1), &container(&[(VMLU, "1")], &[]), &PodView::default()), Ok(None));
     assert!(v.resource_names().is_empty());
@@ -141,7 +142,7 @@ fn an_empty_count_name_disables_the_vendor() {
 
 #[test]
 fn resource_and_quota_names_use_256_mib_units() {
-    // scheduling.md §9: Cambricon quota limits are in 256 MiB units.
+    // Cambricon quota limits are in 256 MiB units, as in HAMi.
     let v = Cambricon::new(&chart());
     assert_eq!(v.resource_names(), [VMLU, VMEM, VCORE]);
     let q = v.quota_names();
@@ -149,7 +150,7 @@ fn resource_and_quota_names_use_256_mib_units() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6: recognised iff the count is in limits; no change)
+// Webhook (HAMi: recognised iff the count is in limits; no change)
 
 #[test]
 fn webhook_recognises_a_count_in_limits_and_changes_nothing() {
@@ -178,7 +179,7 @@ fn webhook_recognises_a_count_in_limits_and_changes_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.4, §12.1)
+// Discovery: devices made up from node capacity
 
 fn devices_of(d: Discovery) -> Vec<DeviceInfo> {
     match d {
@@ -193,7 +194,7 @@ fn devices_of(d: Discovery) -> Vec<DeviceInfo> {
 
 #[test]
 fn capacity_becomes_one_device_per_100_vcores() {
-    // protocol.md §12.1: vcore 400, vmemory 384 on n1 → n1-cambricon-mlu-0…3, 384×256×100/400 MiB.
+    // HAMi's example: vcore 400, vmemory 384 on n1 → n1-cambricon-mlu-0…3, 384×256×100/400 MiB.
     let n = node("n1").capacity(VCORE, "400").capacity(VMEM, "384");
     let devs = devices_of(Cambricon::new(&chart()).discover(&n.view()));
     let want: Vec<DeviceInfo> =
@@ -204,7 +205,7 @@ fn capacity_becomes_one_device_per_100_vcores() {
 
 #[test]
 fn a_partial_card_still_counts_and_memory_divides_by_the_whole_capacity() {
-    // protocol.md §3.4: ceil(C/100) devices; devmem = M×256×100/C, truncating.
+    // ceil(vcore/100) devices; devmem = vmemory×256×100/vcore, truncating.
     let n = node("n1").capacity(VCORE, "250").capacity(VMEM, "100");
     let devs = devices_of(Cambricon::new(&chart()).discover(&n.view()));
     assert_eq!(devs.len(), 3);
@@ -216,7 +217,7 @@ fn a_partial_card_still_counts_and_memory_divides_by_the_whole_capacity() {
 
 #[test]
 fn missing_or_zero_core_capacity_means_no_devices() {
-    // protocol.md §3.4: a missing or zero capacity means "no devices".
+    // A missing or zero capacity means "no devices".
     let v = Cambricon::new(&chart());
     assert!(matches!(v.discover(&node("n1").view()), Discovery::Absent));
     assert!(matches!(v.discover(&node("n1").capacity(VCORE, "0").capacity(VMEM, "96").view()), Discovery::Absent));
@@ -240,14 +241,14 @@ fn a_memory_capacity_beyond_int32_per_device_is_malformed() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (scheduling.md §5.7, §5.8: the generic walk with the quota check)
+// Fit: HAMi's generic device walk, with the namespace quota check
 
 #[test]
 fn a_bare_count_takes_a_whole_idle_card() {
-    // vendors.md §3: memory percentage 100 and 100 cores: the whole card, exclusively.
+    // A bare count means memory percentage 100 and 100 cores: the whole card, exclusively.
     let snap = with_usage(idle(2), &[(0, 1, 1024, 10)]);
     assert_eq!(try_fit(&snap, &pod().limit(VMLU, "1")), Ok("n1-cambricon-mlu-1,MLU,24576,100:;".into()));
-    // §5.7 check 13: 100 cores on a card with a task is an exclusive conflict; check 11 comes
+    // 100 cores on a card with a task is an exclusive conflict; the free-memory check comes
     // first, so a card with any memory in use fails on memory instead.
     let snap = with_usage(idle(1), &[(0, 1, 0, 0)]);
     assert_eq!(try_fit(&snap, &pod().limit(VMLU, "1")), Err("1/1 ExclusiveDeviceAllocateConflict".into()));
@@ -258,7 +259,7 @@ fn a_bare_count_takes_a_whole_idle_card() {
 #[test]
 fn each_walk_check_rejects_with_hamis_reason() {
     let rows: Vec<(&str, NodeSnapshot, PodBuilder, Result<&str, &str>)> = vec![
-        // §5.7 check 1: a device the usage rebuild marked unhealthy.
+        // A device the usage rebuild marked unhealthy.
         (
             "unhealthy",
             {
@@ -269,14 +270,14 @@ fn each_walk_check_rejects_with_hamis_reason() {
             mlu_pod(1, 4, 10),
             Err("1/1 CardNotHealth"),
         ),
-        // §5.7 check 6: all 100 slots in use.
+        // All 100 slots in use.
         (
             "slots exhausted",
             with_usage(idle(1), &[(0, 100, 0, 0)]),
             mlu_pod(1, 4, 10),
             Err("1/1 CardTimeSlicingExhausted"),
         ),
-        // §5.7 check 11: free memory.
+        // Free memory.
         ("memory", with_usage(idle(1), &[(0, 1, 20480, 10)]), mlu_pod(1, 17, 10), Err("1/1 CardInsufficientMemory")),
         (
             "memory just fits",
@@ -284,27 +285,27 @@ fn each_walk_check_rejects_with_hamis_reason() {
             mlu_pod(1, 16, 10),
             Ok("n1-cambricon-mlu-0,MLU,4096,10:;"),
         ),
-        // §5.7 check 12: free cores.
+        // Free cores.
         ("cores", with_usage(idle(1), &[(0, 1, 0, 60)]), mlu_pod(1, 4, 50), Err("1/1 CardInsufficientCore")),
-        // §5.7 check 14: a core-less task may not join a fully booked card.
+        // A core-less task may not join a fully booked card.
         (
             "core-less on a full card",
             with_usage(idle(1), &[(0, 1, 0, 100)]),
             mlu_pod(1, 4, 0),
             Err("1/1 CardComputeUnitsExhausted"),
         ),
-        // §5.7 check 8: cores above 100 are clamped to 100 before the capacity checks.
+        // Cores above 100 are clamped to 100 before the capacity checks.
         ("cores clamp to 100", idle(1), mlu_pod(1, 4, 150), Ok("n1-cambricon-mlu-0,MLU,1024,100:;")),
-        // §5.7 failure: some devices picked → AllocatedCardsInsufficientRequest.
+        // Some devices picked, not enough → AllocatedCardsInsufficientRequest.
         (
             "two cards, one fits",
             with_usage(idle(2), &[(0, 1, 0, 100)]),
             mlu_pod(2, 4, 50),
             Err("1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientCore"),
         ),
-        // §5.4 step 3: more cards than the node has.
+        // More cards than the node has: NodeInsufficientDevice.
         ("more cards than the node has", idle(2), mlu_pod(3, 4, 10), Err("NodeInsufficientDevice")),
-        // §5.6: equal cards are tried from the one registered last.
+        // Equal cards are tried from the one registered last.
         (
             "two cards",
             idle(2),
@@ -319,7 +320,7 @@ fn each_walk_check_rejects_with_hamis_reason() {
 
 #[test]
 fn mutex_policy_takes_only_idle_cards() {
-    // scheduling.md §5.11: `mutex` rejects busy devices for every vendor.
+    // In HAMi `mutex` rejects busy devices for every vendor.
     let p = mlu_pod(1, 4, 10).annotation(common::GPU_SCHEDULER_POLICY, "mutex");
     let snap = with_usage(idle(1), &[(0, 1, 1024, 10)]);
     assert_eq!(try_fit(&snap, &p), Err("1/1 ExclusiveDeviceAllocateConflict".into()));
@@ -329,7 +330,7 @@ fn mutex_policy_takes_only_idle_cards() {
 
 #[test]
 fn policies_order_cards_by_usage() {
-    // scheduling.md §5.6: binpack tries the fullest card first, spread the emptiest.
+    // binpack tries the fullest card first, spread the emptiest.
     let snap = with_usage(idle(2), &[(1, 1, 4096, 20)]);
     let binpack = mlu_pod(1, 4, 10).annotation(common::GPU_SCHEDULER_POLICY, "binpack");
     assert_eq!(try_fit(&snap, &binpack), Ok("n1-cambricon-mlu-1,MLU,1024,10:;".into()));
@@ -356,7 +357,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 
 #[test]
 fn uuid_selection_uses_cambricons_keys() {
-    // vendors.md §1 selection table: cambricon.com/use-gpuuuid / nouse-gpuuuid, exact ids.
+    // HAMi's Cambricon UUID keys: cambricon.com/use-gpuuuid / nouse-gpuuuid, exact ids.
     let snap = idle(3);
     let p = mlu_pod(1, 4, 10).annotation(keys::USE_UUID, "n1-cambricon-mlu-2");
     assert_eq!(try_fit(&snap, &p), Ok("n1-cambricon-mlu-2,MLU,1024,10:;".into()));
@@ -371,8 +372,8 @@ fn uuid_selection_uses_cambricons_keys() {
 
 #[test]
 fn mlu_type_selection_is_declared_but_not_enforced() {
-    // vendors.md §1, §5.8: HAMi never checks cambricon.com/use-mlutype / nouse-mlutype. Every
-    // device has the type `MLU`, so hami-rs keeps it that way (see `Params`).
+    // HAMi never checks cambricon.com/use-mlutype / nouse-mlutype. Every device has the type `MLU`,
+    // so hami-rs keeps it that way (see `Params`).
     let snap = idle(1);
     for (k, v) in [(keys::USE_TYPE, "MLU370"), (keys::NOUSE_TYPE, "MLU")] {
         let p = mlu_pod(1, 4, 10).annotation(k, v);
@@ -390,8 +391,8 @@ impl QuotaCheck for MemQuota {
 
 #[test]
 fn quota_is_checked_per_card_during_filter() {
-    // scheduling.md §9, §5.7 check 10: Cambricon's fit checks the namespace quota with the pod's
-    // collapsed usage, the request included.
+    // As in HAMi, Cambricon's fit checks the namespace quota with the pod's collapsed usage, the
+    // request included.
     let snap = idle(2);
     assert_eq!(eval(&snap, &mlu_pod(1, 16, 10), &MemQuota(4096)), Ok("n1-cambricon-mlu-1,MLU,4096,10:;".into()));
     assert_eq!(eval(&snap, &mlu_pod(1, 17, 10), &MemQuota(4096)), Err("2/2 ResourceQuotaNotFit".into()));
@@ -407,7 +408,7 @@ fn quota_is_checked_per_card_during_filter() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1, §12.1)
+// Annotations
 
 fn decide(snap: &NodeSnapshot, p: &PodBuilder) -> (PodRequest, Vec<ContainerDevices>) {
     let v = vendors();
@@ -430,7 +431,8 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn worked_example_writes_the_profile_of_device_2() {
-    // protocol.md §12.1: vmlu 1, vmemory 16, vcore 50 on device index 2 → `2_50_16`.
+    // HAMi's example: vmlu 1, vmemory 16, vcore 50 on device index 2 → CAMBRICON_DSMLU_PROFILE
+    // `2_50_16` (`<index>_<cores>_<memory MiB / 256>`).
     let snap = idle(4);
     let (req, cs) = decide(&snap, &mlu_pod(1, 16, 50).annotation(keys::USE_UUID, "n1-cambricon-mlu-2"));
     assert_eq!(
@@ -446,9 +448,9 @@ fn worked_example_writes_the_profile_of_device_2() {
 
 #[test]
 fn the_profile_comes_from_the_first_container_holding_a_card() {
-    // protocol.md §4.1: the first device of the first container holding one; the lists are padded
-    // with one entry per container (scheduling.md §14 row 1). The first app container takes the
-    // whole of mlu-1 (tried first of two idle cards), the second moves on to mlu-0.
+    // The profile is the first device of the first container holding one; the lists are padded with
+    // one entry per container. The first app container takes the whole of mlu-1 (tried first of two
+    // idle cards), the second moves on to mlu-0.
     let snap = idle(2);
     let p = pod().init("setup").main().limit(VMLU, "1").container("second").limit(VMLU, "1").limit(VMEM, "8");
     let (req, cs) = decide(&snap, &p);
@@ -480,7 +482,8 @@ fn written_annotations_decode_back_and_keys_are_listed() {
 
 #[test]
 fn lock_health_cleanup_and_score_are_cambricons() {
-    // protocol.md §3.8: its own lock; §3.7: always healthy, nothing to clean up; §5.12: score 0.
+    // As in HAMi: its own lock (`cambricon.com/dsmlu.lock`), always healthy, nothing to clean
+    // up, node score 0.
     let v = Cambricon::new(&chart());
     assert_eq!(v.lock(), LockKind::Cambricon);
     assert_eq!(v.health_rule(), HealthRule::AlwaysHealthy);
@@ -570,8 +573,8 @@ async fn mlu_pods_are_placed_through_the_engine_and_their_lock_released_after_al
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
         mlu_pod(1, 16, 50).name("mlu-a").view(),
-        // protocol.md §3.8: mlu-a's bind took `cambricon.com/dsmlu.lock`; the device plugin
-        // (played by the in-memory cluster) releases it after Allocate, so mlu-b can bind.
+        // mlu-a's bind took `cambricon.com/dsmlu.lock`; the device plugin (played by the in-memory
+        // cluster) releases it after Allocate, so mlu-b can bind.
         pod().name("mlu-b").limit(VMLU, "1").view(),
     ];
     let sim = crate::simulate::simulate_pods(&engine, pods).await.unwrap();
@@ -605,10 +608,11 @@ async fn a_held_mlu_lock_blocks_mlu_pods_and_survives_another_pods_failed_bind()
     let cluster = ClusterObjects { nodes: vec![n1.view()], pods: vec![holder], quotas: vec![] };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
-        // protocol.md §3.8: a Cambricon lock younger than 2 minutes fails the bind.
+        // As in HAMi, a Cambricon lock younger than 2 minutes fails the bind.
         pod().name("mlu-b").limit(VMLU, "1").view(),
         // An NVIDIA pod's bind fails on the shared lock. HAMi would then also remove the MLU
-        // lock (scheduling.md §14 row 9); hami-rs releases only locks this pod took.
+        // lock (its rollback releases Cambricon's lock for every pod, without an owner check);
+        // hami-rs releases only locks this pod took.
         pod().name("gpu-c").gpu(1).mem_mib(1000).view(),
     ];
     let sim = crate::simulate::simulate_pods(&engine, pods).await.unwrap();

@@ -54,16 +54,16 @@ fn ask(n: u32) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2)
+// Request derivation
 
 #[test]
 fn requests_take_whole_devices_by_count() {
-    // scheduling.md §4.2, Enflame GCU: nums = gcu, memreq 100, mempct 100, cores 100.
+    // HAMi's Enflame GCU request: nums = gcu, memory 100, percentage 100, cores 100.
     // The count, or the resource a refusal names.
     type Want = Result<Option<u32>, &'static str>;
     let rows: [(&str, Quantities, Quantities, Want); 8] = [
         ("count 2 in limits", &[(GCU, "2")], &[], Ok(Some(2))),
-        // §4: limits first, requests as a fallback.
+        // Limits first, requests as a fallback.
         ("count in requests only", &[], &[(GCU, "1")], Ok(Some(1))),
         ("the limit wins over the request", &[(GCU, "3")], &[(GCU, "1")], Ok(Some(3))),
         // HAMi's AsInt64 reads a non-integer or negative count as no request; hami-rs refuses it.
@@ -89,7 +89,7 @@ fn a_count_beyond_u32_is_refused_and_an_empty_name_matches_nothing() {
     // hami-rs refuses a count it cannot represent instead of wrapping it.
     let err = gcu().request(VendorId(3), &container(&[(GCU, "5000000000")], &[]), &PodView::default());
     assert!(err.unwrap_err().to_string().contains(GCU));
-    // protocol.md §8.2: an absent section leaves the name empty, and the vendor matches nothing.
+    // As in HAMi, an absent config section leaves the name empty, and the vendor matches nothing.
     let off = EnflameGcu::new(&EnflameConfig::default());
     assert_eq!(off.request(VendorId(3), &container(&[(GCU, "1")], &[]), &PodView::default()), Ok(None));
     assert!(off.resource_names().is_empty());
@@ -97,7 +97,7 @@ fn a_count_beyond_u32_is_refused_and_an_empty_name_matches_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6)
+// Webhook
 
 fn mutate(c: Value) -> (Result<bool, String>, Value) {
     let mut c = c;
@@ -113,7 +113,7 @@ fn mutate(c: Value) -> (Result<bool, String>, Value) {
 
 #[test]
 fn webhook_recognises_the_count_in_limits_only_and_changes_nothing() {
-    // protocol.md §6: Enflame GCU is recognised iff the count resource is in limits.
+    // As in HAMi, Enflame GCU is recognised iff the count resource is in limits.
     let c = json!({"name": "c", "resources": {"limits": {GCU: "1"}}});
     assert_eq!(mutate(c.clone()), (Ok(true), c));
     let c = json!({"name": "c", "resources": {"requests": {GCU: "1"}}});
@@ -122,11 +122,11 @@ fn webhook_recognises_the_count_in_limits_only_and_changes_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.4), health, lock
+// Discovery (devices made up from node capacity), health, lock
 
 #[test]
 fn devices_are_synthesised_from_capacity() {
-    // protocol.md §3.4: id `<node>-GCU-<i>`, count 1, devmem 100, devcore 100, type GCU.
+    // As HAMi makes them up: id `<node>-GCU-<i>`, count 1, devmem 100, devcore 100, type GCU.
     let Discovery::Devices { devices, extra } = gcu().discover(&gcus(3).view()) else { panic!("no devices") };
     assert!(extra.is_none());
     let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
@@ -144,8 +144,8 @@ fn devices_are_synthesised_from_capacity() {
 
 #[test]
 fn health_follows_capacity_and_nothing_is_cleaned_or_locked() {
-    // protocol.md §3.7: Enflame GCU is healthy iff capacity of its count resource > 0; no
-    // handshake, no clean-up, no lock (scheduling.md §6).
+    // As in HAMi, Enflame GCU is healthy iff capacity of its count resource > 0; no handshake,
+    // no clean-up, no lock.
     let v = gcu();
     assert_eq!(v.health_rule(), HealthRule::CapacityPositive { resource: GCU.into() });
     assert_eq!(v.cleanup(), Cleanup::Nothing);
@@ -155,13 +155,13 @@ fn health_follows_capacity_and_nothing_is_cleaned_or_locked() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (vendors.md §9, scheduling.md §5.8)
+// Fit (whole devices, exclusively)
 
 #[test]
 fn fit_takes_only_healthy_unused_devices() {
     let v = vendors();
-    // scheduling.md §5.8: "exclusive only: d.Used > 0 ⇒ conflict"; among idle devices the one
-    // registered last is tried first (§5.6).
+    // HAMi's GCU fit is exclusive only: a used device is a conflict; among idle devices the one
+    // registered last is tried first.
     let snap = gcus(2).snapshot(&v);
     assert_eq!(try_fit(&snap, &ask(1)), Ok("n1-GCU-1,GCU,100,100:;".into()));
     assert_eq!(try_fit(&snap, &ask(2)), Ok("n1-GCU-1,GCU,100,100:n1-GCU-0,GCU,100,100:;".into()));
@@ -178,14 +178,14 @@ fn fit_takes_only_healthy_unused_devices() {
     let mut sick = gcus(1).snapshot(&v);
     sick.devices[0].health = false;
     assert_eq!(try_fit(&sick, &ask(1)), Err("1/1 CardNotHealth".into()));
-    // scheduling.md §5.4 step 3: more devices requested than the node has.
+    // More devices requested than the node has.
     assert_eq!(try_fit(&snap, &ask(3)), Err("NodeInsufficientDevice".into()));
 }
 
 #[test]
 fn one_device_never_serves_two_containers_of_a_pod() {
-    // Usage accumulates over regular containers (scheduling.md §5.3): the second container finds
-    // the first one's device busy.
+    // Usage accumulates over regular containers: the second container finds the first one's device
+    // busy.
     let snap = gcus(2).snapshot(&vendors());
     let p = ask(1).container("d").limit(GCU, "1");
     assert_eq!(try_fit(&snap, &p), Ok("n1-GCU-1,GCU,100,100:;n1-GCU-0,GCU,100,100:;".into()));
@@ -211,11 +211,11 @@ fn two_equal_devices_give_the_pod_the_second() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1)
+// Annotations
 
 #[test]
 fn filter_writes_both_keys_identically() {
-    // protocol.md §4.1: hami.io/enflame-gcu-devices-to-allocate and …-allocated, identical.
+    // hami.io/enflame-gcu-devices-to-allocate and …-allocated, identical.
     let v = vendors();
     let snap = gcus(2).snapshot(&v);
     let req = ask(1).request_with(&v);
@@ -289,7 +289,7 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_places_exclusive_gcus_until_the_node_is_full() {
-    // vendors.md §9: each GCU serves one pod, the one registered last first; the third
+    // Each GCU serves one pod, the one registered last first; the third
     // one-device pod finds none left.
     let pods = (0..3).map(|i| ask(1).name(&format!("p{i}")).view()).collect();
     let sim = simulate(vec![gcus(2).view()], pods).await;

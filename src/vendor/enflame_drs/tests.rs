@@ -67,13 +67,13 @@ fn slices(n: u32) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2)
+// Request derivation
 
 #[test]
 fn requests_are_one_device_by_slices_or_by_memory_and_cores() {
-    // scheduling.md §4.2, Enflame DRS: always one device; direct form: memreq = slices, mode 0;
-    // spec form: memreq = gcu-memory, cores = gcu-core, mode -1. Quantities are rounded up
-    // (Go's `Value`) in the spec form.
+    // HAMi's Enflame DRS request is always one device; direct form: memreq = slices, mode 0; spec
+    // form: memreq = gcu-memory, cores = gcu-core, mode -1. Quantities are rounded up (Go's
+    // `Value`) in the spec form.
     type Want = Option<(u64, u32, i32)>;
     let rows: [(&str, Quantities, Quantities, Want); 12] = [
         ("slices", &[(DRS, "2")], &[], Some((2, 0, MODE_DIRECT))),
@@ -99,8 +99,8 @@ fn requests_are_one_device_by_slices_or_by_memory_and_cores() {
 
 #[test]
 fn values_the_request_cannot_hold_are_refused() {
-    // HAMi drops these requests (slices or memory past int32, negative values); hami-rs refuses
-    // the pod instead of placing it without a reservation (scheduling.md §14 row 16).
+    // HAMi drops these requests (slices or memory past int32, negative values); hami-rs refuses the
+    // pod instead of placing it without a reservation.
     for (limits, name) in [
         (&[(DRS, "3000000000")][..], DRS),
         // HAMi falls through to the memory and core form for these; hami-rs refuses them.
@@ -117,8 +117,8 @@ fn values_the_request_cannot_hold_are_refused() {
 
 #[test]
 fn empty_names_fall_back_to_the_built_in_ones() {
-    // protocol.md §8.2: an empty Enflame DRS name falls back to built-in names (HAMi also tries
-    // the legacy vGCU name for the count).
+    // As in HAMi, an empty Enflame DRS name falls back to built-in names (HAMi also tries the
+    // legacy vGCU name for the count).
     assert_eq!(EnflameDrs::new(&EnflameConfig::default()).resource_names(), [DRS, MEM, CORE]);
     let legacy = EnflameConfig { resource_name_vgcu: "enflame.com/vgcu".into(), ..Default::default() };
     assert_eq!(EnflameDrs::new(&legacy).resource_names(), ["enflame.com/vgcu", MEM, CORE]);
@@ -127,7 +127,7 @@ fn empty_names_fall_back_to_the_built_in_ones() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6)
+// Webhook
 
 fn mutate(c: Value) -> (Result<bool, String>, Value) {
     let mut c = c;
@@ -143,7 +143,7 @@ fn mutate(c: Value) -> (Result<bool, String>, Value) {
 
 #[test]
 fn webhook_validates_and_mirrors_either_form() {
-    // protocol.md §6, Enflame DRS: drs-gcu > 0, mirrored into limits and requests.
+    // HAMi: drs-gcu > 0, mirrored into limits and requests.
     let (r, c) = mutate(json!({"name": "c", "resources": {"limits": {DRS: "2"}}}));
     assert_eq!(r, Ok(true));
     assert_eq!(c["resources"], json!({"limits": {DRS: "2"}, "requests": {DRS: "2"}}));
@@ -176,7 +176,7 @@ fn webhook_validates_and_mirrors_either_form() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.6)
+// Discovery (`enflame.com/gcu-drs-capacity`)
 
 fn devices(n: &NodeBuilder) -> Vec<DeviceInfo> {
     match drs().discover(&n.view()) {
@@ -188,7 +188,7 @@ fn devices(n: &NodeBuilder) -> Vec<DeviceInfo> {
 
 #[test]
 fn capacity_json_becomes_one_device_per_entry() {
-    // protocol.md §3.6: id `<node>-enflame-drs-<index>`, count = capacity (slices), devmem =
+    // As HAMi reads it: id `<node>-enflame-drs-<index>`, count = capacity (slices), devmem =
     // largest profile GB × 1024, devcore 100, type Enflame, custominfo {minor, index, profiles,
     // maxSlice}. Capacity may be a number or a string.
     let d = devices(&drs_node(CAPACITY));
@@ -223,7 +223,7 @@ fn capacity_entries_tolerate_what_hami_tolerates() {
 
 #[test]
 fn unusable_capacity_annotations_are_malformed_and_empty_ones_absent() {
-    // protocol.md §3.2 (and HAMi's reader): a parse error or an invalid capacity fails the read.
+    // As in HAMi's reader, a parse error or an invalid capacity fails the read.
     for bad in [
         "not json",
         "[]",
@@ -266,7 +266,7 @@ fn profile_names_parse_as_hami_parses_them() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Profile choice (vendors.md §9)
+// Profile choice (from the union of the node's `<slices>g.<GB>gb` profiles)
 
 #[test]
 fn the_profile_is_chosen_before_any_device() {
@@ -300,13 +300,13 @@ fn the_profile_is_chosen_before_any_device() {
     for (what, req, want) in rows {
         assert_eq!(choose_profile(&profiles, &req).map(|p| p.name.clone()), want.map(str::to_owned), "{what}");
     }
-    // scheduling.md §12: no profile → ModeNotFit, counted once over the vendor's devices.
+    // No profile → ModeNotFit, counted once over the vendor's devices, as in HAMi.
     assert_eq!(try_fit(&snap, &slices(3)), Err("1/2 ModeNotFit".into()));
     assert_eq!(try_fit(&snap, &pod().limit(MEM, "49")), Err("1/2 ModeNotFit".into()));
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (vendors.md §9)
+// Fit
 
 #[test]
 fn the_walk_checks_health_uuid_slots_mutex_memory_and_cores_in_hamis_order() {
@@ -334,7 +334,7 @@ fn the_walk_checks_health_uuid_slots_mutex_memory_and_cores_in_hamis_order() {
     let mut s = drs_node(CAPACITY).snapshot(&v);
     set_usage(&mut s, "n1-enflame-drs-0", 1, 12288, 25);
     set_usage(&mut s, "n1-enflame-drs-1", 2, 40000, 50);
-    // Mutex (scheduling.md §5.11): busy devices conflict.
+    // Mutex: busy devices conflict.
     assert_eq!(
         try_fit(&s, &slices(1).annotation(GPU_SCHEDULER_POLICY, "mutex")),
         Err("2/2 ExclusiveDeviceAllocateConflict".into())
@@ -378,7 +378,7 @@ fn a_profile_larger_than_the_free_slices_is_refused() {
 
 #[test]
 fn slices_accumulate_over_the_pods_containers() {
-    // vendors.md §9 usage update: Used += slices. Two 2-slice containers fill a 4-slice device;
+    // The usage update is Used += slices, not 1. Two 2-slice containers fill a 4-slice device;
     // a third container finds no slot.
     let snap = one_device(4).snapshot(&vendors());
     let two = slices(2).container("b").limit(DRS, "2");
@@ -391,7 +391,7 @@ fn slices_accumulate_over_the_pods_containers() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Slice accounting when usage is rebuilt (scheduling.md §14 row 12)
+// Slice accounting when usage is rebuilt (HAMi counts one slot per entry, under-counting slices)
 
 #[test]
 fn stored_entries_count_their_profiles_slices() {
@@ -417,11 +417,11 @@ fn stored_entries_count_their_profiles_slices() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1)
+// Annotations
 
 #[test]
 fn filter_writes_the_allocated_key_and_the_gcu_set() {
-    // protocol.md §4.1, Enflame DRS: allocated key only; gcu-assigned "false"; assigned time
+    // As HAMi writes them: allocated key only; gcu-assigned "false"; assigned time
     // (unix-ns); assigned-containers per container holding a slice (keys sorted, as Go marshals a
     // map); index, id and minor of the first such container's device; its slice count.
     let v = vendors();
@@ -471,7 +471,7 @@ fn filter_writes_the_allocated_key_and_the_gcu_set() {
 
 #[test]
 fn no_lock_always_healthy_nothing_to_clean() {
-    // protocol.md §3.7 (always healthy), scheduling.md §6 (Enflame never locks).
+    // As in HAMi, Enflame DRS is always healthy and never locks the node.
     assert_eq!(
         (drs().lock(), drs().health_rule(), drs().cleanup()),
         (LockKind::None, HealthRule::AlwaysHealthy, Cleanup::Nothing)
@@ -541,9 +541,9 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_counts_a_bound_pods_slices() {
-    // scheduling.md §14 row 12 through the engine: after a 2-slice pod is bound, its usage is
-    // rebuilt from its allocated annotation. On a 2-slice device a 1-slice pod must then find no
-    // slot (HAMi counted the bound pod as one slice and would over-commit the device).
+    // Slice accounting through the engine: after a 2-slice pod is bound, its usage is rebuilt from
+    // its allocated annotation. On a 2-slice device a 1-slice pod must then find no slot (HAMi
+    // counted the bound pod as one slice and would over-commit the device).
     let pods = vec![slices(2).name("big").view(), slices(1).name("small").view()];
     let sim = simulate(vec![one_device(2).view()], pods).await;
     let big = &sim.pods[0];

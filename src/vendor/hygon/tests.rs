@@ -68,7 +68,7 @@ fn try_fit(snap: &NodeSnapshot, p: &PodBuilder) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2, Hygon)
+// Request derivation (HAMi: memory × memoryFactor, cores default 100)
 
 #[derive(Debug)]
 enum Want {
@@ -107,7 +107,7 @@ fn request_derivation_follows_hami_field_by_field() {
         ("memory × factor 4", factor4, &[(DCUNUM, "1"), (DCUMEM, "1000")], &[], Req(1, 4000, 0, 100)),
         ("factor 0 counts as 1", factor0, &[(DCUNUM, "1"), (DCUMEM, "1000")], &[], Req(1, 1000, 0, 100)),
         ("memory at 2^31-1 / 4", factor4, &[(DCUNUM, "1"), (DCUMEM, "536870911")], &[], Req(1, 2147483644, 0, 100)),
-        // scheduling.md §14 row 16: a memory value HAMi would drop is refused.
+        // A memory value HAMi would drop (placing the pod with no reservation) is refused.
         ("memory past 2^31-1 / 4", factor4, &[(DCUNUM, "1"), (DCUMEM, "536870912")], &[], Refused(DCUMEM)),
         ("negative memory", same, &[(DCUNUM, "1"), (DCUMEM, "-1")], &[], Refused(DCUMEM)),
         ("fractional memory", same, &[(DCUNUM, "1"), (DCUMEM, "0.5")], &[], Refused(DCUMEM)),
@@ -137,7 +137,7 @@ fn request_derivation_follows_hami_field_by_field() {
 
 #[test]
 fn resource_and_quota_names_carry_the_memory_factor() {
-    // scheduling.md §9: the quota limit scales by the configured memoryFactor.
+    // As in HAMi, the quota limit scales by the configured memoryFactor.
     let v = Hygon::new(&HygonConfig { memory_factor: 4, ..chart() });
     assert_eq!(v.resource_names(), [DCUNUM, DCUMEM, DCUCORES]);
     let q = v.quota_names();
@@ -145,7 +145,7 @@ fn resource_and_quota_names_carry_the_memory_factor() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6: recognised iff the count is in limits; no change)
+// Webhook (HAMi: recognised iff the count is in limits; no change)
 
 #[test]
 fn webhook_recognises_a_count_in_limits_and_changes_nothing() {
@@ -169,7 +169,7 @@ fn webhook_recognises_a_count_in_limits_and_changes_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.1, §3.3)
+// Discovery (`hami.io/node-dcu-register`)
 
 fn devices_of(d: Discovery) -> Vec<DeviceInfo> {
     match d {
@@ -189,7 +189,7 @@ fn discover(reg: Option<&str>) -> Discovery {
 
 #[test]
 fn registration_reads_the_colon_list_hygon_writes() {
-    // protocol.md §3.3: 7-field form (mode hami-core, index 0) and 9-field form.
+    // The colon form HAMi reads: 7 fields (mode hami-core, index 0) and 9 fields.
     let reg = "DCU-a,4,16368,100,DCU-Z100,0,true:DCU-b,4,16368,100,DCU-Z100,1,false,1,hami-core:";
     let devs = devices_of(discover(Some(reg)));
     assert_eq!(devs.len(), 2);
@@ -200,7 +200,7 @@ fn registration_reads_the_colon_list_hygon_writes() {
 
 #[test]
 fn registration_also_accepts_the_json_list() {
-    // protocol.md §3.1: hami-rs accepts both forms on every key (a superset of HAMi).
+    // hami-rs accepts both forms on every key (HAMi reads only the colon form for Hygon).
     let want = vec![dcu_dev(0, "DCU-Z100", 16384), dcu_dev(1, "DCU-K100", 65536)];
     assert_eq!(devices_of(discover(Some(&encode_node_devices_json(&want)))), want);
     assert_eq!(devices_of(discover(Some(&encode_node_devices_colon(&want)))), want);
@@ -208,7 +208,7 @@ fn registration_also_accepts_the_json_list() {
 
 #[test]
 fn missing_empty_or_malformed_registrations() {
-    // protocol.md §3.2/§3.3: no annotation or no devices → none; a parse error → malformed.
+    // No annotation or no devices → none; a parse error → malformed.
     assert!(matches!(discover(None), Discovery::Absent));
     assert!(matches!(discover(Some("[]")), Discovery::Absent));
     assert!(matches!(discover(Some(":")), Discovery::Absent));
@@ -218,7 +218,7 @@ fn missing_empty_or_malformed_registrations() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (scheduling.md §5.7, §5.8: generic walk with type selection, no quota)
+// Fit (HAMi's generic device walk with type selection, no quota check)
 
 #[test]
 fn each_walk_check_rejects_with_hamis_reason() {
@@ -235,7 +235,7 @@ fn each_walk_check_rejects_with_hamis_reason() {
             pod().limit(DCUNUM, "1"),
             Err("1/1 ExclusiveDeviceAllocateConflict"),
         ),
-        // §5.7 check 1: registered unhealthy.
+        // Registered unhealthy.
         (
             "unhealthy",
             {
@@ -262,9 +262,9 @@ fn each_walk_check_rejects_with_hamis_reason() {
             dcu_pod(2, 1024, 10),
             Err("1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory"),
         ),
-        // §5.6: equal devices are tried from the one registered last.
+        // Equal devices are tried from the one registered last.
         ("two devices", two(), dcu_pod(2, 1024, 10), Ok("DCU-1,DCU,1024,10:DCU-0,DCU,1024,10:;")),
-        // §5.11: mutex in a list is a fit rule: binpack would try the busy device first.
+        // mutex in a list is a fit rule: binpack would try the busy device first.
         (
             "binpack with mutex",
             with_usage(two(), &[(0, 1, 1024, 10)]),
@@ -297,8 +297,8 @@ fn two_equal_devices_give_the_pod_the_second() {
 
 #[test]
 fn type_and_uuid_selection_use_hygons_keys() {
-    // vendors.md §1 selection table: hygon.com/use-dcutype / nouse-dcutype (case-insensitive
-    // substrings of the device type) and hygon.com/use-gpuuuid / nouse-gpuuuid (exact ids).
+    // HAMi's Hygon keys: hygon.com/use-dcutype / nouse-dcutype (case-insensitive substrings of the
+    // device type) and hygon.com/use-gpuuuid / nouse-gpuuuid (exact ids).
     let devs = [dcu_dev(0, "DCU-Z100", 16384), dcu_dev(1, "DCU-K100", 65536)];
     let snap = dcus(&devs).snapshot(&vendors());
     let p = |k: &str, v: &str| dcu_pod(1, 1024, 10).annotation(k, v);
@@ -331,8 +331,8 @@ fn decide(snap: &NodeSnapshot, p: &PodBuilder) -> (PodRequest, Vec<ContainerDevi
 
 #[test]
 fn filter_writes_both_device_keys_padded_per_container() {
-    // protocol.md §4.1, §4.2: identical to-allocate and allocated values, type field `DCU`,
-    // one entry per container (init first), even when no device's type is the bare word.
+    // As HAMi writes them: identical to-allocate and allocated values, type field `DCU`, one entry
+    // per container (init first), even when no device's type is the bare word.
     let snap = idle(2);
     let (req, cs) = decide(&snap, &pod().init("setup").main().limit(DCUNUM, "1").limit(DCUMEM, "2048"));
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: &cs, pod: &req, unix_s: 1, unix_ns: 1 };
@@ -350,8 +350,8 @@ fn filter_writes_both_device_keys_padded_per_container() {
 
 #[test]
 fn lock_health_and_cleanup_follow_the_handshake_vendors() {
-    // protocol.md §3.7: handshake on hami.io/node-handshake-dcu with the dcunum fallback; on
-    // death the handshake annotation is removed. §3.8: the shared lock.
+    // As in HAMi: handshake on hami.io/node-handshake-dcu with the allocatable dcunum fallback;
+    // on death the handshake annotation is removed; the shared hami.io/mutex.lock.
     let v = Hygon::new(&chart());
     assert_eq!(
         v.health_rule(),

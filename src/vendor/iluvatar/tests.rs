@@ -69,11 +69,11 @@ fn try_fit(snap: &NodeSnapshot, p: &PodBuilder) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Registry and names (vendors.md §5, protocol.md §5)
+// Registry and names
 
 #[test]
 fn one_backend_per_configured_chip_only_with_enable_iluvatar() {
-    // vendors.md §5: one backend per `iluvatars` entry, behind --enable-iluvatar.
+    // As in HAMi, one backend per `iluvatars` entry, behind --enable-iluvatar.
     let on = vendors();
     for cw in ["MR-V100", "MR-V50", "BI-V150", "BI-V100"] {
         assert_eq!(on.get(chip(&on, cw)).name(), cw);
@@ -84,7 +84,8 @@ fn one_backend_per_configured_chip_only_with_enable_iluvatar() {
 
 #[test]
 fn keys_and_resources_embed_the_common_word() {
-    // protocol.md §3.1, §4.1, vendors.md §1.
+    // HAMi's Iluvatar keys and resources all carry the chip's common word; quota memory is in
+    // 256 MiB units.
     let v = Iluvatar::new(&bi_v150());
     assert_eq!(v.resource_names(), [VGPU, VMEM, VCORE]);
     let q = v.quota_names();
@@ -98,7 +99,7 @@ fn keys_and_resources_embed_the_common_word() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2, Iluvatar)
+// Request derivation (HAMi: memory = vMem × 256 MiB, cores default 0)
 
 #[derive(Debug)]
 enum Want {
@@ -127,7 +128,7 @@ fn request_derivation_follows_hami_field_by_field() {
         ("memory from requests", &[(VGPU, "1")], &[(VMEM, "64")], Req(1, 16384, 0, 0)),
         ("memory 0", &[(VGPU, "1"), (VMEM, "0")], &[], Req(1, 0, 100, 0)),
         ("memory past the int32 limit", &[(VGPU, "1"), (VMEM, "8388608")], &[], Refused(VMEM)),
-        // scheduling.md §14 row 16: refused instead of dropped.
+        // Refused, where HAMi drops the request and places the pod with no reservation.
         ("fractional memory", &[(VGPU, "1"), (VMEM, "0.5")], &[], Refused(VMEM)),
         ("negative memory", &[(VGPU, "1"), (VMEM, "-4")], &[], Refused(VMEM)),
         // cores: vCore, default 0.
@@ -153,7 +154,7 @@ fn request_derivation_follows_hami_field_by_field() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6, Iluvatar)
+// Webhook (HAMi's Iluvatar rules)
 
 fn mutate(before: &Value) -> (Result<bool, String>, Value) {
     let v = Iluvatar::new(&bi_v150());
@@ -171,7 +172,7 @@ fn mutate(before: &Value) -> (Result<bool, String>, Value) {
 
 #[test]
 fn webhook_sets_whole_device_cores_for_more_than_one_device() {
-    // protocol.md §6: count > 1 → limits[vCore] = 100 × count (Go's Value, rounded up).
+    // HAMi: count > 1 → limits[vCore] = 100 × count (Go's Value, rounded up).
     let (r, after) = mutate(&json!({"name": "train", "resources": {"limits": {VGPU: "2", VMEM: "64"}}}));
     assert_eq!(r, Ok(true));
     assert_eq!(after["resources"]["limits"][VCORE], "200");
@@ -185,7 +186,7 @@ fn webhook_sets_whole_device_cores_for_more_than_one_device() {
 
 #[test]
 fn webhook_exports_the_container_name_once() {
-    // protocol.md §6: SOL_CONTINER_NAME=<container name> (sic) unless present or the name is empty.
+    // HAMi: SOL_CONTINER_NAME=<container name> (sic) unless present or the name is empty.
     let (r, after) = mutate(&json!({"name": "train", "resources": {"limits": {VGPU: "1"}}}));
     assert_eq!(r, Ok(true));
     assert_eq!(after["env"], json!([{"name": "SOL_CONTINER_NAME", "value": "train"}]));
@@ -197,7 +198,7 @@ fn webhook_exports_the_container_name_once() {
 
 #[test]
 fn webhook_ignores_containers_without_the_count_in_limits() {
-    // protocol.md §6: the count must be in limits to be recognised; nothing changes otherwise.
+    // HAMi: the count must be in limits to be recognised; nothing changes otherwise.
     for c in [
         json!({"name": "c", "resources": {"requests": {VGPU: "2"}}}),
         json!({"name": "c", "resources": {"limits": {MR_VGPU: "2"}}}),
@@ -210,7 +211,7 @@ fn webhook_ignores_containers_without_the_count_in_limits() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.1, §3.3)
+// Discovery
 
 fn discover(annotations: &[(&str, &str)]) -> Discovery {
     let mut n = node("n1");
@@ -230,7 +231,7 @@ fn devices_of(d: Discovery) -> Vec<DeviceInfo> {
 
 #[test]
 fn registration_reads_the_chips_own_annotation_in_either_form() {
-    // protocol.md §3.1: colon list in hami.io/node-<cw>-register; JSON accepted too.
+    // HAMi reads a colon list in hami.io/node-<cw>-register; hami-rs accepts JSON too.
     let want = vec![dev("ix-0", 0, 32768), dev("ix-1", 1, 32768)];
     let reg = keys::register("BI-V150");
     assert_eq!(devices_of(discover(&[(&reg, &encode_node_devices_colon(&want))])), want);
@@ -246,7 +247,7 @@ fn registration_reads_the_chips_own_annotation_in_either_form() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (scheduling.md §5.8: generic walk, type always passes, UUID selection)
+// Fit (HAMi's generic device walk: type always passes, UUID selection)
 
 #[test]
 fn each_walk_check_rejects_with_hamis_reason() {
@@ -277,7 +278,7 @@ fn each_walk_check_rejects_with_hamis_reason() {
             ix_pod(1, 4, 30),
             Err("2/2 CardInsufficientCore"),
         ),
-        // §5.7 check 13: the webhook's 100 cores make a device exclusive.
+        // The webhook's 100 cores make a device exclusive.
         (
             "exclusive",
             with_usage(idle(), &[(0, 1, 0, 0), (1, 1, 0, 0)]),
@@ -291,7 +292,7 @@ fn each_walk_check_rejects_with_hamis_reason() {
             Err("2/2 CardComputeUnitsExhausted"),
         ),
         ("more than the node has", idle(), ix_pod(3, 4, 0), Err("NodeInsufficientDevice")),
-        // §5.6: equal devices are tried from the one registered last.
+        // Equal devices are tried from the one registered last.
         ("two whole devices", idle(), ix_pod(2, 0, 200), Ok("ix-1,BI-V150,32768,100:ix-0,BI-V150,32768,100:;")),
         (
             "mutex",
@@ -324,7 +325,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 
 #[test]
 fn uuid_selection_uses_the_chips_keys_and_type_always_passes() {
-    // vendors.md §1: hami.io/use-<cw>-uuid / hami.io/no-use-<cw>-uuid; no type selection.
+    // HAMi's keys: hami.io/use-<cw>-uuid / hami.io/no-use-<cw>-uuid; no type selection.
     let snap = idle();
     let p = |k: &str, v: &str| ix_pod(1, 4, 10).annotation(k, v);
     let rows = [
@@ -352,7 +353,7 @@ fn decide(snap: &NodeSnapshot, p: &PodBuilder) -> (PodRequest, Vec<ContainerDevi
 
 #[test]
 fn filter_writes_the_chips_device_keys() {
-    // protocol.md §4.1: hami.io/<cw>-devices-to-allocate / -allocated, identical, type `<cw>`,
+    // As HAMi writes them: hami.io/<cw>-devices-to-allocate / -allocated, identical, type `<cw>`,
     // one entry per container.
     let snap = idle();
     let (req, cs) = decide(&snap, &ix_pod(1, 64, 50).container("plain"));
@@ -375,8 +376,8 @@ fn filter_writes_the_chips_device_keys() {
 
 #[test]
 fn handshake_without_cleanup_and_the_shared_lock() {
-    // protocol.md §3.7: handshake on hami.io/node-handshake-<cw> with the count fallback;
-    // vendors.md §1: Iluvatar's clean-up does nothing. §3.8: shared lock.
+    // As in HAMi: handshake on hami.io/node-handshake-<cw> with the allocatable-count fallback;
+    // Iluvatar's clean-up does nothing; the shared hami.io/mutex.lock.
     let v = Iluvatar::new(&bi_v150());
     assert_eq!(
         v.health_rule(),

@@ -75,11 +75,11 @@ fn ask(n: u32) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2)
+// Request derivation
 
 #[test]
 fn requests_are_whole_devices_by_count() {
-    // scheduling.md §4.2, Kunlun XPU: nums = xpu, memreq 0, mempct 100, cores 0.
+    // HAMi's Kunlun XPU request: nums = xpu, memory 0, percentage 100, cores 0.
     // The count, or the resource a refusal names.
     type Want = Result<Option<u32>, &'static str>;
     let rows: [(&str, Quantities, Quantities, Want); 6] = [
@@ -103,7 +103,7 @@ fn requests_are_whole_devices_by_count() {
 
 #[test]
 fn webhook_recognises_the_count_in_limits_only() {
-    // protocol.md §6: Kunlun XPU is recognised iff the count is in limits; no change.
+    // As in HAMi, Kunlun XPU is recognised iff the count is in limits; no change.
     let mutate = |c: Value| {
         let mut c = c;
         let annotations = Map::new();
@@ -117,12 +117,12 @@ fn webhook_recognises_the_count_in_limits_only() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.4), health, lock
+// Discovery (devices made up from node capacity), health, lock
 
 #[test]
 fn devices_are_synthesised_from_capacity_with_the_upper_half_on_numa_1() {
-    // protocol.md §3.4: id `<node>-kunlun-<i>`, count 100, devmem 98304, devcore 100, type kunlun;
-    // numa 1 for i >= n/2.
+    // As HAMi makes them up: id `<node>-kunlun-<i>`, count 100, devmem 98304, devcore 100, type
+    // kunlun; numa 1 for i >= n/2.
     let Discovery::Devices { devices, .. } = kl().discover(&xpus(8).view()) else { panic!("no devices") };
     for (i, d) in devices.iter().enumerate() {
         assert_eq!(d.id.as_str(), format!("n1-kunlun-{i}"));
@@ -139,7 +139,7 @@ fn devices_are_synthesised_from_capacity_with_the_upper_half_on_numa_1() {
 
 #[test]
 fn no_lock_always_healthy_nothing_to_clean() {
-    // protocol.md §3.7 (Kunlun XPU always healthy); scheduling.md §6 (Kunlun XPU never locks).
+    // As in HAMi, Kunlun XPU is always healthy and never locks the node.
     assert_eq!(
         (kl().lock(), kl().health_rule(), kl().cleanup()),
         (LockKind::None, HealthRule::AlwaysHealthy, Cleanup::Nothing)
@@ -148,7 +148,7 @@ fn no_lock_always_healthy_nothing_to_clean() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The topology selector (vendors.md §10), on device indexes
+// The topology selector (HAMi's two wings: indexes 0–3 left, 4–7 right), on device indexes
 
 fn fits(idx: &[usize]) -> [bool; 8] {
     let mut f = [false; 8];
@@ -200,8 +200,8 @@ fn selector_follows_hamis_wing_preferences() {
 
 #[test]
 fn six_fitting_falls_back_to_the_last_fitting_group() {
-    // vendors.md §10: with 6 fitting and no group leaving a connected pair, the last fully
-    // fitting group. Fitting 0,2,3,5,6,7: only 2-3-6-7 fits, and it leaves 0 and 5 unlinked.
+    // HAMi: with 6 fitting and no group leaving a connected pair, the last fully fitting group.
+    // Fitting 0,2,3,5,6,7: only 2-3-6-7 fits, and it leaves 0 and 5 unlinked.
     assert_eq!(choose(&fits(&[0, 2, 3, 5, 6, 7]), 4), Some(vec![2, 3, 6, 7]));
     // Two groups that fit always share a cross pair, so the first leaves a linked pair.
     assert_eq!(choose(&fits(&[0, 2, 3, 4, 6, 7]), 4), Some(vec![2, 3, 6, 7]));
@@ -209,9 +209,9 @@ fn six_fitting_falls_back_to_the_last_fitting_group() {
 
 #[test]
 fn the_selector_works_on_device_indexes_not_list_positions() {
-    // scheduling.md §14 row 13: HAMi counts wings by position in the policy-sorted list. Busy
-    // devices 1, 2, 3 leave index 0 as the left wing's lone hole; whatever the policy order,
-    // hami-rs fills that hole (HAMi's sorted positions would put the busy devices elsewhere).
+    // HAMi counts wings by position in the policy-sorted list. Busy devices 1, 2, 3 leave index 0
+    // as the left wing's lone hole; whatever the policy order, hami-rs fills that hole (HAMi's
+    // sorted positions would put the busy devices elsewhere).
     for policy in ["binpack", "spread", "mutex"] {
         let p = ask(1).annotation(GPU_SCHEDULER_POLICY, policy);
         assert_eq!(chosen(&busy(&[1, 2, 3]), &p), Ok("0".into()), "{policy}");
@@ -258,8 +258,8 @@ fn failures_report_uuid_mismatches_else_numa_not_fit() {
 
 #[test]
 fn both_uuid_selections_must_pass() {
-    // vendors.md §1: hami.io/use-xpu-uuid / no-use-xpu-uuid and baidu.com/use-gpuuuid /
-    // nouse-gpuuuid are both checked.
+    // As in HAMi, hami.io/use-xpu-uuid / no-use-xpu-uuid and baidu.com/use-gpuuuid / nouse-gpuuuid
+    // are both checked.
     let s = xpus(8).snapshot(&vendors());
     let p = ask(1).annotation(xpu_keys::USE_UUID, "n1-kunlun-5,n1-kunlun-6");
     assert_eq!(chosen(&s, &p), Ok("5".into()));
@@ -271,8 +271,8 @@ fn both_uuid_selections_must_pass() {
 
 #[test]
 fn entries_take_the_whole_device_and_fitting_counts_only_the_slot() {
-    // vendors.md §10: chosen entries take the device's full memory and cores; the usage update
-    // is Used += 1 only.
+    // As in HAMi, chosen entries take the device's full memory and cores; the usage update is
+    // Used += 1 only.
     let s = xpus(8).snapshot(&vendors());
     assert_eq!(try_fit(&s, &ask(2)), Ok("n1-kunlun-0,kunlun,98304,100:n1-kunlun-1,kunlun,98304,100:;".into()));
     let mut d = s.devices[0].clone();
@@ -286,7 +286,8 @@ fn entries_take_the_whole_device_and_fitting_counts_only_the_slot() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bubble node score (vendors.md §10)
+// Bubble node score (HAMi: a set's bubbles are, per wing, 0 for four devices, 2 for one, 1
+// otherwise; the empty set has 1)
 
 #[test]
 fn bubbles_count_as_hami_counts_them() {
@@ -324,7 +325,7 @@ fn score(before: &[crate::model::DeviceUsage], devices: &[crate::model::Containe
 
 #[test]
 fn the_node_score_compares_the_pods_devices_with_the_busy_ones() {
-    // vendors.md §10: busy = indexes in use before the pod, mine = the pod's indexes.
+    // As in HAMi: busy = indexes in use before the pod, mine = the pod's indexes.
     let s = busy(&[0]);
     let e = |i: u32| {
         let mut d = ContainerDevice::new(&format!("n1-kunlun-{i}"), WORD, DEVICE_MEM, 100);
@@ -355,11 +356,11 @@ fn the_node_score_compares_the_pods_devices_with_the_busy_ones() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1)
+// Annotations
 
 #[test]
 fn filter_writes_the_allocated_key_and_the_last_containers_indexes() {
-    // protocol.md §4.1, Kunlun XPU: hami.io/kunlun-allocated only (no to-allocate key), and
+    // As HAMi writes them: hami.io/kunlun-allocated only (no to-allocate key), and
     // BAIDU_COM_DEVICE_IDX = indexes of the last container holding devices.
     let v = vendors();
     let snap = xpus(8).snapshot(&v);
@@ -436,8 +437,8 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_fills_wings_by_device_index() {
-    // vendors.md §10 on one 8-device node: 4 take the left wing, 2 a full right wing's first
-    // pair, then single devices fill the right wing; the ninth device does not exist.
+    // HAMi's wing preferences on one 8-device node: 4 take the left wing, 2 a full right wing's
+    // first pair, then single devices fill the right wing; the ninth device does not exist.
     let pods = [4, 2, 1, 1, 1].iter().enumerate().map(|(i, n)| ask(*n).name(&format!("p{i}")).view()).collect();
     let sim = simulate(vec![xpus(8).view()], pods).await;
     let idx: Vec<Option<&str>> =

@@ -60,7 +60,7 @@ fn ask(n: u32, mem: &str) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2)
+// Request derivation
 
 #[test]
 fn memory_is_rounded_up_to_a_template_and_sets_the_cores() {
@@ -77,7 +77,7 @@ fn memory_is_rounded_up_to_a_template_and_sets_the_cores() {
     ] {
         assert_eq!(template(m), want, "{m}");
     }
-    // scheduling.md §4.2, Kunlun vXPU: cores = memory × 100 ÷ 98304; no memory → whole device
+    // HAMi's Kunlun vXPU request: cores = memory × 100 ÷ 98304; no memory → whole device
     // (98304, percentage 100, cores 100).
     type Want = Result<Option<(u32, u64, u32, u32)>, &'static str>;
     let rows: [(&str, Quantities, Quantities, Want); 10] = [
@@ -107,7 +107,7 @@ fn memory_is_rounded_up_to_a_template_and_sets_the_cores() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6)
+// Webhook
 
 fn mutate(c: Value) -> (Result<bool, String>, Value) {
     let mut c = c;
@@ -123,7 +123,7 @@ fn mutate(c: Value) -> (Result<bool, String>, Value) {
 
 #[test]
 fn webhook_rounds_the_memory_limit_into_limits_and_requests() {
-    // protocol.md §6, Kunlun vXPU: count in limits → recognised; memory limit rounded up to
+    // HAMi: count in limits → recognised; memory limit rounded up to
     // 24576 / 49152 / else 98304 and written to limits and requests.
     let (r, c) = mutate(json!({"resources": {"limits": {VXPU: "1", MEM: "30000"}}}));
     assert_eq!(r, Ok(true));
@@ -139,7 +139,7 @@ fn webhook_rounds_the_memory_limit_into_limits_and_requests() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.1, §3.2, §3.3), health, lock
+// Discovery (`hami.io/node-register-xpu`), health, lock
 
 #[test]
 fn registration_reads_the_json_and_the_colon_forms() {
@@ -164,8 +164,8 @@ fn registration_reads_the_json_and_the_colon_forms() {
 
 #[test]
 fn handshake_health_shared_lock_and_handshake_clean_up() {
-    // protocol.md §3.1, §3.7: hami.io/node-handshake-xpu with the allocatable fallback on the
-    // vxpu count; clean-up removes the handshake; the shared node lock (§3.8).
+    // As in HAMi: hami.io/node-handshake-xpu with the allocatable fallback on the vxpu count;
+    // clean-up removes the handshake; the shared node lock.
     let v = vx();
     assert_eq!(
         v.health_rule(),
@@ -178,7 +178,7 @@ fn handshake_health_shared_lock_and_handshake_clean_up() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (vendors.md §10)
+// Fit (HAMi: healthy, memory fits, and unused or running tasks of the same size)
 
 #[test]
 fn only_equal_sized_slices_share_a_device() {
@@ -219,8 +219,8 @@ fn memory_health_and_slots_bound_a_device() {
 
 #[test]
 fn mutex_takes_idle_devices_and_reports_the_busy_ones() {
-    // vendors.md §10: mutex requires unused; when nothing is found, busy devices that would
-    // otherwise have fitted count as ExclusiveDeviceAllocateConflict.
+    // In HAMi mutex requires unused; when nothing is found, busy devices that would otherwise have
+    // fitted count as ExclusiveDeviceAllocateConflict.
     let v = vendors();
     let mut s = xpus(2).snapshot(&v);
     set_usage(&mut s, "xpu-0", 1, 24576, 25);
@@ -252,7 +252,7 @@ fn two_equal_devices_give_the_pod_the_first() {
 
 #[test]
 fn uuid_selection_checks_both_annotation_pairs() {
-    // vendors.md §1: both hami.io/use-xpu-uuid / no-use-xpu-uuid and baidu.com/use-gpuuuid /
+    // As in HAMi, both hami.io/use-xpu-uuid / no-use-xpu-uuid and baidu.com/use-gpuuuid /
     // nouse-gpuuuid must pass.
     let s = xpus(8).snapshot(&vendors());
     let p =
@@ -264,7 +264,7 @@ fn uuid_selection_checks_both_annotation_pairs() {
 
 #[test]
 fn multi_device_requests_use_the_topology_selector_by_index() {
-    // vendors.md §10: the same selector as Kunlun XPU, on device indexes.
+    // The same wing selector as Kunlun XPU, on device indexes.
     let v = vendors();
     let mut s = xpus(8).snapshot(&v);
     for i in [0, 1, 2, 3] {
@@ -280,7 +280,7 @@ fn multi_device_requests_use_the_topology_selector_by_index() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1)
+// Annotations
 
 #[test]
 fn filter_writes_both_keys_identically() {
@@ -351,9 +351,9 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_packs_equal_slices_and_keeps_sizes_apart() {
-    // vendors.md §10: a quarter joins the device already running a quarter (the selector goes
-    // by index, left wing first); a half needs a device without quarters; a whole device needs
-    // an idle one, and none is left.
+    // A quarter joins the device already running a quarter (the selector goes by index, left wing
+    // first); a half needs a device without quarters; a whole device needs an idle one, and none is
+    // left.
     let pods = vec![
         ask(1, "20000").name("q1").view(),
         ask(1, "20000").name("q2").view(),

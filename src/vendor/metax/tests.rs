@@ -66,7 +66,7 @@ fn eval(snap: &NodeSnapshot, p: &PodBuilder) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2, Metax GPU row)
+// Request derivation (HAMi: whole devices)
 
 #[test]
 fn request_derivation_asks_for_whole_devices() {
@@ -76,10 +76,10 @@ fn request_derivation_asks_for_whole_devices() {
     type Want = Result<Option<(u32, u64, u32, u32)>, ()>;
     type Quantities<'a> = &'a [(&'a str, &'a str)];
     let rows: [(&str, Quantities<'_>, Quantities<'_>, Want); 10] = [
-        // §4.2: nums = gpu; memreq 0, mempct 100, cores 100 (a whole device).
+        // Count = gpu; memory 0, percentage 100, cores 100 (a whole device).
         ("count 1", &[(GPU, "1")], &[], Ok(Some((1, 0, 100, 100)))),
         ("count 3", &[(GPU, "3")], &[], Ok(Some((3, 0, 100, 100)))),
-        // §4: the limit, else the request.
+        // The limit, else the request.
         ("count in requests", &[], &[(GPU, "2")], Ok(Some((2, 0, 100, 100)))),
         ("the limit wins", &[(GPU, "1")], &[(GPU, "2")], Ok(Some((1, 0, 100, 100)))),
         // A vendor appears only when its count is positive.
@@ -103,7 +103,7 @@ fn request_derivation_asks_for_whole_devices() {
 
 #[test]
 fn an_unconfigured_count_name_matches_nothing() {
-    // protocol.md §8.2: an absent section leaves empty resource names; the vendor matches nothing.
+    // As in HAMi, an absent config section leaves empty resource names; the vendor matches nothing.
     let v = MetaxGpu::new(&MetaxConfig::default());
     assert!(v.resource_names().is_empty());
     assert_eq!(v.request(VendorId(6), &container(&[(GPU, "1")], &[]), &PodView::default()), Ok(None));
@@ -112,14 +112,14 @@ fn an_unconfigured_count_name_matches_nothing() {
 
 #[test]
 fn resource_names_and_quota_are_the_count_only() {
-    // vendors.md §1: Metax GPU has a count resource and no memory or core resources.
+    // HAMi's Metax GPU has a count resource and no memory or core resources.
     let v = MetaxGpu::new(&chart());
     assert_eq!(v.resource_names(), [GPU]);
     assert_eq!(v.quota_names(), crate::vendor::QuotaNames::default());
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.4) and health (§3.7)
+// Discovery (devices made up from node capacity) and health
 
 fn devices(d: Discovery) -> (Vec<DeviceInfo>, Arc<Extra>) {
     match d {
@@ -133,7 +133,8 @@ fn devices(d: Discovery) -> (Vec<DeviceInfo>, Arc<Extra>) {
 
 #[test]
 fn capacity_becomes_one_whole_device_per_unit() {
-    // protocol.md §3.4: id `<node>-metax-<i>`, count 1, devmem 65536, devcore 100, type Metax-GPU.
+    // As HAMi makes them up: id `<node>-metax-<i>`, count 1, devmem 65536, devcore 100, type
+    // Metax-GPU.
     let (devs, extra) = devices(MetaxGpu::new(&chart()).discover(&metax_node("n1", 3).view()));
     let want: Vec<DeviceInfo> =
         (0..3).map(|i| DeviceInfo::new(&format!("n1-metax-{i}"), i, 1, 65536, 100, "Metax-GPU")).collect();
@@ -144,7 +145,7 @@ fn capacity_becomes_one_whole_device_per_unit() {
 
 #[test]
 fn zero_missing_or_fractional_capacity_means_no_devices() {
-    // protocol.md §3.4: a missing or zero capacity means "no devices"; HAMi reads it with AsInt64.
+    // A missing or zero capacity means "no devices"; HAMi reads it with AsInt64.
     let v = MetaxGpu::new(&chart());
     for cap in ["0", "-2", "1.5", "lots"] {
         assert!(matches!(v.discover(&node("n1").capacity(GPU, cap).view()), Discovery::Absent), "{cap}");
@@ -154,7 +155,8 @@ fn zero_missing_or_fractional_capacity_means_no_devices() {
 
 #[test]
 fn topology_annotations_are_read_at_discovery() {
-    // protocol.md §3.6: `{"1":0,"2":10,…}`; an unparsable value is present but empty.
+    // The topology annotations map a device count to a value, `{"1":0,"2":10,…}`; an unparsable
+    // value is present but empty.
     let n = metax_node("n1", 2)
         .annotation(keys::TOPOLOGY_LOSSES, r#"{"1":0,"2":10}"#)
         .annotation(keys::TOPOLOGY_SCORES, "not json");
@@ -182,7 +184,7 @@ fn topology_maps_parse_like_go_map_int_int() {
 
 #[test]
 fn health_is_positive_capacity_and_cleanup_does_nothing() {
-    // protocol.md §3.7: Metax GPU is healthy iff status.capacity[count] > 0; clean-up removes nothing.
+    // As in HAMi, Metax GPU is healthy iff status.capacity[count] > 0; clean-up removes nothing.
     let v = MetaxGpu::new(&chart());
     assert_eq!(v.health_rule(), HealthRule::CapacityPositive { resource: GPU.into() });
     assert_eq!(v.cleanup(), Cleanup::Nothing);
@@ -190,12 +192,12 @@ fn health_is_positive_capacity_and_cleanup_does_nothing() {
 
 #[test]
 fn metax_gpu_takes_no_node_lock() {
-    // scheduling.md §6 step 3: Metax GPU never locks the node.
+    // As in HAMi, Metax GPU never locks the node.
     assert_eq!(MetaxGpu::new(&chart()).lock(), LockKind::None);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6)
+// Webhook
 
 fn mutate(container: Value) -> (Result<bool, String>, Value, PodEdits) {
     let v = MetaxGpu::new(&chart());
@@ -212,7 +214,7 @@ fn mutate(container: Value) -> (Result<bool, String>, Value, PodEdits) {
 
 #[test]
 fn webhook_recognises_the_count_in_limits_and_changes_nothing() {
-    // protocol.md §6: Metax GPU is recognised iff the count resource is in limits; no change.
+    // As in HAMi, Metax GPU is recognised iff the count resource is in limits; no change.
     let limits = json!({"name": "c", "resources": {"limits": {GPU: "2"}}});
     let (r, c, edits) = mutate(limits.clone());
     assert_eq!(r, Ok(true));
@@ -224,12 +226,12 @@ fn webhook_recognises_the_count_in_limits_and_changes_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (scheduling.md §5.7 generic walk, §5.8 Metax GPU row). The default GPU policy is spread;
-// among idle devices the one registered last is tried first (§5.6).
+// Fit: HAMi's generic device walk without UUID selection, plus the same-device rule. The default
+// GPU policy is spread; among idle devices the one registered last is tried first.
 
 #[test]
 fn a_single_device_request_takes_a_whole_idle_device() {
-    // §4.2 + §5.7 check 9: percentage 100 reserves all 65536 MiB, and 100 cores.
+    // Percentage 100 reserves all 65536 MiB, and 100 cores.
     assert_eq!(
         eval(&snapshot(&metax_node("n1", 2), &[]), &metax_pod(1)),
         Ok("n1-metax-1,Metax-GPU,65536,100:;".into())
@@ -267,7 +269,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 fn fit_rules_reject_with_hamis_reason_words() {
     let two = metax_node("n1", 2);
     let rows: [(&str, NodeSnapshot, PodBuilder, Result<&str, &str>); 6] = [
-        // §5.7 check 6: a device is one slot (count 1), so a busy device is exhausted.
+        // A device is one slot (count 1), so a busy device is exhausted.
         (
             "busy devices are exhausted",
             snapshot(&two, &[("n1-metax-0", 1)]),
@@ -280,24 +282,24 @@ fn fit_rules_reject_with_hamis_reason_words() {
             metax_pod(1),
             Err("2/2 CardTimeSlicingExhausted"),
         ),
-        // §5.7: some but not enough devices found.
+        // Some but not enough devices found.
         (
             "two wanted, one free",
             snapshot(&two, &[("n1-metax-1", 1)]),
             metax_pod(2),
             Err("1/2 AllocatedCardsInsufficientRequest, 1/2 CardTimeSlicingExhausted"),
         ),
-        // §5.4 step 3: more devices than the node has.
+        // More devices than the node has.
         ("three wanted, two on the node", snapshot(&two, &[]), metax_pod(3), Err("NodeInsufficientDevice")),
-        // §5.7 check 7 / §5.11: the mutex policy rejects used devices (here the check-6 reason
-        // comes first, since a Metax device has one slot).
+        // The mutex policy rejects used devices (here the exhausted-slots reason comes first,
+        // since a Metax device has one slot).
         (
             "mutex",
             snapshot(&two, &[("n1-metax-0", 1)]),
             metax_pod(1).annotation(common_keys::GPU_SCHEDULER_POLICY, "mutex"),
             Ok("n1-metax-1,Metax-GPU,65536,100:;"),
         ),
-        // vendors.md §1: Metax GPU has no UUID selection; any value is accepted.
+        // HAMi's Metax GPU has no UUID selection; any value is accepted.
         (
             "uuid annotations are ignored",
             snapshot(&two, &[]),
@@ -314,7 +316,6 @@ fn fit_rules_reject_with_hamis_reason_words() {
 
 #[test]
 fn unhealthy_devices_are_skipped() {
-    // §5.7 check 1: CardNotHealth.
     let mut snap = snapshot(&metax_node("n1", 2), &[]);
     snap.devices[1].health = false;
     assert_eq!(eval(&snap, &metax_pod(1)), Ok("n1-metax-0,Metax-GPU,65536,100:;".into()));
@@ -324,7 +325,7 @@ fn unhealthy_devices_are_skipped() {
 
 #[test]
 fn a_later_container_must_use_the_earlier_containers_device() {
-    // scheduling.md §5.8: every device earlier containers got must be this device. HAMi checks
+    // HAMi's same-device rule: every device earlier containers got must be this device. HAMi checks
     // the rule after the capacity checks, so the device the first container took (now busy)
     // counts as exhausted and the idle one as breaking the rule; the second container never fits.
     let p = metax_pod(1).container("second").limit(GPU, "1");
@@ -346,7 +347,7 @@ fn a_device_busy_with_another_pod_counts_as_exhausted_not_as_the_rule() {
 
 #[test]
 fn init_and_regular_containers_are_held_to_the_rule_separately() {
-    // scheduling.md §5.3: HAMi fits init containers into their own result, so the rule binds a
+    // HAMi fits init containers into their own result, so the rule binds a
     // regular container only to earlier regular containers. Held to the init container's two
     // devices, the regular container could never fit.
     let p = pod().init("setup").limit(GPU, "2").main().limit(GPU, "1");
@@ -357,7 +358,7 @@ fn init_and_regular_containers_are_held_to_the_rule_separately() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1, §4.2)
+// Annotations
 
 fn written(snap: &NodeSnapshot, req: &PodRequest, cs: &[ContainerDevices]) -> Vec<(String, String)> {
     let cx = WriteCx { node: &snap.name, devs: &snap.devices, devices: cs, pod: req, unix_s: 1787293239, unix_ns: 0 };
@@ -368,7 +369,7 @@ fn written(snap: &NodeSnapshot, req: &PodRequest, cs: &[ContainerDevices]) -> Ve
 
 #[test]
 fn filter_writes_both_hami_keys_identically() {
-    // protocol.md §4.1 Metax GPU row: to-allocate and allocated, no extra keys.
+    // As in HAMi: to-allocate and allocated, no extra keys.
     let v = vendors();
     let snap = snapshot(&metax_node("n1", 2), &[]);
     let req = metax_pod(1).request_with(&v);
@@ -384,7 +385,7 @@ fn filter_writes_both_hami_keys_identically() {
 
 #[test]
 fn containers_without_a_device_get_an_empty_entry() {
-    // protocol.md §4.2 / scheduling.md §14 row 1: one entry per container, empty where unused.
+    // One entry per container, empty where unused.
     let p = pod().init("setup").main().container("worker").limit(GPU, "1");
     assert_eq!(eval(&snapshot(&metax_node("n1", 1), &[]), &p), Ok(";;n1-metax-0,Metax-GPU,65536,100:;".into()));
 }
@@ -399,7 +400,7 @@ fn the_allocation_reads_back_from_the_allocated_key() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Node score (vendors.md §7, scheduling.md §5.12)
+// Node score (from the node's topology annotations)
 
 fn score(extra: &Extra, policy: NodePolicy, devices_per_container: &[usize]) -> f32 {
     let v = vendors();
@@ -488,9 +489,8 @@ proptest! {
 
 #[actix::test]
 async fn binpack_picks_the_node_with_the_lower_topology_loss() {
-    // vendors.md §7: under binpack the node score is 2000 − losses[n]; the highest score wins
-    // (scheduling.md §5.13), so the node whose 2-device loss is lower takes the pod, on the two
-    // devices registered last.
+    // Under binpack the node score is 2000 − losses[n] and the highest score wins, so the node
+    // whose 2-device loss is lower takes the pod, on the two devices registered last.
     let cluster = crate::backend::memory::ClusterObjects {
         nodes: vec![
             metax_node("a", 4).annotation(keys::TOPOLOGY_LOSSES, r#"{"1":0,"2":50}"#).view(),

@@ -99,7 +99,7 @@ fn no(s: &str) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2, Metax sGPU row)
+// Request derivation (HAMi: limits only; vmemory with a unit is bytes, bare is GiB)
 
 #[test]
 fn request_derivation_reads_limits_with_metax_units() {
@@ -136,7 +136,7 @@ fn request_derivation_reads_limits_with_metax_units() {
         ("100Ki", &[(SGPU, "1"), (VMEM, "100Ki")], &[], Ok(Some((1, 0, 100, 100)))),
         ("memory in requests", &[(SGPU, "1")], &[(VMEM, "8")], Ok(Some((1, 0, 100, 100)))),
         ("largest bare GiB", &[(SGPU, "1"), (VMEM, "2097151")], &[], Ok(Some((1, 2147482624, 0, 100)))),
-        // HAMi drops out-of-range memory; hami-rs refuses (scheduling.md §14 row 16).
+        // HAMi drops out-of-range memory and places the pod with no reservation; hami-rs refuses.
         ("bare GiB past int32 MiB", &[(SGPU, "1"), (VMEM, "2097152")], &[], Err(VMEM)),
         ("negative memory", &[(SGPU, "1"), (VMEM, "-1")], &[], Err(VMEM)),
         ("negative bytes", &[(SGPU, "1"), (VMEM, "-1Gi")], &[], Err(VMEM)),
@@ -159,7 +159,7 @@ fn request_derivation_reads_limits_with_metax_units() {
 
 #[test]
 fn resource_names_and_quota_use_the_v_names_and_factor_1024() {
-    // protocol.md §5, scheduling.md §9: Metax sGPU quota memory factor 1024.
+    // As in HAMi, Metax sGPU quota limits are in GiB: memory factor 1024.
     let v = MetaxSgpu::new(&chart());
     assert_eq!(v.resource_names(), [SGPU, VMEM, VCORE]);
     let q = v.quota_names();
@@ -167,7 +167,7 @@ fn resource_names_and_quota_use_the_v_names_and_factor_1024() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.6) and health (§3.7)
+// Discovery (`metax-tech.com/node-gpu-devices`) and health
 
 fn discover(n: &NodeBuilder) -> Discovery {
     MetaxSgpu::new(&chart()).discover(&n.view())
@@ -183,8 +183,9 @@ fn devices(d: Discovery) -> Vec<DeviceInfo> {
 
 #[test]
 fn the_plugins_list_becomes_devices_with_metax_custom_info() {
-    // protocol.md §3.6: id = uuid, index = position, count = totalDevCount, devmem = totalVRam,
-    // devcore = totalCompute, type Metax-SGPU, health = healthy, custominfo {QosPolicy, Model, LinkZone}.
+    // As HAMi reads the plugin's list: id = uuid, index = position, count = totalDevCount,
+    // devmem = totalVRam, devcore = totalCompute, type Metax-SGPU, health = healthy,
+    // custominfo {QosPolicy, Model, LinkZone}.
     let mut second = sdev("sgpu-1", 32768, "fixed-share", 2);
     second["numa"] = json!(1);
     second["healthy"] = json!(false);
@@ -211,7 +212,7 @@ fn device_keys_match_case_insensitively_and_missing_ones_read_as_zero() {
 
 #[test]
 fn an_empty_or_missing_list_means_no_devices_and_a_broken_one_is_malformed() {
-    // protocol.md §3.2/§3.6: no devices is reported as an error by HAMi (the node has none).
+    // No devices is reported as an error by HAMi (the node has none).
     assert!(matches!(discover(&node("n1")), Discovery::Absent));
     assert!(matches!(discover(&node("n1").annotation(keys::NODE_DEVICES, "[]")), Discovery::Absent));
     assert!(matches!(discover(&node("n1").annotation(keys::NODE_DEVICES, "null")), Discovery::Absent));
@@ -234,7 +235,7 @@ fn an_empty_or_missing_list_means_no_devices_and_a_broken_one_is_malformed() {
 
 #[test]
 fn health_is_listed_devices_lock_is_shared_and_cleanup_does_nothing() {
-    // protocol.md §3.7: healthy iff the annotation lists a device; §3.8: the shared lock.
+    // As in HAMi: healthy iff the annotation lists a device; the shared hami.io/mutex.lock.
     let v = MetaxSgpu::new(&chart());
     assert_eq!(v.health_rule(), HealthRule::DevicesListed);
     assert_eq!(v.cleanup(), Cleanup::Nothing);
@@ -242,7 +243,7 @@ fn health_is_listed_devices_lock_is_shared_and_cleanup_does_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6, Metax sGPU)
+// Webhook (HAMi's Metax sGPU rules)
 
 fn mutate(annotations: serde_json::Value, container: serde_json::Value) -> (Result<bool, String>, PodEdits) {
     let v = MetaxSgpu::new(&chart());
@@ -327,11 +328,11 @@ fn the_defaulted_qos_is_seen_by_the_next_container() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit: filter every device (walking from the end), then pick (vendors.md §7)
+// Fit: filter every device (walking from the end), then pick, as HAMi's Metax sGPU does
 
 #[test]
 fn a_request_gets_its_memory_and_cores_on_the_least_used_device() {
-    // §12.1 example: vcore 30, vmemory 8 (GiB) → 8192 MiB, 30 cores.
+    // HAMi's example: vcore 30, vmemory 8 (GiB) → 8192 MiB, 30 cores.
     let p = sgpu_pod(1).limit(VCORE, "30").limit(VMEM, "8");
     assert_eq!(eval(&snapshot(&idle(2), &[]), &p), ok("sgpu-1,Metax-SGPU,8192,30:;"));
     // Without memory the device's whole memory (percentage 100).
@@ -363,7 +364,7 @@ fn filter_rules_reject_with_hamis_reason_words() {
             small(),
             no("1/1 CardTimeSlicingExhausted"),
         ),
-        // Mutex policy (scheduling.md §5.11).
+        // The mutex policy rejects used devices.
         (
             "mutex",
             snapshot(&idle(1), &[("sgpu-0", plain(1))]),
@@ -414,7 +415,7 @@ fn filter_rules_reject_with_hamis_reason_words() {
 
 #[test]
 fn unhealthy_devices_are_card_unhealthy() {
-    // vendors.md §7: Metax sGPU's own word, CardUnhealthy (not CardNotHealth).
+    // HAMi's Metax sGPU has its own word, CardUnhealthy (not CardNotHealth).
     let mut snap = snapshot(&idle(2), &[]);
     snap.devices[0].health = false;
     assert_eq!(eval(&snap, &sgpu_pod(1).limit(VCORE, "30")), ok("sgpu-1,Metax-SGPU,65536,30:;"));
@@ -459,7 +460,7 @@ fn app_classes_co_locate_as_hami_allows() {
 
 #[test]
 fn online_pods_skip_the_core_rules_and_take_no_cores() {
-    // vendors.md §7: the core checks are for pods that are not online; online entries get cores 0.
+    // In HAMi the core checks are for pods that are not online; online entries get cores 0.
     let full = Busy { used: 2, mem: 1024, cores: 100, online: 2, ..Busy::default() };
     let p = sgpu_pod(1).limit(VMEM, "1").annotation(keys::APP_CLASS, "online");
     assert_eq!(eval(&snapshot(&idle(1), &[("sgpu-0", full)]), &p), ok("sgpu-0,Metax-SGPU,1024,0:;"));
@@ -513,7 +514,8 @@ fn a_later_container_sees_the_qos_an_earlier_one_set() {
 
 #[test]
 fn online_pods_pick_devices_with_the_fewest_online_tasks_and_only_offline_devices_last() {
-    // vendors.md §7 pick for online pods (HAMi's prioritizeOnlineDevices).
+    // HAMi's pick for online pods (prioritizeOnlineDevices): the fewest online tasks first, devices
+    // with only offline tasks last.
     let n = idle(4);
     let snap = snapshot(
         &n,
@@ -615,9 +617,9 @@ fn uuids(r: Result<String, String>) -> Vec<String> {
 
 #[test]
 fn exclusive_pods_pick_by_metalink_zone() {
-    // vendors.md §7: 100-core pods without app class take a zone that alone holds the request,
-    // smallest first; else fill zones smallest first; then devices without a zone. Inside a zone
-    // devices keep the walk's order (from the end of the sorted list).
+    // In HAMi 100-core pods without app class take a zone that alone holds the request, smallest
+    // first; else fill zones smallest first; then devices without a zone. Inside a zone devices
+    // keep the walk's order (from the end of the sorted list).
     let snap = snapshot(&zoned(), &[]);
     let excl = |n: u32| sgpu_pod(n).limit(VMEM, "1");
     // Policy order alone would give sgpu-4, sgpu-3 (the walk starts from the end).
@@ -702,7 +704,7 @@ fn tagged_charges_feed_the_next_fit() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1, §12.1)
+// Annotations
 
 fn written(snap: &NodeSnapshot, p: &PodBuilder) -> Vec<(String, String)> {
     let v = vendors();
@@ -728,7 +730,7 @@ fn pairs(kv: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn filter_writes_hami_keys_metax_allocation_and_predicate_time() {
-    // protocol.md §12.1: `[[{"uuid":"sgpu-0","compute":30,"vRam":8192}]]`; predicate-time unix-ns.
+    // HAMi's example: `[[{"uuid":"sgpu-0","compute":30,"vRam":8192}]]`; predicate-time unix-ns.
     let p = sgpu_pod(1).limit(VCORE, "30").limit(VMEM, "8");
     assert_eq!(
         written(&snapshot(&idle(1), &[]), &p),
@@ -743,7 +745,7 @@ fn filter_writes_hami_keys_metax_allocation_and_predicate_time() {
 
 #[test]
 fn metax_allocation_omits_zero_fields_and_keeps_one_array_per_container() {
-    // protocol.md §4.1: zero compute/vRam omitted; empty containers are empty arrays.
+    // As HAMi writes it: zero compute/vRam omitted; empty containers are empty arrays.
     let p = pod().init("setup").main().limit(SGPU, "1").limit(VMEM, "2").annotation(keys::APP_CLASS, "online");
     let w = written(&snapshot(&idle(1), &[]), &p);
     assert_eq!(w[0], (keys::TO_ALLOCATE.to_owned(), ";sgpu-0,Metax-SGPU,2048,0:;".to_owned()));
@@ -758,7 +760,7 @@ fn pod_keys_are_every_key_metax_sgpu_writes() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Node score (vendors.md §7, scheduling.md §5.12)
+// Node score (policy-neutral; HAMi multiplies it by −10000 under spread, +10000 otherwise)
 
 fn score(before: &NodeSnapshot, p: &PodBuilder, cfg: &MetaxConfig, chosen: &[(&str, u32)], policy: NodePolicy) -> f32 {
     let req = p.request_with(&vendors());

@@ -66,7 +66,7 @@ fn try_fit(snap: &NodeSnapshot, p: &PodBuilder) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2, Mthreads)
+// Request derivation (HAMi: sgpu-memory × 512 MiB; memory and cores divided by the count)
 
 #[derive(Debug)]
 enum Want {
@@ -93,11 +93,11 @@ fn request_derivation_splits_memory_and_cores_over_the_gpus() {
         // memreq: sgpu-memory × 512 MiB.
         ("one GPU, 8 units", &[(VGPU, "1"), (SMEM, "8"), (SCORE, "4")], &[], Req(1, 4096, 0, 4)),
         ("memory from requests", &[(VGPU, "1")], &[(SMEM, "8")], Req(1, 4096, 0, 0)),
-        // vendors.md §6: memory and cores are the container's totals, divided by the count.
+        // HAMi: memory and cores are the container's totals, divided by the count.
         ("two whole GPUs", &[(VGPU, "2"), (SMEM, "192"), (SCORE, "32")], &[], Req(2, 49152, 0, 16)),
         ("division truncates", &[(VGPU, "3"), (SMEM, "10"), (SCORE, "16")], &[], Req(3, 1706, 0, 5)),
         ("memory 0", &[(VGPU, "1"), (SMEM, "0")], &[], Req(1, 0, 100, 0)),
-        // scheduling.md §14 row 16: a memory value HAMi would drop is refused.
+        // A memory value HAMi would drop (placing the pod with no reservation) is refused.
         ("memory past the int32 limit", &[(VGPU, "1"), (SMEM, "4194304")], &[], Refused(SMEM)),
         ("fractional memory", &[(VGPU, "1"), (SMEM, "2.5")], &[], Refused(SMEM)),
         ("negative memory", &[(VGPU, "1"), (SMEM, "-2")], &[], Refused(SMEM)),
@@ -121,7 +121,7 @@ fn request_derivation_splits_memory_and_cores_over_the_gpus() {
 
 #[test]
 fn resource_and_quota_names_use_512_mib_units() {
-    // scheduling.md §9: Mthreads quota limits are in 512 MiB units.
+    // As in HAMi, Mthreads quota limits are in 512 MiB units.
     let v = Mthreads::new(&chart());
     assert_eq!(v.resource_names(), [VGPU, SMEM, SCORE]);
     let q = v.quota_names();
@@ -129,7 +129,7 @@ fn resource_and_quota_names_use_512_mib_units() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook (protocol.md §6, Mthreads)
+// Webhook (HAMi's Mthreads rules)
 
 struct Mutated {
     result: Result<bool, String>,
@@ -158,7 +158,7 @@ fn mutate(before: &Value) -> Mutated {
 
 #[test]
 fn webhook_refuses_a_count_that_is_not_positive() {
-    // protocol.md §6: count (limits, else requests) ≤ 0 → `mthreads.com/vgpu must be greater than 0`.
+    // HAMi: count (limits, else requests) ≤ 0 → `mthreads.com/vgpu must be greater than 0`.
     for c in [
         json!({"name": "c", "resources": {"limits": {VGPU: "0"}}}),
         json!({"name": "c", "resources": {"requests": {VGPU: "-1"}}}),
@@ -169,7 +169,7 @@ fn webhook_refuses_a_count_that_is_not_positive() {
 
 #[test]
 fn webhook_gives_more_than_one_gpu_whole_gpus() {
-    // protocol.md §6: count > 1 → cores 16 × count, memory 96 × count and
+    // HAMi: count > 1 → cores 16 × count, memory 96 × count and
     // `mthreads.com/request-gpu-num: <count>`, whatever memory was asked for.
     let m = mutate(&json!({"name": "c", "resources": {"limits": {VGPU: "2", SMEM: "8"}}}));
     assert_eq!(m.result, Ok(true));
@@ -182,7 +182,7 @@ fn webhook_gives_more_than_one_gpu_whole_gpus() {
 
 #[test]
 fn webhook_checks_single_gpu_memory_sizes() {
-    // protocol.md §6: one GPU without memory → cores 16, memory 96; with memory it must be one
+    // HAMi: one GPU without memory → cores 16, memory 96; with memory it must be one
     // of 2, 4, 8, 16, 32, 64, 96 (units of 512 MiB), else HAMi's error text.
     let m = mutate(&json!({"name": "c", "resources": {"limits": {VGPU: "1"}}}));
     assert_eq!((&m.result, m.limit(SCORE), m.limit(SMEM)), (&Ok(true), Some("16"), Some("96")));
@@ -213,7 +213,7 @@ fn webhook_ignores_containers_without_a_count() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.4)
+// Discovery (devices made up from node capacity)
 
 fn devices_of(d: Discovery) -> Vec<DeviceInfo> {
     match d {
@@ -225,8 +225,8 @@ fn devices_of(d: Discovery) -> Vec<DeviceInfo> {
 
 #[test]
 fn capacity_becomes_one_device_per_16_cores() {
-    // protocol.md §3.4: ceil(C/16) devices `<node>-mthreads-<i>`, 100 slots, M×512×16/C MiB,
-    // 16 cores, type `Mthreads`.
+    // As HAMi makes them up from C sgpu-core and M sgpu-memory: ceil(C/16) devices
+    // `<node>-mthreads-<i>`, 100 slots, M×512×16/C MiB, 16 cores, type `Mthreads`.
     let devs = devices_of(Mthreads::new(&chart()).discover(&gpus(2).view()));
     let want: Vec<DeviceInfo> =
         (0..2).map(|i| DeviceInfo::new(&format!("n1-mthreads-{i}"), i, 100, 49152, 16, "Mthreads")).collect();
@@ -251,12 +251,12 @@ fn missing_or_zero_core_capacity_means_no_devices() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (scheduling.md §5.8: generic walk, `Mthreads` type, same-device rule)
+// Fit (HAMi's generic device walk, plus the `Mthreads` type and the same-device rule)
 
 #[test]
 fn each_walk_check_rejects_with_hamis_reason() {
     let rows: Vec<(&str, NodeSnapshot, PodBuilder, Result<&str, &str>)> = vec![
-        // §5.6: of two idle GPUs the one registered last is tried first.
+        // Of two idle GPUs the one registered last is tried first.
         ("one GPU share", idle(2), mt_pod(1, 8, 4), Ok("n1-mthreads-1,Mthreads,4096,4:;")),
         // The webhook's whole GPU: all memory and 16 cores.
         (
@@ -273,7 +273,7 @@ fn each_walk_check_rejects_with_hamis_reason() {
         ),
         ("memory", with_usage(idle(1), &[(0, 1, 49152 - 2048, 0)]), mt_pod(1, 8, 4), Err("1/1 CardInsufficientMemory")),
         ("cores", with_usage(idle(1), &[(0, 1, 0, 10)]), mt_pod(1, 8, 8), Err("1/1 CardInsufficientCore")),
-        // §5.7 check 14: cores total 16, all booked, a core-less task may not join.
+        // Cores total 16, all booked: a core-less task may not join.
         (
             "core-less on a full GPU",
             with_usage(idle(1), &[(0, 1, 0, 16)]),
@@ -296,8 +296,8 @@ fn each_walk_check_rejects_with_hamis_reason() {
 
 #[test]
 fn a_pods_containers_share_one_gpu() {
-    // vendors.md §6, scheduling.md §5.8: every device given to earlier containers must be this
-    // device (CardNotFoundCustomFilterRule), so the whole pod lands on one GPU.
+    // HAMi's same-device rule: every device given to earlier containers must be this device
+    // (CardNotFoundCustomFilterRule), so the whole pod lands on one GPU.
     let p = and_container(mt_pod(1, 8, 4), "second", 8, 4);
     assert_eq!(try_fit(&idle(2), &p), Ok("n1-mthreads-1,Mthreads,4096,4:;n1-mthreads-1,Mthreads,4096,4:;".into()));
     // The second container does not fit beside the first: the other GPU is ruled out, so the
@@ -337,7 +337,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 
 #[test]
 fn devices_must_have_an_mthreads_type() {
-    // vendors.md §6: the type must contain `Mthreads`. Discovery always writes it, so only a
+    // HAMi: the type must contain `Mthreads`. Discovery always writes it, so only a
     // device edited into the snapshot can miss it; the check mirrors HAMi's.
     let mut snap = idle(2);
     snap.devices[1].info = Arc::new(DeviceInfo { ty: Arc::from("Other"), ..(*snap.devices[1].info).clone() });
@@ -350,7 +350,7 @@ fn devices_must_have_an_mthreads_type() {
 
 #[test]
 fn uuid_selection_uses_the_mthreads_ai_keys() {
-    // vendors.md §1: mthreads.ai/use-gpuuuid / nouse-gpuuuid (note `.ai`).
+    // HAMi's keys: mthreads.ai/use-gpuuuid / nouse-gpuuuid (note `.ai`).
     let snap = idle(2);
     let p = |k: &str, v: &str| mt_pod(1, 8, 4).annotation(k, v);
     assert_eq!(try_fit(&snap, &p(keys::USE_UUID, "n1-mthreads-0")), Ok("n1-mthreads-0,Mthreads,4096,4:;".into()));
@@ -385,7 +385,7 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn filter_writes_the_allocated_key_and_the_mthreads_extras() {
-    // protocol.md §4.1: no to-allocate key; gpu-index of the last container holding devices;
+    // As HAMi writes them: no to-allocate key; gpu-index of the last container holding devices;
     // predicate-time in unix-ns; predicate-node.
     let out = written(&idle(2), &mt_pod(2, 192, 32));
     assert_eq!(
@@ -409,7 +409,7 @@ fn filter_writes_the_allocated_key_and_the_mthreads_extras() {
 
 #[test]
 fn no_lock_always_healthy_nothing_to_clean_up() {
-    // vendors.md §6: no lock; protocol.md §3.7: always healthy.
+    // As in HAMi: no lock, always healthy.
     let v = Mthreads::new(&chart());
     assert_eq!(v.lock(), LockKind::None);
     assert_eq!(v.health_rule(), HealthRule::AlwaysHealthy);

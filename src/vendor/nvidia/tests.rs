@@ -27,7 +27,7 @@ fn container(limits: &[(&str, &str)], requests: &[(&str, &str)]) -> ContainerVie
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.1)
+// Request derivation: what HAMi reads from a container's NVIDIA resources
 
 /// What a request derivation should produce.
 #[derive(Debug)]
@@ -60,8 +60,8 @@ const PRIO: &str = "nvidia.com/priority";
 fn request_derivation_follows_hami_field_by_field() {
     use Want::*;
     let rows = [
-        // §4.1 nums: the count is an integer, else HAMi reads no NVIDIA request; hami-rs refuses
-        // a count it cannot use (negative, fractional, unparsable, past int32).
+        // The count is an integer, else HAMi reads no NVIDIA request; hami-rs refuses a count it
+        // cannot use (negative, fractional, unparsable, past int32).
         Row { what: "no count", cfg: same, limits: &[(MEM, "3000")], requests: &[], want: Nothing },
         Row { what: "count 0", cfg: same, limits: &[(GPU, "0")], requests: &[], want: Nothing },
         Row { what: "negative count", cfg: same, limits: &[(GPU, "-1")], requests: &[], want: Refused(GPU) },
@@ -76,9 +76,9 @@ fn request_derivation_follows_hami_field_by_field() {
             want: Refused(GPU),
         },
         Row { what: "count 2", cfg: same, limits: &[(GPU, "2")], requests: &[], want: Req(2, 0, 100, 0) },
-        // §4 "Integer" means exactly representable as an int64: `2k` is 2000.
+        // HAMi's "integer" means exactly representable as an int64: `2k` is 2000.
         Row { what: "count 2k", cfg: same, limits: &[(GPU, "2k")], requests: &[], want: Req(2000, 0, 100, 0) },
-        // §4: quantities come from limits, falling back to requests when the limit is absent.
+        // Quantities come from limits, falling back to requests when the limit is absent.
         Row {
             what: "count in requests only",
             cfg: same,
@@ -93,7 +93,7 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[(GPU, "1")],
             want: Refused(GPU),
         },
-        // §4.1 memreq: gpumem × max(memoryFactor, 1).
+        // Memory: gpumem × max(memoryFactor, 1).
         Row {
             what: "memory",
             cfg: same,
@@ -136,8 +136,8 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[],
             want: Req(1, 2147483647, 101, 0),
         },
-        // §4.1 + §14 row 16: HAMi drops the request when memory leaves 0..=2^31-1/factor; hami-rs
-        // refuses the pod instead of placing it without a reservation.
+        // HAMi drops the request when memory leaves 0..=2^31-1/factor; hami-rs refuses the pod
+        // instead of placing it without a reservation.
         Row {
             what: "memory past the int32 limit",
             cfg: same,
@@ -180,8 +180,8 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[],
             want: Refused(MEM),
         },
-        // §4.1 mempct: absent → 101; > 100 → 100; ≤ 0 → 101; else the value. HAMi also reads a
-        // non-integer as 101; hami-rs refuses it (the webhook denies it too).
+        // Percentage: absent → 101 (unset); > 100 → 100; ≤ 0 → 101; else the value. HAMi also reads
+        // a non-integer as 101; hami-rs refuses it (the webhook denies it too).
         Row {
             what: "percentage 50",
             cfg: same,
@@ -266,7 +266,8 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[],
             want: Refused(PCT),
         },
-        // §4.1 default: mempct unset and memreq 0 → defaultMemory when non-zero, else mempct 100.
+        // HAMi's default: percentage unset and memory 0 → defaultMemory when non-zero, else
+        // 100 percent.
         Row { what: "no memory at all", cfg: same, limits: &[(GPU, "1")], requests: &[], want: Req(1, 0, 100, 0) },
         Row {
             what: "percentage 0 and no memory",
@@ -320,7 +321,7 @@ fn request_derivation_follows_hami_field_by_field() {
             requests: &[],
             want: Req(1, 2048, 101, 0),
         },
-        // §4.1 cores: an integer (no check against 100), defaultCores when absent. HAMi also takes
+        // Cores: an integer (no check against 100), defaultCores when absent. HAMi also takes
         // defaultCores for a value that is not an integer; hami-rs refuses it.
         Row { what: "cores", cfg: same, limits: &[(GPU, "1"), (CORES, "30")], requests: &[], want: Req(1, 0, 100, 30) },
         Row {
@@ -437,7 +438,7 @@ fn request_derivation_follows_hami_field_by_field() {
 
 #[test]
 fn a_refused_quantity_refuses_the_whole_pod_request() {
-    // §14 row 16: a bad memory quantity is an error for the pod, not a silently dropped request.
+    // A bad memory quantity is an error for the pod, not a request HAMi silently drops.
     let v = vendors();
     let p = pod().gpu(1).mem_mib(1).limit(MEM, "1.5");
     let err = v.pod_request(&p.view(), &defaults()).unwrap_err();
@@ -454,7 +455,7 @@ fn resource_names_list_the_count_first_and_skip_empty_names() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook mutation (protocol.md §6, NVIDIA)
+// Webhook mutation (HAMi's NVIDIA rules)
 
 struct Mutated {
     result: Result<bool, String>,
@@ -493,7 +494,7 @@ fn mutate(container: Value) -> Mutated {
 
 #[test]
 fn percentage_outside_0_to_100_is_refused_with_hamis_message() {
-    // protocol.md §6: the percentage (limits, else requests) must be an integer in 0..=100.
+    // HAMi: the percentage (limits, else requests) must be an integer in 0..=100.
     let cases = [
         (json!({"name": "train", "resources": {"limits": {GPU: "1", PCT: "150"}}}), "150", "train"),
         (json!({"name": "train", "resources": {"limits": {GPU: "1", PCT: "-1"}}}), "-1", "train"),
@@ -520,7 +521,7 @@ fn percentage_outside_0_to_100_is_refused_with_hamis_message() {
 
 #[test]
 fn priority_limit_becomes_cuda_task_priority() {
-    // protocol.md §6: nvidia.com/priority in limits → env CUDA_TASK_PRIORITY=<value>.
+    // HAMi: nvidia.com/priority in limits → env CUDA_TASK_PRIORITY=<value>.
     let m = mutate(json!({"name": "c", "resources": {"limits": {GPU: "1", PRIO: "1"}}}));
     assert_eq!(m.result, Ok(true));
     assert_eq!(m.env(), [("CUDA_TASK_PRIORITY".to_owned(), "1".to_owned())]);
@@ -531,8 +532,8 @@ fn priority_limit_becomes_cuda_task_priority() {
 
 #[test]
 fn core_policy_other_than_default_is_exported_to_every_container() {
-    // protocol.md §6: gpuCorePolicy configured and not `default` → GPU_CORE_UTILIZATION_POLICY on
-    // every container, also those without a GPU.
+    // HAMi: gpuCorePolicy configured and not `default` → GPU_CORE_UTILIZATION_POLICY on every
+    // container, also those without a GPU.
     let cfg = NvidiaConfig { gpu_core_policy: "force".into(), ..chart() };
     for c in [json!({"name": "c", "resources": {"limits": {GPU: "1"}}}), json!({"name": "sidecar"})] {
         let m = mutate_with(&cfg, c, None);
@@ -547,7 +548,7 @@ fn core_policy_other_than_default_is_exported_to_every_container() {
 
 #[test]
 fn webhook_defaults_count_and_exclusive_cores_as_hami_does() {
-    // protocol.md §6: `recognised` when the count is in limits; otherwise defaultGPUNum is injected
+    // HAMi: `recognised` when the count is in limits; otherwise defaultGPUNum is injected
     // when cores, memory or percentage is in limits. Then the exclusive-core default: count present
     // (limits or requests), cores absent from both, memory "whole" → gpucores 100.
     struct Case {
@@ -568,7 +569,7 @@ fn webhook_defaults_count_and_exclusive_cores_as_hami_does() {
             cores: Some("100"),
         },
         Case {
-            // protocol.md §12 step 1: count present, memory present → no cores injected.
+            // Count present, memory present → no cores injected.
             what: "count and memory",
             default_gpu_num: 1,
             container: json!({"resources": {"limits": {GPU: "1", MEM: "3000"}}}),
@@ -700,7 +701,7 @@ fn webhook_defaults_count_and_exclusive_cores_as_hami_does() {
 
 #[test]
 fn exclusive_default_without_a_memory_name_treats_memory_as_whole() {
-    // protocol.md §6: "no memory resource name configured" counts as whole memory.
+    // HAMi: "no memory resource name configured" counts as whole memory.
     let cfg = NvidiaConfig { resource_memory_name: String::new(), ..chart() };
     let m = mutate_with(&cfg, json!({"resources": {"limits": {GPU: "1", MEM: "3000"}}}), None);
     assert_eq!(m.result, Ok(true));
@@ -714,7 +715,7 @@ fn exclusive_default_without_a_memory_name_treats_memory_as_whole() {
 
 #[test]
 fn recognised_pods_get_the_configured_runtime_class_unless_they_have_one() {
-    // protocol.md §6: recognised, no runtimeClassName on the pod, one configured → set it.
+    // HAMi: recognised, no runtimeClassName on the pod, one configured → set it.
     let cfg = NvidiaConfig { runtime_class_name: "nvidia".into(), ..chart() };
     let gpu = json!({"resources": {"limits": {GPU: "1"}}});
     let m = mutate_with(&cfg, gpu.clone(), None);
@@ -729,7 +730,7 @@ fn recognised_pods_get_the_configured_runtime_class_unless_they_have_one() {
 
 #[test]
 fn overwrite_env_hides_gpus_from_containers_without_a_request() {
-    // protocol.md §6: not recognised and overwriteEnv → NVIDIA_VISIBLE_DEVICES=none.
+    // HAMi: not recognised and overwriteEnv → NVIDIA_VISIBLE_DEVICES=none.
     let cfg = NvidiaConfig { overwrite_env: true, ..chart() };
     let m = mutate_with(&cfg, json!({"name": "plain"}), None);
     assert_eq!(m.result, Ok(false));
@@ -753,7 +754,7 @@ fn env_is_appended_after_existing_entries() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Discovery (protocol.md §3.2, §3.3, §3.5, §3.6)
+// Discovery: the registration (JSON or colon list), pair scores and the cordon list
 
 fn discover(annotations: &[(&str, &str)]) -> Discovery {
     let mut n = NodeView::default();
@@ -784,7 +785,7 @@ fn malformed_key(d: Discovery) -> String {
 
 #[test]
 fn registration_reads_the_json_list() {
-    // protocol.md §3.2 example: two V100s, one on NUMA 1.
+    // HAMi's documented example: two V100s, one on NUMA 1.
     let reg = format!(
         r#"[{{"id":"{GPU_1111}","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core","health":true}},
             {{"id":"{GPU_2222}","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}}]"#
@@ -802,7 +803,7 @@ fn registration_reads_the_json_list() {
 
 #[test]
 fn registration_reads_the_legacy_colon_list() {
-    // protocol.md §3.3 example: 7-field form (mode hami-core, index 0) and 9-field form.
+    // The colon form: 7 fields (mode hami-core, index 0) and 9 fields.
     let reg = format!(
         "{GPU_1111},10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:{GPU_2222},10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,1,true,1,hami-core:"
     );
@@ -823,7 +824,7 @@ fn registration_builder_round_trips_through_discovery() {
 
 #[test]
 fn empty_or_missing_registration_means_no_devices() {
-    // protocol.md §3.2: an empty array or null is "no devices".
+    // An empty array or null is "no devices".
     assert!(matches!(discover(&[]), Discovery::Absent));
     assert!(matches!(discover(&[(keys::NVIDIA_REGISTER, "[]")]), Discovery::Absent));
     assert!(matches!(discover(&[(keys::NVIDIA_REGISTER, "null")]), Discovery::Absent));
@@ -831,7 +832,7 @@ fn empty_or_missing_registration_means_no_devices() {
 
 #[test]
 fn malformed_registration_is_reported_under_its_key() {
-    // protocol.md §3.2, §3.3: a parse error makes the vendor's read fail.
+    // A parse error makes the vendor's read fail.
     for reg in [
         "[{",
         r#"{"id":"GPU-0"}"#,
@@ -846,7 +847,7 @@ fn malformed_registration_is_reported_under_its_key() {
 
 #[test]
 fn pair_scores_are_read_and_a_bad_value_fails_the_registration() {
-    // protocol.md §3.5 / §12.1: pair scores; a parse error fails the whole NVIDIA registration.
+    // Pair scores are read; as in HAMi, a parse error fails the whole NVIDIA registration.
     let reg = node("a").gpus(1, 16384).view().metadata.annotations[keys::NVIDIA_REGISTER].clone();
     let scores = r#"[{"uuid":"GPU-a","score":{"GPU-b":400,"GPU-c":20}},{"uuid":"GPU-b","score":{"GPU-a":400,"GPU-c":20}},{"uuid":"GPU-c","score":{"GPU-a":20,"GPU-b":20}}]"#;
     let (_, extra) = devices(discover(&[(keys::NVIDIA_REGISTER, &reg), (keys::NVIDIA_SCORE, scores)]));
@@ -861,14 +862,14 @@ fn pair_scores_are_read_and_a_bad_value_fails_the_registration() {
 
 #[test]
 fn cordon_list_is_trimmed_and_skips_empties() {
-    // protocol.md §3.6 / §12.1: `GPU-a, GPU-c` (spaces tolerated).
+    // A cordon list as HAMi documents it: `GPU-a, GPU-c` (spaces tolerated).
     let reg = node("a").gpus(1, 16384).view().metadata.annotations[keys::NVIDIA_REGISTER].clone();
     let (_, extra) = devices(discover(&[(keys::NVIDIA_REGISTER, &reg), (keys::NVIDIA_CORDON, "GPU-a, GPU-c,, ")]));
     assert_eq!(extra.cordon, ["GPU-a", "GPU-c"]);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations written by Filter (protocol.md §4.1, §4.3, §12) and read back
+// Annotations written by Filter (device keys, MIG allocations) and read back
 
 fn decide(n: &NodeBuilder, p: &PodBuilder) -> (crate::sched::NodeSnapshot, PodRequest, Vec<ContainerDevices>) {
     let v = vendors();
@@ -888,7 +889,7 @@ fn written(snap: &crate::sched::NodeSnapshot, req: &PodRequest, cs: &[ContainerD
 
 #[test]
 fn worked_example_writes_both_device_keys() {
-    // protocol.md §12: 1 GPU, 3000 MiB, percentage unset, cores = defaultCores (0).
+    // HAMi's worked example: 1 GPU, 3000 MiB, percentage unset, cores = defaultCores (0).
     let n = node("node-a").gpu(gpu(GPU_1111, 32768)).gpu(gpu(GPU_2222, 32768).used(1, 8000, 30));
     let (snap, req, cs) = decide(&n, &pod().name("train-0").gpu(1).mem_mib(3000));
     let want = format!("{GPU_1111},NVIDIA,3000,0:;");
@@ -900,8 +901,8 @@ fn worked_example_writes_both_device_keys() {
 
 #[test]
 fn count_only_pod_after_the_webhook_takes_the_whole_card() {
-    // protocol.md §12, last paragraph: with the webhook's 100 cores the annotation is
-    // `GPU-…1111,NVIDIA,32768,100:;` on a 32 GiB card.
+    // With the webhook's 100 cores the annotation is `GPU-…1111,NVIDIA,32768,100:;` on a 32 GiB
+    // card.
     let n = node("node-a").gpu(gpu(GPU_1111, 32768));
     let (snap, req, cs) = decide(&n, &pod().gpu(1).cores(100));
     assert_eq!(written(&snap, &req, &cs)[1].1, format!("{GPU_1111},NVIDIA,32768,100:;"));
@@ -909,8 +910,8 @@ fn count_only_pod_after_the_webhook_takes_the_whole_card() {
 
 #[test]
 fn mig_decision_writes_the_mig_allocations_key() {
-    // protocol.md §4.3 example: 1g.5gb placed from the top (start 6); scheduling.md §5.9: the entry
-    // takes the profile's memory and cores.
+    // 1g.5gb placed from the top (start 6), as in HAMi's example; the entry takes the profile's
+    // memory and cores.
     let n = node("node-a").gpu(gpu("GPU-aa11", 40960).mig(a100_profiles()));
     let (snap, req, cs) = decide(&n, &pod().gpu(1).mem_mib(4000));
     let out = written(&snap, &req, &cs);
@@ -929,7 +930,7 @@ fn mig_decision_writes_the_mig_allocations_key() {
 
 #[test]
 fn mig_allocations_index_containers_in_the_padded_list() {
-    // protocol.md §4.3: containerIndex is the position in the NVIDIA list (init containers first,
+    // containerIndex is the position in the NVIDIA list (init containers first,
     // padded), deviceIndex the position inside the container.
     let n = node("node-a").gpu(gpu("GPU-aa11", 40960).mig(a100_profiles()));
     let p = pod().init("setup").main().gpu(2).mem_mib(9000);
@@ -992,7 +993,7 @@ fn decode_allocation_falls_back_by_gpu_and_ignores_bad_mig_values() {
     assert_eq!(cs[0][0].mig, None);
     assert_eq!(cs[1][0].mig, slot("1g.5gb", 6, 1));
 
-    // An invalid MIG value is ignored, as HAMi's usage rebuild does (protocol.md §4.3).
+    // An invalid MIG value is ignored, as HAMi's usage rebuild does.
     for bad in [
         "not json",
         r#"[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"","profile":"1g.5gb","placement":{"start":6,"size":1}}]"#,
@@ -1005,15 +1006,15 @@ fn decode_allocation_falls_back_by_gpu_and_ignores_bad_mig_values() {
         assert_eq!(cs[0][0].mig, None, "{bad:?}");
     }
 
-    // A malformed device value rejects the pod's annotations (protocol.md §4.2 decoding rule 2).
+    // A malformed device value rejects the pod's annotations as a whole, as in HAMi.
     let p = allocated_pod(&[(keys::NVIDIA_ALLOCATED, "GPU-aa11,NVIDIA,lots,15:;")]);
     assert!(v.decode_allocation(&p).is_err());
 }
 
 #[test]
 fn mig_reservations_no_entry_consumed_are_read_as_held_placements() {
-    // scheduling.md §5.2 step 3: HAMi restores reservations left after every entry took its own,
-    // on GPUs the pod has an entry on or not; they keep their placements taken.
+    // HAMi restores reservations left after every entry took its own, on GPUs the pod has an entry
+    // on or not; they keep their placements taken.
     let v = Nvidia::new(&chart());
     let mig = r#"[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{"start":6,"size":1}},
                   {"containerIndex":0,"deviceIndex":1,"gpuUUID":"GPU-aa11","profile":"1g.5gb","placement":{"start":5,"size":1}},
@@ -1057,7 +1058,7 @@ fn written_mig_annotations_decode_back_to_the_same_slots() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ties between equal devices (scheduling.md §5.6)
+// Ties between equal devices
 
 /// The NVIDIA list Filter would write for `p` on `n`.
 fn placed(n: &NodeBuilder, p: &PodBuilder) -> String {
@@ -1106,7 +1107,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 
 #[test]
 fn key_chains_break_ties_by_index_and_single_values_by_registration_order() {
-    // scheduling.md §5.6: a chain's last key is the device index ascending; single-value
+    // A chain's last key is the device index ascending; single-value
     // comparisons have none, so equal devices keep registration order. With the indexes the
     // other way round (GPU-0 has index 5, GPU-1 index 2), the chain tries GPU-0 first and the
     // single values GPU-1.
@@ -1142,7 +1143,7 @@ fn a_pods_containers_share_one_device_order() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// MIG profile choice (scheduling.md §5.9)
+// MIG profile choice
 
 #[test]
 fn mig_choice_takes_the_smallest_fitting_profile_and_places_small_ones_from_the_top() {
@@ -1153,7 +1154,7 @@ fn mig_choice_takes_the_smallest_fitting_profile_and_places_small_ones_from_the_
     };
     type Choice = Option<(&'static str, MigPlacement)>;
     let rows: [(&str, &[MigPlacement], u64, Choice); 9] = [
-        // §5.9 step 2: 1g.* and 3g.* placements by start descending, others ascending.
+        // HAMi tries 1g.* and 3g.* placements by start descending, others ascending.
         ("1g from the top", &[], 4000, Some(("1g.5gb", pl(6, 1)))),
         ("exactly the profile memory", &[], 4864, Some(("1g.5gb", pl(6, 1)))),
         ("2g from the bottom", &[], 4865, Some(("2g.10gb", pl(0, 2)))),
@@ -1161,7 +1162,7 @@ fn mig_choice_takes_the_smallest_fitting_profile_and_places_small_ones_from_the_
         ("7g", &[], 30000, Some(("7g.40gb", pl(0, 8)))),
         ("next 1g below an occupied one", &[pl(6, 1)], 4000, Some(("1g.5gb", pl(5, 1)))),
         ("3g at 0 when the top is taken", &[pl(4, 4)], 15000, Some(("3g.20gb", pl(0, 4)))),
-        // §5.9 step 2: the first profile with enough memory *that still has a free placement*.
+        // The first profile with enough memory *that still has a free placement*.
         ("nothing fits a full GPU", &[pl(0, 8)], 1, None),
         ("more than every profile", &[], 40193, None),
     ];
@@ -1172,7 +1173,7 @@ fn mig_choice_takes_the_smallest_fitting_profile_and_places_small_ones_from_the_
 
 #[test]
 fn mig_profiles_are_ordered_by_memory_then_slices() {
-    // §5.9 step 1: memoryMB ascending, then sliceCount ascending, stable.
+    // Profiles are ordered by memoryMB ascending, then sliceCount ascending, stable.
     let profiles = vec![
         mig_profile("2g.10gb", 9984, 29, 2, &[0], 2),
         mig_profile("1g.10gb", 9984, 15, 1, &[3], 2),
@@ -1180,7 +1181,7 @@ fn mig_profiles_are_ordered_by_memory_then_slices() {
     ];
     let (p, _) = mig::choose(&profiles, &[], MemMiB(5000)).unwrap();
     assert_eq!(&*p.name, "1g.10gb");
-    // §5.9 step 2: a profile without a free placement is passed over for the next larger one.
+    // A profile without a free placement is passed over for the next larger one.
     let (p, pl) = mig::choose(&profiles, &[MigPlacement { start: 3, size: 1 }], MemMiB(5000)).unwrap();
     assert_eq!((&*p.name, pl), ("2g.10gb", MigPlacement { start: 0, size: 2 }));
 }

@@ -92,11 +92,11 @@ fn ask(n: u32) -> PodBuilder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request derivation (scheduling.md §4.2) and the webhook (protocol.md §6)
+// Request derivation and the webhook
 
 #[test]
 fn requests_are_counts_only() {
-    // scheduling.md §4.2, Vastai: nums = count (limits, else requests), mempct 100, cores 0.
+    // HAMi's Vastai request: nums = count (limits, else requests), percentage 100, cores 0.
     // The count, or the resource a refusal names.
     type Want = Result<Option<u32>, &'static str>;
     let rows: [(&str, Quantities, Quantities, Want); 5] = [
@@ -122,7 +122,7 @@ fn requests_are_counts_only() {
         let mut p = PodContext { annotations: &annotations, runtime_class_name: None, edits: &mut edits };
         va().mutate(&mut e, &mut p).map_err(|e| e.to_string())
     };
-    // protocol.md §6: recognised iff the count is in limits.
+    // As in HAMi, recognised iff the count is in limits.
     assert_eq!(mutate(json!({"resources": {"limits": {VA: "1"}}})), Ok(true));
     assert_eq!(mutate(json!({"resources": {"requests": {VA: "1"}}})), Ok(false));
 }
@@ -132,7 +132,7 @@ fn requests_are_counts_only() {
 
 #[test]
 fn registration_forces_devcore_to_100_and_keeps_the_die_info() {
-    // protocol.md §3.1: JSON list, devcore forced to 100 on read; custominfo DeviceStrategy and
+    // As HAMi reads it: JSON list, devcore forced to 100 on read; custominfo DeviceStrategy and
     // AIC passed through. The colon form is accepted too.
     let Discovery::Devices { devices, .. } = va().discover(&dies().view()) else { panic!("none") };
     assert_eq!(devices.len(), 5);
@@ -148,7 +148,7 @@ fn registration_forces_devcore_to_100_and_keeps_the_die_info() {
 
 #[test]
 fn handshake_health_clean_up_and_the_shared_lock() {
-    // protocol.md §3.1, §3.7, §3.8: hami.io/node-handshake-va; clean-up removes it; shared lock.
+    // As in HAMi: hami.io/node-handshake-va; clean-up removes it; the shared hami.io/mutex.lock.
     assert_eq!(
         va().health_rule(),
         HealthRule::Handshake { key: "hami.io/node-handshake-va".into(), count_resource: VA.into() }
@@ -167,7 +167,7 @@ fn handshake_health_clean_up_and_the_shared_lock() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fit (vendors.md §13)
+// Fit
 
 #[test]
 fn card_mode_checks_health_type_uuid_slots_and_mutex_only() {
@@ -195,7 +195,7 @@ fn card_mode_checks_health_type_uuid_slots_and_mutex_only() {
 #[test]
 fn use_va_and_nouse_va_select_device_types() {
     // HAMi declares vastaitech.com/use-va / nouse-va without enforcing them; hami-rs enforces
-    // them as type lists (case-insensitive substrings of the device type, protocol.md §4.5).
+    // them as type lists (case-insensitive substrings of the device type).
     let mut devs = vec![dev("va-0", 0, None), dev("va-1", 1, None)];
     devs[1].ty = std::sync::Arc::from("VA16");
     let snap = va_node(&devs).snapshot(&vendors());
@@ -208,7 +208,7 @@ fn use_va_and_nouse_va_select_device_types() {
 
 #[test]
 fn die_mode_takes_whole_cards_first() {
-    // vendors.md §13: die mode (decided by the first candidate) collects every fitting die,
+    // HAMi's die mode (decided by the first candidate) collects every fitting die,
     // walking from the end of the sorted list (d4 first); one requested → the first collected;
     // more → grouped by AIC, largest groups first, each filled in collection order.
     let snap = dies().snapshot(&vendors());
@@ -250,8 +250,7 @@ fn two_equal_devices_give_the_pod_the_second() {
 
 #[test]
 fn mutex_in_die_mode_keeps_busy_cards_whole() {
-    // vendors.md §13, scheduling.md §5.11: under mutex an idle die on a card with a busy die
-    // conflicts too.
+    // In HAMi, under mutex an idle die on a card with a busy die conflicts too.
     let mut s = dies().snapshot(&vendors());
     set_usage(&mut s, "d3", 1, 0, 0);
     let p = ask(2).annotation(GPU_SCHEDULER_POLICY, "mutex");
@@ -280,7 +279,7 @@ fn dies_without_a_card_id_come_after_whole_cards() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Node score (vendors.md §13)
+// Node score (die mode only)
 
 fn score(snap: &NodeSnapshot, containers: &[&[&str]]) -> f32 {
     let v = vendors();
@@ -300,7 +299,7 @@ fn score(snap: &NodeSnapshot, containers: &[&[&str]]) -> f32 {
 
 #[test]
 fn the_die_score_rewards_dies_on_one_card() {
-    // vendors.md §13: Σ over containers of the largest same-AIC group ÷ dies.
+    // HAMi: Σ over containers of the largest same-AIC group ÷ dies.
     let snap = dies().snapshot(&vendors());
     assert_eq!(score(&snap, &[&["d2", "d3"]]), 1.0);
     assert_eq!(score(&snap, &[&["d1", "d2"]]), 0.5);
@@ -320,7 +319,7 @@ fn the_die_score_rewards_dies_on_one_card() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Annotations (protocol.md §4.1)
+// Annotations
 
 #[test]
 fn filter_writes_both_keys_with_a_capital_v() {
@@ -401,8 +400,8 @@ proptest! {
 
 #[actix::test]
 async fn the_engine_keeps_multi_die_pods_on_one_card() {
-    // vendors.md §13: the two-die pod takes card B's dies, from the end (d4, d3); the next two-die
-    // pod takes card A (B has one die left); a single die fills B's last one.
+    // The two-die pod takes card B's dies, from the end (d4, d3); the next two-die pod takes card A
+    // (B has one die left); a single die fills B's last one.
     let pods = vec![ask(2).name("p0").view(), ask(2).name("p1").view(), ask(1).name("p2").view()];
     // Each die takes one task, so a chosen die is full.
     let devs: Vec<DeviceInfo> = ["d0", "d1", "d2", "d3", "d4"]
