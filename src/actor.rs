@@ -12,18 +12,12 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use actix::{Actor, Addr, Arbiter};
-use dashmap::DashMap;
-
 use crate::model::request::PolicyDefaults;
-use crate::model::{NodeName, PodDevices, PodRequest, PodUid};
-use crate::port::{Backend, Event, EventType, ObjectKind, PodPatch, PodRef};
+use crate::model::{NodeName, PodDevices, PodRequest};
+use crate::port::{Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
 use crate::sched::{NodeSnapshot, Scratch};
 use crate::vendor::Vendors;
 
@@ -35,9 +29,12 @@ pub mod error;
 mod evaluate;
 mod failures;
 mod filter;
+mod locks;
 pub mod messages;
 pub mod node;
+mod nodes;
 mod observe;
+mod pods;
 pub mod preempt;
 mod preemption;
 pub mod prioritize;
@@ -49,11 +46,12 @@ mod simulate;
 pub use crate::sched::quota_book as quota;
 
 pub use candidates::Candidates;
-use coordinator::Coordinator;
 pub use error::{BindError, FilterError};
 pub use failures::Failures;
 use messages::*;
-use node::{Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
+use node::SharedQuota;
+use nodes::NodeBook;
+use pods::PodBook;
 use recent::NO_FIT_NODES;
 pub use recent::{DeviceNeed, Recent, RecentDecision};
 pub use simulate::Simulation;
@@ -150,38 +148,16 @@ pub enum FilterOutcome {
 /// How many of the best fitting nodes the coordinator may try to reserve on.
 const RESERVE_CANDIDATES: usize = 16;
 
+/// The engine's state: its configuration and vendors, the cluster it writes to, and the books it
+/// keeps (nodes, pods, namespace quota, recent decisions).
 struct Inner<B: Backend> {
     cfg: EngineConfig,
     vendors: Arc<Vendors>,
     backend: B,
-    book: Arc<Book>,
-    placements: Arc<read_side::Placements>,
-    /// Pods whose Binding failed without an answer while the pod could not be read back: it may
-    /// have taken effect, so the devices stay committed on that node until the pod is seen bound,
-    /// deleted, or read unbound by its next filter.
-    unsettled: DashMap<PodUid, NodeName>,
-    /// Nodes the cluster deleted and has not shown again: pods still bound to them are not
-    /// counted anywhere until the node comes back (then they are observed again).
-    removed: DashMap<NodeName, ()>,
-    /// Bumped after a node joins or leaves the address book: resolutions made before are stale.
-    book_generation: AtomicU64,
-    /// Every node's snapshot generation, densely (Filter's answer tables read it).
-    board: Arc<read_side::Board>,
-    /// Candidate lists Filter resolved lately (kube-scheduler sends the same list pod after pod).
-    resolved: RwLock<VecDeque<Arc<candidates::Resolution>>>,
-    arbiters: Vec<Arbiter>,
-    /// The coordinator on the first arbiter, for callers on threads that run no arbiter.
-    coordinator: Addr<Coordinator>,
-    /// This engine's number among the process's (`ENGINES`).
-    id: u64,
+    nodes: NodeBook,
+    pods: PodBook,
     quota: Option<SharedQuota>,
     recent: Arc<Recent>,
-    /// What filters ranked, for the prioritize call and the bind that follow
-    /// (`--filter-result=all`).
-    scores: prioritize::ScoreBook,
-    /// Preemptors whose devices a node holds (`--preemption=on`).
-    holds: DashMap<PodUid, preemption::HeldFor>,
-    hold_ids: AtomicU64,
 }
 
 /// The engine handle. Cheap to clone; create it inside a running actix System.
@@ -198,8 +174,6 @@ impl<B: Backend> Clone for Engine<B> {
 thread_local! {
     /// Filter evaluation buffers, one set per HTTP worker thread.
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-    /// Coordinators started on this thread's arbiter, by engine (see `Engine::coordinator`).
-    static COORDINATORS: RefCell<VecDeque<(u64, Addr<Coordinator>)>> = const { RefCell::new(VecDeque::new()) };
 }
 
 /// Runs `f` with this thread's fit buffers: one set per thread that fits (HTTP workers,
@@ -217,13 +191,6 @@ pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     r
 }
 
-/// Engines started in this process, numbered so a thread's coordinators can tell them apart.
-static ENGINES: AtomicU64 = AtomicU64::new(0);
-
-/// Coordinators one thread keeps, for the engines it filtered for last (a process runs one
-/// engine; tests run many).
-const LOCAL_COORDINATORS_KEPT: usize = 4;
-
 pub(crate) fn unix_now() -> (i64, i128) {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     (d.as_secs() as i64, d.as_nanos() as i128)
@@ -232,71 +199,16 @@ pub(crate) fn unix_now() -> (i64, i128) {
 impl<B: Backend> Engine<B> {
     /// Starts the arbiters, the coordinator and an empty address book.
     pub fn start(cfg: EngineConfig, vendors: Arc<Vendors>, backend: B, quota: Option<SharedQuota>) -> Engine<B> {
-        let book: Arc<Book> = Arc::new(DashMap::new());
-        let arbiters: Vec<Arbiter> = (0..cfg.arbiters.max(1)).map(|_| Arbiter::new()).collect();
-        let coordinator = {
-            let (book, deadline, ttl) = (book.clone(), cfg.filter_deadline, cfg.reservation_ttl);
-            let book = Arc::downgrade(&book);
-            Coordinator::start_in_arbiter(&arbiters[0].handle(), move |_| Coordinator::new(book, deadline, ttl))
-        };
-        Engine {
-            inner: Arc::new(Inner {
-                id: ENGINES.fetch_add(1, Ordering::Relaxed),
-                cfg,
-                vendors,
-                backend,
-                book,
-                placements: Arc::new(DashMap::new()),
-                unsettled: DashMap::new(),
-                removed: DashMap::new(),
-                book_generation: AtomicU64::new(0),
-                board: Arc::new(read_side::Board::default()),
-                resolved: RwLock::new(VecDeque::new()),
-                arbiters,
-                coordinator,
-                quota,
-                recent: Arc::new(Recent::default()),
-                scores: prioritize::ScoreBook::default(),
-                holds: DashMap::new(),
-                hold_ids: AtomicU64::new(1),
-            }),
-        }
-    }
-
-    /// The decision patch for `devices` on `node`, now, against the node's latest devices.
-    fn decision_patch(&self, node: &NodeName, req: &PodRequest, devices: &PodDevices) -> PodPatch {
-        let snap = self.snapshot(node.as_str());
-        let devs = snap.as_ref().map_or(&[][..], |s| &s.devices);
-        decision::decision_patch(&self.inner.vendors, node, devs, req, devices, unix_now())
+        let recent = Arc::new(Recent::default());
+        let parts = nodes::ActorParts { vendors: vendors.clone(), quota: quota.clone(), recent: recent.clone() };
+        let nodes = NodeBook::start(cfg.arbiters, cfg.filter_deadline, cfg.reservation_ttl, parts);
+        Engine { inner: Arc::new(Inner { cfg, vendors, backend, nodes, pods: PodBook::default(), quota, recent }) }
     }
 
     pub fn backend(&self) -> &B {
         &self.inner.backend
     }
 
-    /// The coordinator a filter on this thread asks: one started on this thread's own arbiter,
-    /// so handing it the decision wakes no other core (only its Reserve goes to the node actor's
-    /// arbiter); the engine's shared one where this thread runs no arbiter.
-    fn coordinator(&self) -> Addr<Coordinator> {
-        let i = &*self.inner;
-        if Arbiter::try_current().is_none() {
-            return i.coordinator.clone();
-        }
-        COORDINATORS.with(|c| {
-            let mut c = c.borrow_mut();
-            if let Some((_, a)) = c.iter().find(|(id, a)| *id == i.id && a.connected()) {
-                return a.clone();
-            }
-            c.retain(|(id, a)| *id != i.id && a.connected());
-            if c.len() >= LOCAL_COORDINATORS_KEPT {
-                c.pop_front();
-            }
-            let (deadline, ttl) = (i.cfg.filter_deadline, i.cfg.reservation_ttl);
-            let a = Coordinator::new(Arc::downgrade(&i.book), deadline, ttl).start();
-            c.push_back((i.id, a.clone()));
-            a
-        })
-    }
     /// Whether `/filter` answers every fitting node (`FilterResult::All`).
     pub fn answers_all(&self) -> bool {
         self.inner.cfg.filter_result == FilterResult::All
@@ -313,95 +225,20 @@ impl<B: Backend> Engine<B> {
         self.inner.quota.as_ref()
     }
 
-    /// The node's actor, started on its arbiter (picked by hashing the name) when first seen.
-    fn actor(&self, name: &str) -> NodeAddr {
-        if let Some(e) = self.inner.book.get(name) {
-            return e.addr.clone();
-        }
-        let name = NodeName::new(name);
-        let i = &self.inner;
-        let mut created = false;
-        let addr = i
-            .book
-            .entry(name.clone())
-            .or_insert_with(|| {
-                created = true;
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                name.hash(&mut h);
-                let arb = &i.arbiters[(h.finish() as usize) % i.arbiters.len()];
-                let snap = SnapCell::on_board(NodeActor::initial_snapshot(&name, &i.vendors), &i.board);
-                let binds = Arc::new(node::BindState::default());
-                let cfg = NodeConfig {
-                    name: name.clone(),
-                    vendors: i.vendors.clone(),
-                    snap: snap.clone(),
-                    placements: i.placements.clone(),
-                    quota: i.quota.clone(),
-                    binds: binds.clone(),
-                    recent: i.recent.clone(),
-                };
-                NodeEntry { addr: NodeAddr::start(cfg, &arb.handle()), snap, binds }
-            })
-            .addr
-            .clone();
-        if created {
-            // After the node is in the book: a resolution that missed it is then seen as stale.
-            i.book_generation.fetch_add(1, Ordering::SeqCst);
-        }
-        addr
-    }
-
     /// The latest snapshot of a node, if known.
     pub fn snapshot(&self, name: &str) -> Option<Arc<NodeSnapshot>> {
-        self.inner.book.get(name).map(|e| e.snap.load())
+        self.inner.nodes.snapshot(name)
     }
 
     /// Names of every node the engine knows, sorted.
     pub fn node_names(&self) -> Vec<NodeName> {
-        let mut v: Vec<NodeName> = self.inner.book.iter().map(|e| e.key().clone()).collect();
-        v.sort();
-        v
+        self.inner.nodes.names()
     }
 
-    fn event(&self, pod: &PodRef, reason: &'static str, kind: EventType, message: String) {
-        self.inner.backend.record_event(Event { object: ObjectKind::Pod, pod: pod.clone(), reason, kind, message });
-    }
-
-    fn remember(&self, pod: &PodRef, node: Option<String>, outcome: &'static str, detail: String) {
-        self.inner.recent.push(RecentDecision {
-            pod: pod.to_string(),
-            node,
-            outcome,
-            detail,
-            unix_s: unix_now().0,
-            ..RecentDecision::default()
-        });
-    }
-
-    /// A no-fit, with its first nodes' reasons and what it needs per device.
-    fn remember_no_fit(&self, pod: &PodRef, req: &PodRequest, failed: &Failures) {
-        let vendors = &self.inner.vendors;
-        let needs = req
-            .containers
-            .iter()
-            .flatten()
-            .filter(|c| c.nums > 0)
-            .map(|c| DeviceNeed {
-                vendor: vendors.get(c.vendor).name().to_owned(),
-                mem: c.memreq.0,
-                mem_pct: if c.memreq.0 == 0 { c.mempct } else { 0 },
-                cores: c.cores,
-            })
-            .collect();
-        self.inner.recent.push(RecentDecision {
-            pod: pod.to_string(),
-            node: None,
-            outcome: "no-fit",
-            detail: format!("{} nodes do not meet: {}", failed.len(), failed.summary()),
-            unix_s: unix_now().0,
-            nodes: failed.first(NO_FIT_NODES),
-            needs,
-        });
+    /// The list resolved lately from the JSON array `raw`, whose names then need not be read;
+    /// `None` when no list came in that text lately.
+    pub fn known_candidates<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
+        self.inner.nodes.known(raw)
     }
 
     /// The last decisions, newest last.
@@ -414,38 +251,85 @@ impl<B: Backend> Engine<B> {
     /// Waits until every node actor has applied what was sent to it before (observations
     /// included).
     pub async fn settle(&self) {
-        let addrs: Vec<NodeAddr> = self.inner.book.iter().map(|e| e.addr.clone()).collect();
-        futures::future::join_all(addrs.iter().map(|a| a.send(Settle))).await;
+        self.inner.nodes.settle().await;
     }
 
     /// Every node's allocations (for `/usage`, the simulator and the status page).
     pub async fn reports(&self) -> Vec<NodeReport> {
-        let addrs: Vec<NodeAddr> = self.inner.book.iter().map(|e| e.addr.clone()).collect();
-        Self::reports_from(addrs).await
+        self.inner.nodes.reports(None).await
     }
 
     /// The reports of the named nodes the engine knows, sorted by name.
     pub async fn reports_of(&self, names: &[NodeName]) -> Vec<NodeReport> {
-        let book = &self.inner.book;
-        Self::reports_from(names.iter().filter_map(|n| book.get(n.as_str()).map(|e| e.addr.clone())).collect()).await
-    }
-
-    async fn reports_from(addrs: Vec<NodeAddr>) -> Vec<NodeReport> {
-        let mut out: Vec<NodeReport> = futures::future::join_all(addrs.iter().map(|a| a.send(Report)))
-            .await
-            .into_iter()
-            .filter_map(Result::ok)
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
+        self.inner.nodes.reports(Some(names)).await
     }
 }
 
-impl<B: Backend> Drop for Inner<B> {
-    fn drop(&mut self) {
-        for a in &self.arbiters {
-            a.stop();
+impl<B: Backend> Inner<B> {
+    /// The decision patch for `devices` on `node`, now, against the node's latest devices.
+    fn decision_patch(&self, node: &NodeName, req: &PodRequest, devices: &PodDevices) -> PodPatch {
+        let snap = self.nodes.snapshot(node.as_str());
+        let devs = snap.as_ref().map_or(&[][..], |s| &s.devices);
+        decision::decision_patch(&self.vendors, node, devs, req, devices, unix_now())
+    }
+
+    fn event(&self, pod: &PodRef, reason: &'static str, kind: EventType, message: String) {
+        self.backend.record_event(Event { object: ObjectKind::Pod, pod: pod.clone(), reason, kind, message });
+    }
+
+    fn remember(&self, pod: &PodRef, node: Option<String>, outcome: &'static str, detail: String) {
+        self.recent.push(RecentDecision {
+            pod: pod.to_string(),
+            node,
+            outcome,
+            detail,
+            unix_s: unix_now().0,
+            ..RecentDecision::default()
+        });
+    }
+
+    /// One FilteringFailed Event per reason word of the `<n>/<m> <Reason>` items, as HAMi records
+    /// them, and the summary.
+    pub(super) fn no_fit_events(&self, pod: &PodRef, failed: &Failures, candidates: usize) {
+        for (reason, nodes) in failed.nodes_by_reason() {
+            self.event(
+                pod,
+                reasons::FILTERING_FAILED,
+                EventType::Warning,
+                format!("{} nodes {reason}({})", nodes.len(), nodes.join(",")),
+            );
         }
+        self.event(
+            pod,
+            reasons::FILTERING_FAILED,
+            EventType::Warning,
+            format!("no available node, {candidates} nodes do not meet"),
+        );
+    }
+
+    /// A no-fit, with its first nodes' reasons and what it needs per device.
+    fn remember_no_fit(&self, pod: &PodRef, req: &PodRequest, failed: &Failures) {
+        let needs = req
+            .containers
+            .iter()
+            .flatten()
+            .filter(|c| c.nums > 0)
+            .map(|c| DeviceNeed {
+                vendor: self.vendors.get(c.vendor).name().to_owned(),
+                mem: c.memreq.0,
+                mem_pct: if c.memreq.0 == 0 { c.mempct } else { 0 },
+                cores: c.cores,
+            })
+            .collect();
+        self.recent.push(RecentDecision {
+            pod: pod.to_string(),
+            node: None,
+            outcome: "no-fit",
+            detail: format!("{} nodes do not meet: {}", failed.len(), failed.summary()),
+            unix_s: unix_now().0,
+            nodes: failed.first(NO_FIT_NODES),
+            needs,
+        });
     }
 }
 

@@ -1,5 +1,7 @@
 //! kube-scheduler's bind call: the node's in-process lock (a FIFO queue in its actor), HAMi's
-//! node locks, the reservation held through the Binding, and the Events of the outcome.
+//! node locks, the reservation held through the Binding, and the Events of the outcome. One call
+//! is a [`BindCx`]: what it binds, where, and which locks it holds, so each step reads what it
+//! needs from one place and every failing exit gives back exactly what was taken.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,87 +14,92 @@ use crate::model::{NodeName, PodDevices, PodRequest, PodUid, PodView};
 use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
 use crate::sched::Rejection;
 use crate::vendor::LockKind;
+
 impl<B: Backend> Engine<B> {
     /// kube-scheduler's bind call: lock, write bind-phase and the Binding, commit. On any failure
     /// the locks and the reservation are released, a BindingFailed Event is recorded and the
-    /// error is returned. Binding a pod that
-    /// is already bound to that node succeeds without doing anything.
+    /// error is returned. Binding a pod that is already bound to that node succeeds without
+    /// doing anything.
     pub async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
         let started = Instant::now();
-        let r = self.bind_steps(pod, node).await;
+        let r = BindCx::run(self, pod, node).await;
         crate::metrics::bind_done(
             if r.is_ok() { crate::metrics::Outcome::Scheduled } else { crate::metrics::Outcome::Error },
             started,
         );
         match &r {
-            Ok(()) => self.remember(pod, Some(node.to_owned()), "bound", String::new()),
+            Ok(()) => self.inner.remember(pod, Some(node.to_owned()), "bound", String::new()),
             Err(e) => {
                 // Every failure is told on the pod, the early ones too: `kubectl describe` is
                 // where users look first when a pod stays pending.
-                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.to_string());
-                self.remember(pod, Some(node.to_owned()), "bind-failed", e.to_string());
+                self.inner.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.to_string());
+                self.inner.remember(pod, Some(node.to_owned()), "bind-failed", e.to_string());
             }
         }
         r
     }
+}
 
+/// One bind: the pod as kube-scheduler named it and as the API server has it, its request, the
+/// node and its actor, and HAMi's node locks this bind holds.
+struct BindCx<'a, B: Backend> {
+    e: &'a Engine<B>,
+    pod: &'a PodRef,
+    node: &'a str,
+    view: Arc<PodView>,
+    addr: NodeAddr,
+    req: Arc<PodRequest>,
+    /// HAMi's node locks taken so far, in order.
+    taken: Vec<LockKind>,
+}
+
+impl<'a, B: Backend> BindCx<'a, B> {
     /// The bind's steps: find the pod and the node, make sure the pod holds its reservation
     /// there, take the locks, make the reservation binding, write the decision and the Binding.
-    async fn bind_steps(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
-        let (view, addr) = self.bind_target(pod, node).await?;
-        if let Some(done) = self.bound_already(&view, pod, node, &addr).await {
-            return done;
-        }
-        let i = &*self.inner;
-        let req = Arc::new(i.vendors.pod_request(&view, &i.cfg.defaults).map_err(BindError::Request)?);
-        i.scores.forget(&req.uid);
-        // Make sure the reservation is still there; one that expired is taken again (see
-        // `reserve_again`).
-        let held = i.placements.get(&req.uid).map(|n| n.clone());
-        match held {
-            Some(n) if n.as_str() == node => {}
-            Some(elsewhere) => self.move_reservation(&view, &req, pod, &elsewhere, node, &addr).await?,
-            None => self.reserve_again(&view, &req, pod, node, &addr).await?,
-        }
-        let taken = match self.lock_node(&view, &req, pod, node, &addr).await {
-            Ok(taken) => taken,
-            Err(e) => {
-                self.release(pod, node, "node lock not taken", true).await;
-                return Err(e);
-            }
-        };
-        let devices = match self.commit_held(&view, &req, pod, node, &addr).await {
-            Ok(d) => d,
-            Err(e) => {
-                self.unlock_node(pod, node, &taken, &addr).await;
-                return Err(e);
-            }
-        };
-        self.write_binding(&view, &req, pod, node, &addr, &taken, &devices).await
-    }
-
-    /// The pod as the API server has it now and the node's actor; a pod or node that is gone
-    /// drops what the pod held.
-    async fn bind_target(&self, pod: &PodRef, node: &str) -> Result<(Arc<PodView>, NodeAddr), BindError> {
-        let i = &*self.inner;
+    async fn run(e: &'a Engine<B>, pod: &'a PodRef, node: &'a str) -> Result<(), BindError> {
+        let i = &*e.inner;
         let uid = PodUid::new(&pod.uid);
         // A pod created a moment ago may not have reached the watch cache yet.
         let Some(view) = i.backend.pod_fresh(&pod.namespace, &pod.name).await? else {
-            self.delete_pod(&uid);
+            e.delete_pod(&uid);
             return Err(port::Error::PodNotFound(pod.to_string()).into());
         };
-        let Some(addr) = i.book.get(node).map(|e| e.addr.clone()).filter(|_| i.backend.node(node).is_some()) else {
-            self.delete_pod(&uid);
+        let Some(addr) = i.nodes.addr(node).filter(|_| i.backend.node(node).is_some()) else {
+            e.delete_pod(&uid);
             return Err(port::Error::NodeNotFound(node.to_owned()).into());
         };
-        Ok((view, addr))
+        if let Some(done) = Self::bound_already(e, &view, pod, node, &addr).await {
+            return done;
+        }
+        let req = Arc::new(i.vendors.pod_request(&view, &i.cfg.defaults).map_err(BindError::Request)?);
+        i.pods.scores.forget(&req.uid);
+        let mut cx = BindCx { e, pod, node, view, addr, req, taken: Vec::new() };
+        // Make sure the reservation is still there; one that expired is taken again (see
+        // `reserve_again`).
+        match i.nodes.placement(&cx.req.uid) {
+            Some(n) if n.as_str() == node => {}
+            Some(elsewhere) => cx.move_reservation(&elsewhere).await?,
+            None => cx.reserve_again().await?,
+        }
+        if let Err(e) = cx.lock_node().await {
+            cx.release("node lock not taken", true).await;
+            return Err(e);
+        }
+        let devices = match cx.commit_held().await {
+            Ok(d) => d,
+            Err(e) => {
+                cx.unlock_node().await;
+                return Err(e);
+            }
+        };
+        cx.write_binding(&devices).await
     }
 
     /// A pod already bound: to this node, the bind succeeds without a write; elsewhere (an
     /// earlier Binding took effect although its answer was lost), nothing is written, since the
     /// decision on the pod must stay the one for the node it runs on.
     async fn bound_already(
-        &self,
+        e: &Engine<B>,
         view: &PodView,
         pod: &PodRef,
         node: &str,
@@ -104,8 +111,8 @@ impl<B: Backend> Engine<B> {
                 Some(Ok(()))
             }
             n => {
-                self.release(pod, node, "already bound elsewhere", false).await;
-                self.observe_pod(view);
+                e.inner.nodes.release(pod, node, "already bound elsewhere", false).await;
+                e.observe_pod(view);
                 Some(Err(port::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into()))
             }
         }
@@ -114,60 +121,44 @@ impl<B: Backend> Engine<B> {
     /// Makes the reservation binding before the Binding is written, so it cannot lapse between
     /// the two: one that expired while the bind waited for the locks is taken again, or the bind
     /// fails. A bound pod is then always counted. Returns the devices held.
-    async fn commit_held(
-        &self,
-        view: &PodView,
-        req: &Arc<PodRequest>,
-        pod: &PodRef,
-        node: &str,
-        addr: &NodeAddr,
-    ) -> Result<PodDevices, BindError> {
-        let uid = PodUid::new(&pod.uid);
-        let mailbox = |e| BindError::Mailbox { node: node.to_owned(), source: e };
-        match addr.commit(uid.clone()).await.map_err(mailbox)? {
+    async fn commit_held(&self) -> Result<PodDevices, BindError> {
+        let uid = PodUid::new(&self.pod.uid);
+        let mailbox = |e| BindError::Mailbox { node: self.node.to_owned(), source: e };
+        match self.addr.commit(uid.clone()).await.map_err(mailbox)? {
             Ok(devices) => return Ok(devices),
-            Err(NotReserved) => self.reserve_again(view, req, pod, node, addr).await?,
+            Err(NotReserved) => self.reserve_again().await?,
         }
-        addr.commit(uid).await.map_err(mailbox)?.map_err(|e| BindError::NotReserved {
-            pod: pod.to_string(),
-            node: node.to_owned(),
+        self.addr.commit(uid).await.map_err(mailbox)?.map_err(|e| BindError::NotReserved {
+            pod: self.pod.to_string(),
+            node: self.node.to_owned(),
             source: e,
         })
     }
 
     /// Decision and bind-phase go in one patch, before the Binding: the device plugin finds
     /// everything it reads at Allocate in place, as when Filter wrote the decision.
-    #[allow(clippy::too_many_arguments)]
-    async fn write_binding(
-        &self,
-        view: &PodView,
-        req: &PodRequest,
-        pod: &PodRef,
-        node: &str,
-        addr: &NodeAddr,
-        taken: &[LockKind],
-        devices: &PodDevices,
-    ) -> Result<(), BindError> {
-        let i = &*self.inner;
+    async fn write_binding(&self, devices: &PodDevices) -> Result<(), BindError> {
+        let (e, pod, node) = (self.e, self.pod, self.node);
+        let i = &*e.inner;
         let at_bind = i.cfg.decision_write == DecisionWrite::Bind;
         let (bind_time, _) = unix_now();
         let mut patch =
-            if at_bind { self.decision_patch(&NodeName::new(node), req, devices) } else { PodPatch::default() };
+            if at_bind { i.decision_patch(&NodeName::new(node), &self.req, devices) } else { PodPatch::default() };
         patch.annotations.extend(PodPatch::bind_phase(bind_time).annotations);
-        patch.while_unbound = Some(view.metadata.resource_version.clone().unwrap_or_default());
+        patch.while_unbound = Some(self.view.metadata.resource_version.clone().unwrap_or_default());
         let write = Instant::now();
         let bound = i.backend.bind(pod, node, &patch).await;
         crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
-        if let Err(e) = bound {
-            return self.bind_failed(pod, node, taken, addr, e).await;
+        if let Err(err) = bound {
+            return self.bind_failed(err).await;
         }
         // Awaited, so the next filter sees the node's lock free once this bind answers.
-        let _ = addr.unlock(PodUid::new(&pod.uid)).await;
+        let _ = self.addr.unlock(PodUid::new(&pod.uid)).await;
         // With the decision written at bind (the fast path), kube-scheduler's own `Scheduled`
         // Event tells the same as BindingSucceed, so that write is saved.
         if !at_bind {
             let message = format!("Successfully binding node [{node}] to {pod}");
-            self.event(pod, reasons::BINDING_SUCCEED, EventType::Normal, message);
+            i.event(pod, reasons::BINDING_SUCCEED, EventType::Normal, message);
         }
         Ok(())
     }
@@ -177,49 +168,43 @@ impl<B: Backend> Engine<B> {
     /// whose answer was lost), or this failure came without an answer and the pod, read back,
     /// is bound. Then it is counted from what it carries, and a pod bound to `node` is a bind
     /// that succeeded. When it cannot be read back, its devices stay committed (`unsettled`).
-    async fn bind_failed(
-        &self,
-        pod: &PodRef,
-        node: &str,
-        taken: &[LockKind],
-        addr: &NodeAddr,
-        e: port::Error,
-    ) -> Result<(), BindError> {
-        let i = &*self.inner;
-        let bound_to = match &e {
+    async fn bind_failed(&self, err: port::Error) -> Result<(), BindError> {
+        let (e, pod, node) = (self.e, self.pod, self.node);
+        let i = &*e.inner;
+        let bound_to = match &err {
             port::Error::AlreadyBound { node: n, .. } => Some(n.clone()),
-            _ if e.is_ambiguous() => match i.backend.pod_read(&pod.namespace, &pod.name).await {
+            _ if err.is_ambiguous() => match i.backend.pod_read(&pod.namespace, &pod.name).await {
                 Ok(v) => v.and_then(|v| v.spec.node_name.clone()).filter(|n| !n.is_empty()),
                 Err(read) => {
-                    tracing::warn!(pod = %pod, %node, error = %e, %read, "bind failed without an answer and the pod cannot be read back; its devices stay committed");
-                    i.unsettled.insert(PodUid::new(&pod.uid), NodeName::new(node));
-                    self.unlock_node(pod, node, taken, addr).await;
-                    return Err(e.into());
+                    tracing::warn!(pod = %pod, %node, error = %err, %read, "bind failed without an answer and the pod cannot be read back; its devices stay committed");
+                    i.pods.unsettle(PodUid::new(&pod.uid), NodeName::new(node));
+                    self.unlock_node().await;
+                    return Err(err.into());
                 }
             },
             _ => None,
         };
         let Some(bound_to) = bound_to else {
-            self.unlock_node(pod, node, taken, addr).await;
-            self.release(pod, node, "bind failed", false).await;
-            return Err(e.into());
+            self.unlock_node().await;
+            self.release("bind failed", false).await;
+            return Err(err.into());
         };
         if bound_to == node {
             // What this attempt committed may not be what the pod carries (an earlier attempt's
             // decision): the observation replaces it, with no moment where neither is counted.
-            self.observe_read(pod);
-            if matches!(e, port::Error::AlreadyBound { .. }) {
+            e.observe_read(pod);
+            if matches!(err, port::Error::AlreadyBound { .. }) {
                 // Bound by an earlier attempt: its plugin has its own lock to answer for.
-                self.unlock_node(pod, node, taken, addr).await;
+                self.unlock_node().await;
             } else {
                 // This attempt's Binding: HAMi's node lock is the device plugin's to release.
-                let _ = addr.unlock(PodUid::new(&pod.uid)).await;
+                let _ = self.addr.unlock(PodUid::new(&pod.uid)).await;
             }
             return Ok(());
         }
-        self.release(pod, node, "bound elsewhere", false).await;
-        self.observe_read(pod);
-        self.unlock_node(pod, node, taken, addr).await;
+        self.release("bound elsewhere", false).await;
+        e.observe_read(pod);
+        self.unlock_node().await;
         Err(port::Error::AlreadyBound { pod: pod.to_string(), node: bound_to }.into())
     }
 
@@ -228,17 +213,9 @@ impl<B: Backend> Engine<B> {
     /// the picked node by the GPU policy, as a filter choosing that node would. The guess goes
     /// first so the pod is never counted twice against a namespace quota; should the picked node
     /// no longer fit, the bind fails and kube-scheduler filters the pod again.
-    async fn move_reservation(
-        &self,
-        view: &PodView,
-        req: &Arc<PodRequest>,
-        pod: &PodRef,
-        from: &NodeName,
-        node: &str,
-        addr: &NodeAddr,
-    ) -> Result<(), BindError> {
-        self.release(pod, from.as_str(), "bound elsewhere by kube-scheduler", true).await;
-        let r = self.reserve_again(view, req, pod, node, addr).await;
+    async fn move_reservation(&self, from: &NodeName) -> Result<(), BindError> {
+        self.e.inner.nodes.release(self.pod, from.as_str(), "bound elsewhere by kube-scheduler", true).await;
+        let r = self.reserve_again().await;
         crate::metrics::bind_elsewhere(r.is_ok());
         r
     }
@@ -248,28 +225,22 @@ impl<B: Backend> Engine<B> {
     /// this bind writes what its device plugin will read. Otherwise the devices Filter wrote on
     /// the pod are what the plugin will read, so exactly those are reserved. Fails if the node
     /// no longer has room.
-    async fn reserve_again(
-        &self,
-        view: &PodView,
-        req: &Arc<PodRequest>,
-        pod: &PodRef,
-        node: &str,
-        addr: &NodeAddr,
-    ) -> Result<(), BindError> {
-        let i = &*self.inner;
+    async fn reserve_again(&self) -> Result<(), BindError> {
+        let i = &*self.e.inner;
+        let (view, pod, node) = (&*self.view, self.pod, self.node);
         if i.cfg.decision_write == DecisionWrite::Bind {
-            let fresh = Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
-            return self.answer_reserve(addr.reserve(fresh).await, pod, node, true);
+            let fresh = Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
+            return self.answer_reserve(self.addr.reserve(fresh).await, true);
         }
         if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
             return Err(BindError::NotFiltered { pod: pod.to_string(), node: node.to_owned() });
         }
         let devices = match i.vendors.decode_allocation(view) {
-            Ok(d) => self.align(view, d),
+            Ok(d) => super::observe::align(&i.vendors, view, d),
             Err(e) => return Err(BindError::Malformed { pod: pod.to_string(), source: e }),
         };
-        let exact = Reserve { pod: req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl };
-        self.answer_reserve(addr.reserve(exact).await, pod, node, false)
+        let exact = Reserve { pod: self.req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl };
+        self.answer_reserve(self.addr.reserve(exact).await, false)
     }
 
     /// A bind's own Reserve answered (`fresh`: a new fit rather than the written devices): a
@@ -277,15 +248,13 @@ impl<B: Backend> Engine<B> {
     fn answer_reserve(
         &self,
         answer: Result<Result<Reserved, Rejection>, actix::MailboxError>,
-        pod: &PodRef,
-        node: &str,
         fresh: bool,
     ) -> Result<(), BindError> {
         match answer {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(r)) => {
-                let snap = self.snapshot(node);
-                let (pod, node) = (pod.to_string(), node.to_owned());
+                let snap = self.e.inner.nodes.snapshot(self.node);
+                let (pod, node) = (self.pod.to_string(), self.node.to_owned());
                 let detail = r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None);
                 Err(if fresh {
                     BindError::NoLongerFits { pod, node, detail }
@@ -293,7 +262,7 @@ impl<B: Backend> Engine<B> {
                     BindError::Lapsed { pod, node, detail }
                 })
             }
-            Err(e) => Err(BindError::Mailbox { node: node.to_owned(), source: e }),
+            Err(e) => Err(BindError::Mailbox { node: self.node.to_owned(), source: e }),
         }
     }
 
@@ -302,26 +271,20 @@ impl<B: Backend> Engine<B> {
     /// allocating (or another scheduler) can hold it: then the bind keeps its place, holding the
     /// in-process lock, and tries again a moment later until the wait runs out. Later binds to the
     /// node queue behind it, first come first served, and Filter sends new pods elsewhere.
-    async fn lock_node(
-        &self,
-        view: &PodView,
-        req: &PodRequest,
-        pod: &PodRef,
-        node: &str,
-        addr: &NodeAddr,
-    ) -> Result<Vec<LockKind>, BindError> {
-        let i = &*self.inner;
+    async fn lock_node(&mut self) -> Result<(), BindError> {
+        let (e, pod, node, addr) = (self.e, self.pod, self.node, &self.addr);
+        let i = &*e.inner;
         let uid = PodUid::new(&pod.uid);
         // HAMi retries contention only for PodGroup members; hami-rs lets every pod wait a bounded
         // time, since the holder is usually a bind whose device plugin answers within moments.
-        let pod_group = view.is_pod_group_member();
+        let pod_group = self.view.is_pod_group_member();
         let (wait, every) = if pod_group {
             (i.cfg.node_lock_retry_timeout, Duration::from_millis(100))
         } else {
             (i.cfg.bind_lock_wait, Duration::from_millis(50))
         };
         let deadline = Instant::now() + wait;
-        let kinds = self.lock_kinds(req);
+        let kinds = i.lock_kinds(&self.req);
         let started = Instant::now();
         let contention = || port::Error::LockContention {
             node: node.to_owned(),
@@ -344,7 +307,7 @@ impl<B: Backend> Engine<B> {
         };
         let result = match granted {
             Ok(()) => loop {
-                match self.take_locks(pod, node, &kinds).await {
+                match i.take_locks(pod, node, &kinds).await {
                     Err(e) if e.is_contention() && Instant::now() + every < deadline => {
                         crate::metrics::lock_wait();
                         tokio::time::sleep(every).await;
@@ -360,6 +323,10 @@ impl<B: Backend> Engine<B> {
         };
         crate::metrics::phase(crate::metrics::Phase::LockWait, started);
         match result {
+            Ok(taken) => {
+                self.taken = taken;
+                Ok(())
+            }
             Err(e) if e.is_contention() => {
                 crate::metrics::lock_timeout();
                 Err(if pod_group && !wait.is_zero() {
@@ -371,56 +338,21 @@ impl<B: Backend> Engine<B> {
                     e
                 })
             }
-            other => other,
+            Err(e) => Err(e),
         }
     }
 
     /// Lets go of HAMi's node locks this bind took, in reverse, then of the in-process lock.
-    async fn unlock_node(&self, pod: &PodRef, node: &str, taken: &[LockKind], addr: &NodeAddr) {
-        for t in taken.iter().rev() {
-            let _ = self.inner.backend.unlock_node(node, pod, *t).await;
+    async fn unlock_node(&self) {
+        for t in self.taken.iter().rev() {
+            let _ = self.e.inner.backend.unlock_node(self.node, self.pod, *t).await;
         }
-        let _ = addr.unlock(PodUid::new(&pod.uid)).await;
+        let _ = self.addr.unlock(PodUid::new(&self.pod.uid)).await;
     }
 
-    /// Drops the pod's reservation on `node` after a failed bind (a committed one too, unless
+    /// Drops the pod's reservation here after a failed bind (a committed one too, unless
     /// `only_reserved`).
-    async fn release(&self, pod: &PodRef, node: &str, why: &str, only_reserved: bool) {
-        tracing::debug!(pod = %pod, %node, why, "releasing reservation after a failed bind");
-        if let Some(a) = self.inner.book.get(node).map(|e| e.addr.clone()) {
-            let _ = a.release(PodUid::new(&pod.uid), only_reserved).await;
-        }
-    }
-
-    /// HAMi's node locks the pod needs, sorted: every vendor it requests in any container (HAMi
-    /// locks for regular containers only, so two init-only pods' Allocates race on one node).
-    pub(super) fn lock_kinds(&self, req: &PodRequest) -> Vec<LockKind> {
-        let mut kinds: Vec<LockKind> =
-            req.vendors().iter().map(|v| self.inner.vendors.get(*v).lock()).filter(|k| *k != LockKind::None).collect();
-        kinds.sort();
-        kinds.dedup();
-        kinds
-    }
-
-    /// Takes each of HAMi's node locks once, in order; on the first failure the ones already
-    /// taken are released again, in reverse.
-    pub(super) async fn take_locks(
-        &self,
-        pod: &PodRef,
-        node: &str,
-        kinds: &[LockKind],
-    ) -> Result<Vec<LockKind>, BindError> {
-        let b = &self.inner.backend;
-        let mut taken: Vec<LockKind> = Vec::with_capacity(kinds.len());
-        for k in kinds {
-            if let Err(e) = b.lock_node(node, pod, *k).await {
-                for t in taken.iter().rev() {
-                    let _ = b.unlock_node(node, pod, *t).await;
-                }
-                return Err(e.into());
-            }
-            taken.push(*k);
-        }
-        Ok(taken)
+    async fn release(&self, why: &str, only_reserved: bool) {
+        self.e.inner.nodes.release(self.pod, self.node, why, only_reserved).await;
     }
 }

@@ -4,27 +4,27 @@
 //! from every node actor. The fitting nodes come out ranked by the pod's node policy.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::candidates::{Answers, Candidates, Listed, Resolution, Table};
+use super::candidates::{Answers, Listed, Resolution, Table};
 use super::coordinator::FanOut;
+use super::filter::FilterCycle;
 use super::quota::QuotaBook;
-use super::{Engine, Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
+use super::{Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
 use crate::model::request::NodePolicy;
 use crate::model::{NodeName, PodRequest};
 use crate::port::Backend;
 use crate::sched::{NodeSnapshot, Rejection, fit, score};
 use crate::vendor::{NoQuota, QuotaCheck, Vendors};
 
-impl<B: Backend> Engine<B> {
+impl<B: Backend> FilterCycle<'_, '_, B> {
     /// Every candidate's answer, the fitting ones ranked; `None` when an arbiter is gone (the
     /// engine is stopping).
-    pub(super) async fn evaluate(&self, req: &Arc<PodRequest>, names: &Candidates<'_>) -> Option<Evaluation> {
+    pub(super) async fn evaluate(&self) -> Option<Evaluation> {
         let fan_out = Instant::now();
-        let eval = match self.inner.cfg.filter_mode {
-            FilterMode::Snapshot => self.evaluate_snapshots(req, names).await?,
-            FilterMode::Messages => self.evaluate_messages(req, names).await,
+        let eval = match self.e.inner.cfg.filter_mode {
+            FilterMode::Snapshot => self.evaluate_snapshots().await?,
+            FilterMode::Messages => self.evaluate_messages().await,
         };
         crate::metrics::phase(crate::metrics::Phase::FanOut, fan_out);
         Some(eval)
@@ -34,9 +34,9 @@ impl<B: Backend> Engine<B> {
     /// answered over this list, and answers the others from the list's table. A pod under a
     /// namespace quota is fitted on every candidate. `None` when an arbiter is gone (the engine is
     /// stopping).
-    async fn evaluate_snapshots(&self, req: &Arc<PodRequest>, names: &Candidates<'_>) -> Option<Evaluation> {
-        let i = &*self.inner;
-        let list = self.resolve(names);
+    async fn evaluate_snapshots(&self) -> Option<Evaluation> {
+        let (i, req) = (&*self.e.inner, &self.req);
+        let list = i.nodes.resolve(self.names);
         // A namespace quota changes with allocations on other nodes: such answers are not kept.
         let keep = i.quota.as_deref().is_none_or(|q| q.view(&req.namespace).is_none());
         let mut table = if keep { list.take_table(req.fit_key) } else { Table::fresh(req.fit_key, list.len()) };
@@ -52,7 +52,7 @@ impl<B: Backend> Engine<B> {
                 snaps.push(c.load());
             }
         }
-        let (fitted, remembered) = self.fit_all(req, &list, snaps, keep, &moved, &mut table).await?;
+        let (fitted, remembered) = self.fit_all(&list, snaps, keep, &moved, &mut table).await?;
         let mut counts = *table.counts();
         counts.unregistered += list.unregistered() as u64;
         let answers = table.answers();
@@ -77,15 +77,15 @@ impl<B: Backend> Engine<B> {
     /// Returns how many were fitted and how many answered from memos.
     async fn fit_all(
         &self,
-        req: &Arc<PodRequest>,
         list: &Resolution,
         mut snaps: Vec<Arc<NodeSnapshot>>,
         memo: bool,
         places: &[u32],
         table: &mut Table,
     ) -> Option<(u64, u64)> {
-        let i = &*self.inner;
-        let slices = if snaps.len() >= i.cfg.slice_min { i.arbiters.len().max(1) } else { 1 };
+        let (i, req) = (&*self.e.inner, &self.req);
+        let arbiters = &i.nodes.arbiters;
+        let slices = if snaps.len() >= i.cfg.slice_min { arbiters.len().max(1) } else { 1 };
         let per = snaps.len().div_ceil(slices).max(1);
         let mut pending = Vec::with_capacity(slices.saturating_sub(1));
         for k in (1..slices).rev() {
@@ -96,7 +96,7 @@ impl<B: Backend> Engine<B> {
             }
             let (tx, rx) = tokio::sync::oneshot::channel();
             let (vendors, quota, req) = (i.vendors.clone(), i.quota.clone(), req.clone());
-            i.arbiters[k].spawn(async move {
+            arbiters[k].spawn(async move {
                 let _ = tx.send(fit_slice(&vendors, quota.as_deref(), &req, memo, tail));
             });
             pending.push((start, rx));
@@ -117,46 +117,12 @@ impl<B: Backend> Engine<B> {
         Some((fitted, remembered))
     }
 
-    /// Each candidate's snapshot handle (`None`: not a node the engine knows), from the lists
-    /// resolved lately when `names` is one of them and no node joined or left since.
-    fn resolve(&self, names: &Candidates<'_>) -> Arc<Resolution> {
-        let i = &*self.inner;
-        let generation = i.book_generation.load(Ordering::SeqCst);
-        let (list, raw) = match names {
-            Candidates::Known(r) if r.generation == generation => return r.clone(),
-            // Resolved before a node joined or left: its names are resolved again.
-            Candidates::Known(r) => (r.names(), r.raw()),
-            Candidates::Names { names, raw } => {
-                let recent = i.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Some(r) = recent.iter().find(|r| r.generation == generation && r.is_for(names)) {
-                    return r.clone();
-                }
-                (names.to_vec(), *raw)
-            }
-        };
-        let r = Arc::new(Resolution::new(generation, &list, raw, i.board.clone(), |n| {
-            i.book.get(n).map(|e| e.snap.clone())
-        }));
-        let mut recent = i.resolved.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        recent.retain(|old| old.generation == generation);
-        if recent.len() == RESOLUTIONS_KEPT {
-            recent.pop_front();
-        }
-        recent.push_back(r.clone());
-        r
-    }
-
-    /// The list resolved lately from the JSON array `raw`, whose names then need not be read;
-    /// `None` when no list came in that text lately.
-    pub fn known_candidates<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
-        let recent = self.inner.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        recent.iter().rev().find(|r| r.was_read_from(raw)).map(|r| Candidates::Known(r.clone()))
-    }
-
     /// Sends `Filter` to every candidate node actor through the coordinator.
-    async fn evaluate_messages(&self, req: &Arc<PodRequest>, names: &Candidates<'_>) -> Evaluation {
-        let ids: Vec<NodeName> = names.iter().map(NodeName::new).collect();
-        let answers = self.coordinator().send(FanOut { pod: req.clone(), names: ids }).await.unwrap_or_default();
+    async fn evaluate_messages(&self) -> Evaluation {
+        let i = &*self.e.inner;
+        let ids: Vec<NodeName> = self.names.iter().map(NodeName::new).collect();
+        let answers =
+            i.nodes.coordinator().send(FanOut { pod: self.req.clone(), names: ids }).await.unwrap_or_default();
         let mut fits = Vec::with_capacity(answers.len());
         let mut failed = Failures::default();
         let mut counts = crate::metrics::RejectionCounts::default();
@@ -166,19 +132,15 @@ impl<B: Backend> Engine<B> {
                 Err(r) => {
                     counts.add(&r);
                     // A name the engine does not know reads as in snapshot mode: HAMi's bare text.
-                    let snap = self.snapshot(n.as_str());
+                    let snap = i.nodes.snapshot(n.as_str());
                     failed.push(n, r, snap);
                 }
             }
         }
         crate::metrics::rejections(&counts);
-        Evaluation::of_nodes(fits, failed, req.node_policy)
+        Evaluation::of_nodes(fits, failed, self.req.node_policy)
     }
 }
-
-/// Candidate lists kept resolved: kube-scheduler repeats one list while the nodes passing its own
-/// filters stay the same; a few more cover pods with different node selectors taking turns.
-const RESOLUTIONS_KEPT: usize = 4;
 
 /// Fitting nodes ranked first from a resolved list; the rest are ranked only when the coordinator
 /// needs more of them (see `Engine::filter`).

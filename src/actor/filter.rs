@@ -1,7 +1,8 @@
 //! kube-scheduler's filter call as one pipeline: read the pod's request, settle what an earlier
 //! attempt left, evaluate every candidate, reserve on the best node whose bind is free, write the
 //! decision onto the pod, and tell the pod's Events. Every exit is counted in the filter
-//! histogram and the decisions counter.
+//! histogram and the decisions counter. One call is a [`FilterCycle`]: the pod, its request and
+//! its candidates, which every step reads from it (preemption's steps too, in `preemption.rs`).
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -18,7 +19,6 @@ use crate::model::request::Error as RequestError;
 use crate::model::{NodeName, PodRequest, PodView};
 use crate::port::{self, Backend, EventType, PodRef, reasons};
 use crate::sched::Rejection;
-use crate::vendor::LockKind;
 
 /// How far behind the API writes may be before Filter waits for them.
 const MAX_WRITE_BACKLOG: Duration = Duration::from_millis(250);
@@ -53,82 +53,17 @@ impl<B: Backend> Engine<B> {
     /// [`Engine::known_candidates`]).
     pub async fn filter_candidates(&self, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
         let started = Instant::now();
-        let outcome = self.filter_steps(pod, names).await;
+        let outcome = match self.request_of(pod) {
+            Err(e) => FilterOutcome::Error(e),
+            Ok(req) if !req.requests_devices() => FilterOutcome::PassThrough,
+            Ok(req) => FilterCycle { e: self, pod, pref: PodRef::of(pod), req, names }.run().await,
+        };
         crate::metrics::filter_done(outcome.metric(), started);
         if let FilterOutcome::Error(e) = &outcome {
             // The status page shows errors beside the decisions: they leave a pod pending too.
-            self.remember(&PodRef::of(pod), None, "error", e.to_string());
+            self.inner.remember(&PodRef::of(pod), None, "error", e.to_string());
         }
         outcome
-    }
-
-    async fn filter_steps(&self, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
-        let req = match self.request_of(pod) {
-            Ok(r) => r,
-            Err(e) => return FilterOutcome::Error(e),
-        };
-        if !req.requests_devices() {
-            return FilterOutcome::PassThrough;
-        }
-        let pref = PodRef::of(pod);
-        if let Err(e) = self.settle_lost_binding(&req, &pref).await {
-            return FilterOutcome::Error(e);
-        }
-        self.drop_earlier_attempt(pod, &req).await;
-        self.await_write_backlog().await;
-        if let Some(placed) = self.reserve_held(pod, &pref, &req, names).await {
-            return placed;
-        }
-        let Some(mut eval) = self.evaluate(&req, names).await else {
-            return FilterOutcome::Error(FilterError::Stopping);
-        };
-        let all = self.inner.cfg.filter_result == FilterResult::All;
-        if all {
-            eval.rank_all();
-        }
-        let n_fit = eval.n_fit;
-        let (decision, fits, mut failed) = match self.reserve_best(eval, &pref, &req).await {
-            Ok(d) => d,
-            Err(e) => return FilterOutcome::Error(e),
-        };
-        let (node, reserved) = match decision {
-            Decision::Refused(refused) => {
-                self.add_refused(&mut failed, refused);
-                self.tell_no_fit(&pref, &req, &failed, names.len());
-                self.preempt(&pref, &req, &failed).await;
-                return FilterOutcome::NoFit { failed };
-            }
-            Decision::Reserved { node, reserved, refused } => {
-                self.add_refused(&mut failed, refused);
-                // Placed without its hold: what a node held for it is free again.
-                self.drop_hold(&req.uid);
-                (node, reserved)
-            }
-        };
-        if let Err(e) = self.write_decision(pod, &pref, &req, &node, &reserved).await {
-            return FilterOutcome::Error(e);
-        }
-        self.tell_chosen(&pref, &node, &fits, n_fit, names.len());
-        let others = if all { self.answer_all(&pref, &req, &node, &fits, &failed) } else { Vec::new() };
-        FilterOutcome::Chosen { node, others, failed }
-    }
-
-    /// Every other node that fits, for `FilterResult::All`, and the scores the prioritize call
-    /// reads. A node that refused the reservation (its usage changed since its snapshot) no
-    /// longer fits and is not answered.
-    pub(super) fn answer_all(
-        &self,
-        pref: &PodRef,
-        req: &PodRequest,
-        node: &NodeName,
-        fits: &[(NodeName, f32, ())],
-        failed: &Failures,
-    ) -> Vec<NodeName> {
-        let refused = failed.named();
-        let fits: Vec<(NodeName, f32, ())> = fits.iter().filter(|(n, ..)| !refused.contains(&n)).cloned().collect();
-        let scored = self.scored(&fits, Some(node.clone()), pref, req);
-        self.inner.scores.note(req.uid.clone(), scored);
-        fits.into_iter().map(|(n, ..)| n).filter(|n| n != node).collect()
     }
 
     /// The pod's device request, with HAMi's error texts for what does not read.
@@ -144,22 +79,104 @@ impl<B: Backend> Engine<B> {
             }
         }
     }
+}
+
+/// One filter call: the pod as kube-scheduler sent it, its request (which asks for a device) and
+/// its candidates.
+pub(super) struct FilterCycle<'a, 'n, B: Backend> {
+    pub e: &'a Engine<B>,
+    pub pod: &'a PodView,
+    pub pref: PodRef,
+    pub req: Arc<PodRequest>,
+    pub names: &'a Candidates<'n>,
+}
+
+impl<B: Backend> FilterCycle<'_, '_, B> {
+    async fn run(&self) -> FilterOutcome {
+        let i = &*self.e.inner;
+        if let Err(e) = self.settle_lost_binding().await {
+            return FilterOutcome::Error(e);
+        }
+        self.drop_earlier_attempt().await;
+        self.await_write_backlog().await;
+        if let Some(placed) = self.reserve_held().await {
+            return placed;
+        }
+        let Some(mut eval) = self.evaluate().await else {
+            return FilterOutcome::Error(FilterError::Stopping);
+        };
+        let all = i.cfg.filter_result == FilterResult::All;
+        if all {
+            eval.rank_all();
+        }
+        let n_fit = eval.n_fit;
+        let (decision, fits, mut failed) = match self.reserve_best(eval).await {
+            Ok(d) => d,
+            Err(e) => return FilterOutcome::Error(e),
+        };
+        let (node, reserved) = match decision {
+            Decision::Refused(refused) => {
+                self.add_refused(&mut failed, refused);
+                self.tell_no_fit(&failed);
+                self.preempt(&failed).await;
+                return FilterOutcome::NoFit { failed };
+            }
+            Decision::Reserved { node, reserved, refused } => {
+                self.add_refused(&mut failed, refused);
+                // Placed without its hold: what a node held for it is free again.
+                self.e.drop_hold(&self.req.uid);
+                (node, reserved)
+            }
+        };
+        self.placed(node, &reserved, &fits, n_fit, failed).await
+    }
+
+    /// The pod reserved on `node`: the decision written (when the filter writes it), the Events
+    /// told, the answer made (every fitting node with `FilterResult::All`).
+    pub(super) async fn placed(
+        &self,
+        node: NodeName,
+        reserved: &Reserved,
+        fits: &[(NodeName, f32, ())],
+        n_fit: usize,
+        failed: Failures,
+    ) -> FilterOutcome {
+        if let Err(e) = self.write_decision(&node, reserved).await {
+            return FilterOutcome::Error(e);
+        }
+        self.tell_chosen(&node, fits, n_fit);
+        let all = self.e.inner.cfg.filter_result == FilterResult::All;
+        let others = if all { self.answer_all(&node, fits, &failed) } else { Vec::new() };
+        FilterOutcome::Chosen { node, others, failed }
+    }
+
+    /// Every other node that fits, for `FilterResult::All`, and the scores the prioritize call
+    /// reads. A node that refused the reservation (its usage changed since its snapshot) no
+    /// longer fits and is not answered.
+    fn answer_all(&self, node: &NodeName, fits: &[(NodeName, f32, ())], failed: &Failures) -> Vec<NodeName> {
+        let refused = failed.named();
+        let fits: Vec<(NodeName, f32, ())> = fits.iter().filter(|(n, ..)| !refused.contains(&n)).cloned().collect();
+        let scored = self.e.inner.scored(&fits, Some(node.clone()), &self.pref, &self.req);
+        self.e.inner.pods.scores.note(self.req.uid.clone(), scored);
+        fits.into_iter().map(|(n, ..)| n).filter(|n| n != node).collect()
+    }
 
     /// A pod whose last Binding failed without an answer may be bound after all: it is read back
     /// before its devices go. Bound, it is counted from what it carries and the filter fails.
-    async fn settle_lost_binding(&self, req: &PodRequest, pref: &PodRef) -> Result<(), FilterError> {
-        let i = &*self.inner;
-        let Some((uid, node)) = i.unsettled.remove(&req.uid) else { return Ok(()) };
+    async fn settle_lost_binding(&self) -> Result<(), FilterError> {
+        let i = &*self.e.inner;
+        let pref = &self.pref;
+        let Some((uid, node)) = i.pods.take_unsettled(&self.req.uid) else { return Ok(()) };
         let bound = match i.backend.pod_read(&pref.namespace, &pref.name).await {
             Ok(v) => v.and_then(|v| v.spec.node_name.clone()).filter(|n| !n.is_empty()),
             Err(e) => {
-                i.unsettled.insert(uid, node);
+                i.pods.unsettle(uid, node);
                 return Err(e.into());
             }
         };
         match bound {
             Some(n) => {
-                self.observe_read(pref);
+                self.e.observe_read(pref);
                 Err(port::Error::AlreadyBound { pod: pref.to_string(), node: n }.into())
             }
             None => Ok(()),
@@ -170,13 +187,11 @@ impl<B: Backend> Engine<B> {
     /// or committed (a bind that failed after its commit), so the pod does not compete with
     /// itself, as HAMi does. A pod kube-scheduler filters is not bound; should one that is bound
     /// arrive all the same, its devices stay counted.
-    async fn drop_earlier_attempt(&self, pod: &PodView, req: &PodRequest) {
-        let i = &*self.inner;
-        if let Some(prev) = i.placements.get(&req.uid).map(|p| p.clone())
-            && let Some(addr) = i.book.get(prev.as_str()).map(|e| e.addr.clone())
-        {
-            let bound = pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
-            let _ = addr.release(req.uid.clone(), bound).await;
+    async fn drop_earlier_attempt(&self) {
+        let nodes = &self.e.inner.nodes;
+        if let Some(addr) = nodes.placement(&self.req.uid).and_then(|prev| nodes.addr(prev.as_str())) {
+            let bound = self.pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
+            let _ = addr.release(self.req.uid.clone(), bound).await;
         }
     }
 
@@ -187,15 +202,14 @@ impl<B: Backend> Engine<B> {
     async fn reserve_best(
         &self,
         mut eval: Evaluation,
-        pref: &PodRef,
-        req: &Arc<PodRequest>,
     ) -> Result<(Decision, Vec<(NodeName, f32, ())>, Failures), FilterError> {
+        let i = &*self.e.inner;
         // The common case: the best node whose bind is free takes the reservation on this thread
         // when its actor is idle, and the locks of the nodes after it are never read.
         let reserve = Instant::now();
-        let kinds = self.lock_kinds(req);
-        let first_free = eval.ranked.iter().find(|(n, ..)| self.lock_taken(n.as_str(), pref, &kinds).is_none());
-        let tried = match first_free.and_then(|(n, ..)| Some((n.clone(), self.reserve_here(n, req)?))) {
+        let kinds = i.lock_kinds(&self.req);
+        let first_free = eval.ranked.iter().find(|(n, ..)| i.lock_taken(n.as_str(), &self.pref, &kinds).is_none());
+        let tried = match first_free.and_then(|(n, ..)| Some((n.clone(), self.reserve_here(n)?))) {
             Some((node, Ok(reserved))) => {
                 crate::metrics::phase(crate::metrics::Phase::Reserve, reserve);
                 let decision = Decision::Reserved { node, reserved, refused: Vec::new() };
@@ -204,19 +218,19 @@ impl<B: Backend> Engine<B> {
             Some((node, Err(r))) => Some((node, r)),
             None => None,
         };
-        let (mut ranked, mut free) = self.lock_aware(&eval.ranked, pref, req);
+        let (mut ranked, mut free) = self.lock_aware(&eval.ranked);
         if free < RESERVE_CANDIDATES && eval.partly_ranked() {
             // Locks taken on most of the best: free nodes further down go before them.
             eval.rank_all();
-            (ranked, free) = self.lock_aware(&eval.ranked, pref, req);
+            (ranked, free) = self.lock_aware(&eval.ranked);
         }
         if let Some((node, _)) = &tried {
             ranked.retain(|n| n != node);
         } else if free == 0 && !ranked.is_empty() {
-            ranked = self.await_free_node(&eval.ranked, pref, req, ranked).await;
+            ranked = self.await_free_node(&eval.ranked, ranked).await;
         }
         let reserve = Instant::now();
-        let here = if tried.is_none() { self.reserve_first_here(&mut ranked, req) } else { None };
+        let here = if tried.is_none() { self.reserve_first_here(&mut ranked) } else { None };
         let (mut decision, first_refused) = match here {
             Some(Ok(d)) => (d, None),
             here => {
@@ -224,8 +238,9 @@ impl<B: Backend> Engine<B> {
                 let d = if ranked.is_empty() {
                     Decision::Refused(Vec::new())
                 } else {
-                    self.coordinator()
-                        .send(Decide { pod: req.clone(), ranked })
+                    i.nodes
+                        .coordinator()
+                        .send(Decide { pod: self.req.clone(), ranked })
                         .await
                         .map_err(FilterError::Coordinator)?
                 };
@@ -246,20 +261,15 @@ impl<B: Backend> Engine<B> {
     /// plugins queues several binds on each node, and those at the back of a queue fail after
     /// `--bind-lock-wait` and go round again. Locks held by others (a device plugin that never
     /// answers, another scheduler) do not hold the filter.
-    async fn await_free_node(
-        &self,
-        fits: &[(NodeName, f32, ())],
-        pref: &PodRef,
-        req: &PodRequest,
-        mut ranked: Vec<NodeName>,
-    ) -> Vec<NodeName> {
-        if !self.any_bind_busy(&ranked) {
+    async fn await_free_node(&self, fits: &[(NodeName, f32, ())], mut ranked: Vec<NodeName>) -> Vec<NodeName> {
+        let nodes = &self.e.inner.nodes;
+        if !nodes.any_bind_busy(&ranked) {
             return ranked;
         }
         let started = Instant::now();
-        while started.elapsed() < MAX_BUSY_WAIT && self.any_bind_busy(&ranked) {
+        while started.elapsed() < MAX_BUSY_WAIT && nodes.any_bind_busy(&ranked) {
             tokio::time::sleep(BUSY_POLL).await;
-            let (again, free) = self.lock_aware(fits, pref, req);
+            let (again, free) = self.lock_aware(fits);
             ranked = again;
             if free > 0 {
                 break;
@@ -269,21 +279,11 @@ impl<B: Backend> Engine<B> {
         ranked
     }
 
-    /// Whether a bind of this scheduler holds, or waits to take, the lock of one of `nodes`.
-    fn any_bind_busy(&self, nodes: &[NodeName]) -> bool {
-        let book = &self.inner.book;
-        nodes.iter().any(|n| book.get(n.as_str()).is_some_and(|e| e.binds.locked() || e.binds.pending() > 0))
-    }
-
     /// The best node takes the reservation on this thread when its actor is idle, so the common
     /// filter sends no message; a refusal leaves the rest of `ranked` to the coordinator. `None`
     /// when the best node's actor is busy (or gone): the coordinator then tries `ranked` whole.
-    fn reserve_first_here(
-        &self,
-        ranked: &mut Vec<NodeName>,
-        req: &Arc<PodRequest>,
-    ) -> Option<Result<Decision, (NodeName, Rejection)>> {
-        let answer = self.reserve_here(ranked.first()?, req)?;
+    fn reserve_first_here(&self, ranked: &mut Vec<NodeName>) -> Option<Result<Decision, (NodeName, Rejection)>> {
+        let answer = self.reserve_here(ranked.first()?)?;
         let node = ranked.remove(0);
         Some(match answer {
             Ok(reserved) => Ok(Decision::Reserved { node, reserved, refused: Vec::new() }),
@@ -292,62 +292,49 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Reserves on `node` on this thread when its actor is idle; `None` when it is busy (or gone).
-    fn reserve_here(&self, node: &NodeName, req: &Arc<PodRequest>) -> Option<Result<Reserved, Rejection>> {
-        let i = &*self.inner;
-        let addr = i.book.get(node.as_str()).map(|e| e.addr.clone())?;
-        addr.reserve_here(Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl }).ok()
+    fn reserve_here(&self, node: &NodeName) -> Option<Result<Reserved, Rejection>> {
+        let i = &*self.e.inner;
+        let addr = i.nodes.addr(node.as_str())?;
+        addr.reserve_here(Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl }).ok()
     }
 
     /// Nodes that refused the reservation join the failures, with their snapshots.
     fn add_refused(&self, failed: &mut Failures, refused: Vec<(NodeName, Rejection)>) {
         for (n, r) in refused {
-            let snap = self.snapshot(n.as_str());
+            let snap = self.e.inner.nodes.snapshot(n.as_str());
             failed.push(n, r, snap);
         }
     }
 
     /// Writes the decision onto the pod, unless it is written at bind (then the filter makes no
     /// API write). A failed write gives the reservation back.
-    pub(super) async fn write_decision(
-        &self,
-        pod: &PodView,
-        pref: &PodRef,
-        req: &PodRequest,
-        node: &NodeName,
-        reserved: &Reserved,
-    ) -> Result<(), FilterError> {
-        let i = &*self.inner;
+    async fn write_decision(&self, node: &NodeName, reserved: &Reserved) -> Result<(), FilterError> {
+        let i = &*self.e.inner;
         if i.cfg.decision_write != DecisionWrite::Filter {
             return Ok(());
         }
-        let mut patch = self.decision_patch(node, req, &reserved.devices);
-        patch.while_unbound = Some(pod.metadata.resource_version.clone().unwrap_or_default());
+        let mut patch = i.decision_patch(node, &self.req, &reserved.devices);
+        patch.while_unbound = Some(self.pod.metadata.resource_version.clone().unwrap_or_default());
         let write = Instant::now();
-        let patched = i.backend.patch_pod(pref, &patch).await;
+        let patched = i.backend.patch_pod(&self.pref, &patch).await;
         crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
         let Err(e) = patched else { return Ok(()) };
-        if let Some(a) = i.book.get(node.as_str()).map(|e| e.addr.clone()) {
-            let _ = a.release(req.uid.clone(), true).await;
+        if let Some(a) = i.nodes.addr(node.as_str()) {
+            let _ = a.release(self.req.uid.clone(), true).await;
         }
         if let port::Error::AlreadyBound { .. } = e {
             // Its Binding took effect although its answer was lost: what it holds is counted
             // from the pod as read just now, not from a watch that may lag.
-            self.observe_read(pref);
+            self.e.observe_read(&self.pref);
         }
-        self.event(pref, reasons::FILTERING_FAILED, EventType::Warning, e.to_string());
+        i.event(&self.pref, reasons::FILTERING_FAILED, EventType::Warning, e.to_string());
         Err(e.into())
     }
 
     /// The FilteringSucceed Event and the status page's line. HAMi lists every fitting node with
     /// its score; the list is capped so one Event stays small on large clusters.
-    pub(super) fn tell_chosen(
-        &self,
-        pref: &PodRef,
-        node: &NodeName,
-        fits: &[(NodeName, f32, ())],
-        n_fit: usize,
-        n: usize,
-    ) {
+    fn tell_chosen(&self, node: &NodeName, fits: &[(NodeName, f32, ())], n_fit: usize) {
+        let n = self.names.len();
         let mut fit_list = String::new();
         for (k, (name, s, _)) in fits.iter().take(EVENT_FIT_NODES).enumerate() {
             if k > 0 {
@@ -359,17 +346,19 @@ impl<B: Backend> Engine<B> {
             let _ = write!(fit_list, ",…{} more", n_fit - EVENT_FIT_NODES);
         }
         let message = format!("find fit node({node}), {} nodes not fit, {n_fit} nodes fit({fit_list})", n - n_fit);
-        self.event(pref, reasons::FILTERING_SUCCEED, EventType::Normal, message);
-        self.remember(pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n} nodes fit"));
+        let i = &*self.e.inner;
+        i.event(&self.pref, reasons::FILTERING_SUCCEED, EventType::Normal, message);
+        i.remember(&self.pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n} nodes fit"));
     }
 
     /// The FilteringFailed Events and the status page's line.
-    fn tell_no_fit(&self, pref: &PodRef, req: &PodRequest, failed: &Failures, candidates: usize) {
+    fn tell_no_fit(&self, failed: &Failures) {
         if tracing::enabled!(tracing::Level::DEBUG) {
-            tracing::debug!(pod = %pref, failed = ?failed.render(), "no node fits");
+            tracing::debug!(pod = %self.pref, failed = ?failed.render(), "no node fits");
         }
-        self.no_fit_events(pref, failed, candidates);
-        self.remember_no_fit(pref, req, failed);
+        let i = &*self.e.inner;
+        i.no_fit_events(&self.pref, failed, self.names.len());
+        i.remember_no_fit(&self.pref, &self.req, failed);
     }
 
     /// Holds the filter while the API writes already queued would delay this pod's bind by
@@ -380,7 +369,7 @@ impl<B: Backend> Engine<B> {
     async fn await_write_backlog(&self) {
         let started = Instant::now();
         loop {
-            let backlog = self.inner.backend.write_backlog();
+            let backlog = self.e.inner.backend.write_backlog();
             if backlog <= MAX_WRITE_BACKLOG || started.elapsed() >= MAX_BACKLOG_WAIT {
                 return;
             }
@@ -395,15 +384,16 @@ impl<B: Backend> Engine<B> {
     /// waits for the device plugin of the holder, so under binpack a burst would queue on one
     /// node. With no lock taken this is the rank order, as HAMi chooses.
     /// Also returns how many of them are free.
-    fn lock_aware(&self, fits: &[(NodeName, f32, ())], pod: &PodRef, req: &PodRequest) -> (Vec<NodeName>, usize) {
-        let kinds = self.lock_kinds(req);
+    fn lock_aware(&self, fits: &[(NodeName, f32, ())]) -> (Vec<NodeName>, usize) {
+        let i = &*self.e.inner;
+        let kinds = i.lock_kinds(&self.req);
         let mut free = Vec::with_capacity(RESERVE_CANDIDATES);
         let mut taken: Vec<(u32, &NodeName)> = Vec::new();
         for (n, _, _) in fits {
             if free.len() == RESERVE_CANDIDATES {
                 break;
             }
-            match self.lock_taken(n.as_str(), pod, &kinds) {
+            match i.lock_taken(n.as_str(), &self.pref, &kinds) {
                 Some(pending) => taken.push((pending, n)),
                 None => free.push(n.clone()),
             }
@@ -415,42 +405,5 @@ impl<B: Backend> Engine<B> {
             free.extend(taken.into_iter().take(RESERVE_CANDIDATES - n_free).map(|(_, n)| n.clone()));
         }
         (free, n_free)
-    }
-
-    /// Whether a bind of `pod` on `node` would now wait for a lock another pod holds: if so, how
-    /// many pods reserved there still wait for their bind.
-    pub(super) fn lock_taken(&self, node: &str, pod: &PodRef, kinds: &[LockKind]) -> Option<u32> {
-        let i = &*self.inner;
-        let (locked, pending) = i.book.get(node).map_or((false, 0), |e| (e.binds.locked(), e.binds.pending()));
-        if locked {
-            return Some(pending);
-        }
-        if kinds.is_empty() {
-            return None;
-        }
-        let view = i.backend.node(node)?;
-        let timeout = i.cfg.node_lock_timeout;
-        kinds
-            .iter()
-            .any(|k| port::lock_taken(&view, pod, *k, timeout, |ns, name| i.backend.pod(ns, name)))
-            .then_some(pending)
-    }
-
-    pub(super) fn no_fit_events(&self, pod: &PodRef, failed: &Failures, candidates: usize) {
-        // One Event per reason word of the `<n>/<m> <Reason>` items, as HAMi records them.
-        for (reason, nodes) in failed.nodes_by_reason() {
-            self.event(
-                pod,
-                reasons::FILTERING_FAILED,
-                EventType::Warning,
-                format!("{} nodes {reason}({})", nodes.len(), nodes.join(",")),
-            );
-        }
-        self.event(
-            pod,
-            reasons::FILTERING_FAILED,
-            EventType::Warning,
-            format!("no available node, {candidates} nodes do not meet"),
-        );
     }
 }

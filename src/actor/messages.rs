@@ -59,15 +59,24 @@ pub struct Release {
     pub only_reserved: bool,
 }
 
-/// Hold the devices a preemption frees for the preemptor (see `node/hold.rs`). Replies false
-/// when the node already holds devices for another pod.
-#[derive(Message)]
-#[rtype(result = "bool")]
+/// A preemption's hold: the one record of it, shared by the node that keeps the devices for the
+/// preemptor (see `node/hold.rs`) and the engine's pod book, which finds it by the preemptor.
+#[derive(Debug)]
 pub struct Hold {
     pub uid: PodUid,
+    /// Tells this hold from a later one for the same pod (a lapse timer drops only its own).
     pub id: u64,
+    pub node: crate::model::NodeName,
     pub devices: Vec<crate::model::DeviceUuid>,
+    /// Whom the preemption evicted for it.
+    pub victims: Vec<crate::port::PodRef>,
 }
+
+/// Keep the devices of `Hold` for its preemptor. Replies false when the node already holds
+/// devices for another pod.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct SetHold(pub Arc<Hold>);
 
 /// Drop the hold for a pod (only hold `id` when given). Replies whether there was one.
 #[derive(Message)]

@@ -36,7 +36,7 @@ use bind_queue::LockAnswer;
 mod bind_queue;
 mod cluster;
 mod core;
-mod hold;
+pub mod hold;
 mod ledger;
 mod record;
 mod refit;
@@ -289,11 +289,10 @@ impl Handler<Release> for NodeActor {
     }
 }
 
-impl Handler<Hold> for NodeActor {
+impl Handler<SetHold> for NodeActor {
     type Result = bool;
-    fn handle(&mut self, msg: Hold, ctx: &mut Context<Self>) -> bool {
-        let hold = hold::Hold { uid: msg.uid, id: msg.id, devices: msg.devices };
-        self.apply(ctx, |c| c.set_hold(hold))
+    fn handle(&mut self, msg: SetHold, ctx: &mut Context<Self>) -> bool {
+        self.apply(ctx, |c| c.set_hold(msg.0))
     }
 }
 

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use super::Engine;
-use super::messages::{NodeRegistered, NodeRemoved, PodObserved, Registration, VendorHealth};
+use super::messages::{NodeRegistered, PodObserved, Registration, VendorHealth};
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
-use crate::model::{NodeName, PodDevices, PodUid, PodView};
+use crate::model::{PodDevices, PodUid, PodView};
 use crate::port::{Backend, Event, EventType, ObjectKind, PodRef, reasons};
 use crate::sched::accounting::{self, Layout};
 use crate::vendor::Vendors;
@@ -16,8 +16,8 @@ impl<B: Backend> Engine<B> {
     /// node's devices unusable, logs why and records an Event; other nodes are unaffected.
     pub async fn register_node(&self, node: Arc<NodeView>) -> Registration {
         let name = node.metadata.name.clone();
-        self.inner.removed.remove(name.as_str());
-        let addr = self.actor(&name);
+        self.inner.nodes.restored(name.as_str());
+        let addr = self.inner.nodes.actor(&name);
         let r = match addr.send(NodeRegistered { node }).await {
             Ok(r) => r,
             Err(_) => return Registration::Malformed { reason: "node actor stopped".into() },
@@ -37,24 +37,20 @@ impl<B: Backend> Engine<B> {
 
     /// Vendors whose devices the health round found dead on `node` (empty: all alive).
     pub fn set_unhealthy(&self, node: &str, unhealthy: Vec<crate::model::VendorId>) {
-        self.actor(node).do_send(VendorHealth { unhealthy });
+        self.inner.nodes.actor(node).do_send(VendorHealth { unhealthy });
     }
 
     /// The node is gone, with every allocation it held. Until it is registered again, pods that
     /// name it are not counted (they would bring back a node nobody registered); whoever
     /// registers it again observes the pods still bound to it once more ([`Engine::was_removed`]).
     pub fn remove_node(&self, name: &str) {
-        self.inner.removed.insert(NodeName::new(name), ());
-        if let Some((_, e)) = self.inner.book.remove(name) {
-            self.inner.book_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            e.addr.do_send(NodeRemoved);
-        }
+        self.inner.nodes.remove(name);
     }
 
     /// Whether the node was removed and not registered since: its pods need observing again once
     /// it is registered.
     pub fn was_removed(&self, name: &str) -> bool {
-        self.inner.removed.contains_key(name)
+        self.inner.nodes.was_removed(name)
     }
 
     /// A pod as the cluster shows it. Pods without `hami.io/vgpu-node` are ignored; finished
@@ -66,10 +62,10 @@ impl<B: Backend> Engine<B> {
             return;
         }
         if pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
-            self.inner.unsettled.remove(&uid);
+            self.inner.pods.settled(&uid);
         }
         let Some(node) = pod.annotation(keys::ASSIGNED_NODE) else { return };
-        if self.inner.removed.contains_key(node) {
+        if self.inner.nodes.was_removed(node) {
             self.delete_pod(&uid);
             return;
         }
@@ -81,7 +77,7 @@ impl<B: Backend> Engine<B> {
                 return;
             }
         };
-        let devices = self.align(pod, devices);
+        let devices = align(&self.inner.vendors, pod, devices);
         let held = self.inner.vendors.decode_held(pod);
         let holds = |v| devices.vendor(v).is_some() || held.iter().any(|(h, _, _)| *h == v);
         let tags = accounting::tags_of(&self.inner.vendors, &pod.metadata.annotations, holds);
@@ -101,13 +97,14 @@ impl<B: Backend> Engine<B> {
             ttl: self.inner.cfg.reservation_ttl,
         };
         // A pod moved to another node (a new decision) is dropped from the old one first.
-        if let Some(prev) = self.inner.placements.get(&uid).map(|p| p.clone())
+        let nodes = &self.inner.nodes;
+        if let Some(prev) = nodes.placement(&uid)
             && prev.as_str() != node
-            && let Some(e) = self.inner.book.get(prev.as_str())
+            && let Some(addr) = nodes.addr(prev.as_str())
         {
-            e.addr.pod_deleted(uid.clone());
+            addr.pod_deleted(uid.clone());
         }
-        self.actor(node).pod_observed(obs);
+        nodes.actor(node).pod_observed(obs);
     }
 
     /// Observes the pod as the backend's cache holds it now (just read from the source after a
@@ -118,29 +115,30 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Places each vendor's decoded entries on the pod's containers (see `accounting::align`).
-    pub(super) fn align(&self, pod: &PodView, mut devices: PodDevices) -> PodDevices {
-        for (v, list) in devices.0.iter_mut() {
-            let vendor = self.inner.vendors.get(*v);
-            let requesting: Vec<bool> = pod
-                .all_containers()
-                .map(|c| vendor.request(*v, c, pod).ok().flatten().is_some_and(|r| r.nums > 0))
-                .collect();
-            *list = accounting::align(std::mem::take(list), &requesting);
-        }
-        devices
-    }
-
     /// The pod is gone (deleted, or finished).
     pub fn delete_pod(&self, uid: &PodUid) {
-        self.inner.unsettled.remove(uid);
+        self.inner.pods.settled(uid);
         self.drop_hold(uid);
-        if let Some((_, node)) = self.inner.placements.remove(uid)
-            && let Some(e) = self.inner.book.get(node.as_str())
+        let nodes = &self.inner.nodes;
+        if let Some((_, node)) = nodes.placements.remove(uid)
+            && let Some(addr) = nodes.addr(node.as_str())
         {
-            e.addr.pod_deleted(uid.clone());
+            addr.pod_deleted(uid.clone());
         }
     }
+}
+
+/// Places each vendor's decoded entries on the pod's containers (see `accounting::align`).
+pub(super) fn align(vendors: &Vendors, pod: &PodView, mut devices: PodDevices) -> PodDevices {
+    for (v, list) in devices.0.iter_mut() {
+        let vendor = vendors.get(*v);
+        let requesting: Vec<bool> = pod
+            .all_containers()
+            .map(|c| vendor.request(*v, c, pod).ok().flatten().is_some_and(|r| r.nums > 0))
+            .collect();
+        *list = accounting::align(std::mem::take(list), &requesting);
+    }
+    devices
 }
 
 /// The watchers' view of the engine.

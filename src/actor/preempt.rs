@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::error::FilterError;
 use super::messages::Report;
-use super::{Engine, Failures, with_scratch};
+use super::{Engine, Failures, Inner, with_scratch};
 use crate::model::{DeviceUsage, DeviceUuid, PodRequest, PodView};
 use crate::port::Backend;
 use crate::port::PodRef;
@@ -71,34 +71,7 @@ impl<B: Backend> Engine<B> {
     /// lower-priority pods free enough. Nodes are ranked by their victims (fewest, then lowest priorities,
     /// then the most recently started), then by name.
     pub async fn preemption_plan(&self, pod: &PodView, req: &PodRequest, failed: &Failures) -> Option<Plan> {
-        self.plan_sparing(pod, req, failed, &[]).await
-    }
-
-    /// `preemption_plan` with the pods of `spared` (UIDs) kept, and no node that holds devices
-    /// for another preemptor.
-    pub(super) async fn plan_sparing(
-        &self,
-        pod: &PodView,
-        req: &PodRequest,
-        failed: &Failures,
-        spared: &[String],
-    ) -> Option<Plan> {
-        if pod.spec.preemption_policy.as_deref() == Some("Never") {
-            return None;
-        }
-        let nodes = failed.device_nodes();
-        let below = priority(pod);
-        let reports = self.reports_of(&nodes).await;
-        let mut best: Option<(Cost, &NodeReport, Victims)> = None;
-        let open = |r: &&NodeReport| r.held_for.as_ref().is_none_or(|u| *u == req.uid);
-        for r in reports.iter().filter(open) {
-            let Some((cost, set)) = self.victims_on(r, req, below, spared) else { continue };
-            if best.as_ref().is_none_or(|(c, n, _)| (cost, &r.name) < (*c, &n.name)) {
-                best = Some((cost, r, set));
-            }
-        }
-        let (_, r, set) = best?;
-        Some(plan_of(r, &set))
+        self.inner.plan_sparing(pod, req, failed, &[]).await
     }
 
     /// kube-scheduler's preemption verb: for each node it proposes victims on (by UID), whether
@@ -116,26 +89,27 @@ impl<B: Backend> Engine<B> {
         if !req.requests_devices() {
             return Ok(proposals.clone());
         }
-        if self.inner.holds.contains_key(&req.uid) {
+        if self.inner.pods.holds_for(&req.uid) {
             // This scheduler's own preemption is already making room for the pod: no one else goes.
             return Ok(BTreeMap::new());
         }
         // The priority that decides who may go is the cluster's copy's; a pod the cluster does not
         // have keeps no node, so kube-scheduler evicts no one for it.
-        let Some(own) = self.preemptor_of_record(&PodRef::of(pod)).await else { return Ok(BTreeMap::new()) };
+        let Some(own) = self.inner.preemptor_of_record(&PodRef::of(pod)).await else { return Ok(BTreeMap::new()) };
         let below = priority(&own);
         let mut out = BTreeMap::new();
         for (node, uids) in proposals {
-            let Some(addr) = self.inner.book.get(node.as_str()).map(|e| e.addr.clone()) else { continue };
+            let Some(addr) = self.inner.nodes.addr(node.as_str()) else { continue };
             let Ok(r) = addr.send(Report).await else { continue };
             // The proposed victims are gone; the others may still be added.
             let (rest, kept): (Vec<Holder<'_>>, Vec<&AllocReport>) = self
+                .inner
                 .holders(&r, below)
                 .into_iter()
                 .zip(&r.allocs)
                 .filter(|(_, a)| !uids.iter().any(|u| u == a.uid.as_str()))
                 .unzip();
-            let extra = self.with_fit(&r, &req, |fits| {
+            let extra = self.inner.with_fit(&r, &req, |fits| {
                 if fits(&preempt::usage_without(&r.snapshot.devices, &rest, &[])) {
                     Some(Vec::new())
                 } else {
@@ -154,11 +128,40 @@ impl<B: Backend> Engine<B> {
         }
         Ok(out)
     }
+}
+
+impl<B: Backend> Inner<B> {
+    /// `preemption_plan` with the pods of `spared` (UIDs) kept, and no node that holds devices
+    /// for another preemptor.
+    pub(super) async fn plan_sparing(
+        &self,
+        pod: &PodView,
+        req: &PodRequest,
+        failed: &Failures,
+        spared: &[String],
+    ) -> Option<Plan> {
+        if pod.spec.preemption_policy.as_deref() == Some("Never") {
+            return None;
+        }
+        let nodes = failed.device_nodes();
+        let below = priority(pod);
+        let reports = self.nodes.reports(Some(&nodes)).await;
+        let mut best: Option<(Cost, &NodeReport, Victims)> = None;
+        let open = |r: &&NodeReport| r.held_for.as_ref().is_none_or(|u| *u == req.uid);
+        for r in reports.iter().filter(open) {
+            let Some((cost, set)) = self.victims_on(r, req, below, spared) else { continue };
+            if best.as_ref().is_none_or(|(c, n, _)| (cost, &r.name) < (*c, &n.name)) {
+                best = Some((cost, r, set));
+            }
+        }
+        let (_, r, set) = best?;
+        Some(plan_of(r, &set))
+    }
 
     /// Every pod holding devices on the node, evictable when it is bound and running with a
     /// priority below `below` (a pod being scheduled or terminating keeps its hold).
     fn holders<'r>(&self, r: &'r NodeReport, below: i32) -> Vec<Holder<'r>> {
-        let backend = &self.inner.backend;
+        let backend = &self.backend;
         r.allocs
             .iter()
             .map(|a| {
@@ -184,7 +187,7 @@ impl<B: Backend> Engine<B> {
         req: &PodRequest,
         f: impl FnOnce(&mut dyn FnMut(&[DeviceUsage]) -> bool) -> R,
     ) -> R {
-        let i = &*self.inner;
+        let i = self;
         let view = i.quota.as_deref().and_then(|q| q.view(&req.namespace));
         let quota: &dyn QuotaCheck = match &view {
             Some(v) => v,

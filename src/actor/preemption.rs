@@ -7,15 +7,14 @@
 //! devices from other pods, never counts them twice.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::candidates::Candidates;
-use super::messages::{DropHold, Hold, Reserve};
+use super::filter::FilterCycle;
+use super::messages::{DropHold, Hold, Reserve, SetHold};
 use super::preempt::Plan;
-use super::{Engine, Failures, FilterOutcome, FilterResult};
+use super::{Engine, Failures, FilterOutcome, Inner};
 use crate::metrics::Preemption;
-use crate::model::{NodeName, PodRequest, PodUid, PodView};
+use crate::model::{NodeName, PodUid, PodView};
 use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
 
 /// Rounds of planning that spare the victims PodDisruptionBudgets protect.
@@ -26,38 +25,24 @@ const BUDGET_ROUNDS: usize = 4;
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
 const RELEASE_POLL: Duration = Duration::from_millis(20);
 
-/// A hold the engine keeps for a preemptor: its node, which hold it is, and whom it evicted.
-#[derive(Clone, Debug)]
-pub(super) struct HeldFor {
-    pub node: NodeName,
-    pub id: u64,
-    pub victims: Vec<PodRef>,
-}
-
-impl<B: Backend> Engine<B> {
+impl<B: Backend> FilterCycle<'_, '_, B> {
     /// A preemptor's filter: it reserves on the node that holds devices for it, on that node's
     /// usage without the hold. `None` (the filter goes on as usual) when the pod has no hold,
     /// its node is not among the candidates, or its victims have not all gone yet.
-    pub(super) async fn reserve_held(
-        &self,
-        pod: &PodView,
-        pref: &PodRef,
-        req: &Arc<PodRequest>,
-        names: &Candidates<'_>,
-    ) -> Option<FilterOutcome> {
-        let i = &*self.inner;
-        let held = i.holds.get(&req.uid).map(|h| h.clone())?;
-        if !names.contains(held.node.as_str()) {
+    pub(super) async fn reserve_held(&self) -> Option<FilterOutcome> {
+        let (i, req) = (&*self.e.inner, &self.req);
+        let held = i.pods.hold(&req.uid)?;
+        if !self.names.contains(held.node.as_str()) {
             return None;
         }
-        let addr = i.book.get(held.node.as_str()).map(|e| e.addr.clone())?;
+        let addr = i.nodes.addr(held.node.as_str())?;
         let reserve = || addr.reserve(Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl });
         let reserved = match reserve().await {
             Ok(Ok(r)) => r,
             // kube-scheduler filters the pod again as soon as a victim's deletion reaches it,
             // which may be before this scheduler's watch has released the victim's devices: when
             // every victim is gone from the API server, the release is moments away.
-            _ if self.victims_gone(&held.victims).await => {
+            _ if i.victims_gone(&held.victims).await => {
                 let until = Instant::now() + RELEASE_WAIT;
                 loop {
                     tokio::time::sleep(RELEASE_POLL).await;
@@ -72,44 +57,40 @@ impl<B: Backend> Engine<B> {
             _ => return None,
         };
         // The node dropped the hold with the reservation.
-        i.holds.remove_if(&req.uid, |_, h| h.id == held.id);
+        i.pods.take_hold(&req.uid, Some(held.id));
         crate::metrics::preemption(Preemption::Placed);
-        let node = held.node;
-        if let Err(e) = self.write_decision(pod, pref, req, &node, &reserved).await {
-            return Some(FilterOutcome::Error(e));
-        }
+        let node = held.node.clone();
         let fits = vec![(node.clone(), reserved.score, ())];
-        self.tell_chosen(pref, &node, &fits, 1, names.len());
-        let others = if i.cfg.filter_result == FilterResult::All {
-            self.answer_all(pref, req, &node, &fits, &Failures::default())
-        } else {
-            Vec::new()
-        };
-        Some(FilterOutcome::Chosen { node, others, failed: Failures::default() })
+        Some(self.placed(node, &reserved, &fits, 1, Failures::default()).await)
     }
 
     /// For a pod no candidate fits: plans a preemption, sparing pods PodDisruptionBudgets
     /// protect, holds the victims' devices on its node for the pod, and evicts the victims. Off,
     /// for a pod already waiting on a hold, or with nothing to evict: `None`.
-    pub(super) async fn preempt(&self, pref: &PodRef, req: &PodRequest, failed: &Failures) -> Option<Plan> {
-        let i = &*self.inner;
+    pub(super) async fn preempt(&self, failed: &Failures) -> Option<Plan> {
+        let (e, pref, req) = (self.e, &self.pref, &self.req);
+        let i = &*e.inner;
         let ttl = i.cfg.preemption_hold?;
-        if i.holds.contains_key(&req.uid) {
+        if i.pods.holds_for(&req.uid) {
             return None;
         }
         // Who preempts, and at which priority, is the cluster's word, never the request's.
-        let pod = &*self.preemptor_of_record(pref).await?;
-        let plan = self.plan_within_budgets(pod, pref, req, failed).await?;
-        let addr = i.book.get(plan.node.as_str()).map(|e| e.addr.clone())?;
-        let id = i.hold_ids.fetch_add(1, Ordering::Relaxed);
-        let hold = Hold { uid: req.uid.clone(), id, devices: plan.devices.clone() };
-        if !addr.send(hold).await.unwrap_or(false) {
+        let pod = &*i.preemptor_of_record(pref).await?;
+        let plan = self.plan_within_budgets(pod, failed).await?;
+        let addr = i.nodes.addr(plan.node.as_str())?;
+        let node = NodeName::new(&plan.node);
+        let hold = Arc::new(Hold {
+            uid: req.uid.clone(),
+            id: i.pods.next_hold_id(),
+            node: node.clone(),
+            devices: plan.devices.clone(),
+            victims: plan.victims.iter().map(|v| v.pod_ref()).collect(),
+        });
+        if !addr.send(SetHold(hold.clone())).await.unwrap_or(false) {
             // Another preemptor holds that node: this pod is planned again on its next filter.
             return None;
         }
-        let node = NodeName::new(&plan.node);
-        let victims = plan.victims.iter().map(|v| v.pod_ref()).collect();
-        i.holds.insert(req.uid.clone(), HeldFor { node: node.clone(), id, victims });
+        i.pods.keep_hold(hold.clone());
         let mut evicted = Vec::with_capacity(plan.victims.len());
         for v in &plan.victims {
             let victim = v.pod_ref();
@@ -120,22 +101,22 @@ impl<B: Backend> Engine<B> {
                         super::preempt::priority(pod),
                         plan.node
                     );
-                    self.event(&victim, reasons::PREEMPTED, EventType::Warning, message);
+                    i.event(&victim, reasons::PREEMPTED, EventType::Warning, message);
                     if gone == Evicted::Gone {
-                        self.delete_pod(&PodUid::new(&v.uid));
+                        e.delete_pod(&PodUid::new(&v.uid));
                     }
                     evicted.push(v);
                 }
-                Err(e) => {
-                    tracing::warn!(pod = %pref, victim = %victim, error = %e, "eviction refused");
-                    let message = format!("could not evict {victim} on node {}: {e}", plan.node);
-                    self.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message);
+                Err(err) => {
+                    tracing::warn!(pod = %pref, victim = %victim, error = %err, "eviction refused");
+                    let message = format!("could not evict {victim} on node {}: {err}", plan.node);
+                    i.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message);
                 }
             }
         }
         if evicted.is_empty() {
             // Nothing is on its way out: holding devices would only keep them from other pods.
-            self.drop_hold(&req.uid);
+            e.drop_hold(&req.uid);
             crate::metrics::preemption(Preemption::Blocked);
             return None;
         }
@@ -150,24 +131,50 @@ impl<B: Backend> Engine<B> {
             ttl.as_secs()
         );
         tracing::info!(pod = %pref, node = %plan.node, victims = %names.join(","), "preempting");
-        self.event(pref, reasons::PREEMPTING, EventType::Normal, message.clone());
-        self.remember(pref, Some(plan.node.clone()), "preempting", message);
-        let engine = self.clone();
-        let (uid, pref) = (req.uid.clone(), pref.clone());
+        i.event(pref, reasons::PREEMPTING, EventType::Normal, message.clone());
+        i.remember(pref, Some(plan.node.clone()), "preempting", message);
+        let engine = e.clone();
+        let pref = pref.clone();
         tokio::spawn(async move {
             tokio::time::sleep(ttl).await;
-            engine.lapse_hold(&uid, id, &pref).await;
+            lapse(&engine, &hold, &pref).await;
         });
         Some(plan)
     }
 
+    /// The plan with the victims PodDisruptionBudgets protect spared; `None` when none is left
+    /// or the budgets cannot be read (nothing is evicted blind).
+    async fn plan_within_budgets(&self, pod: &PodView, failed: &Failures) -> Option<Plan> {
+        let (e, pref) = (self.e, &self.pref);
+        let mut spared: Vec<String> = Vec::new();
+        for _ in 0..BUDGET_ROUNDS {
+            let plan = e.inner.plan_sparing(pod, &self.req, failed, &spared).await?;
+            let victims: Vec<PodRef> = plan.victims.iter().map(|v| v.pod_ref()).collect();
+            match e.inner.backend.disruption_blocked(&victims).await {
+                Ok(blocked) if blocked.is_empty() => return Some(plan),
+                Ok(blocked) => {
+                    tracing::info!(pod = %pref, protected = blocked.len(), "disruption budgets protect planned victims; planning again");
+                    spared.extend(blocked.into_iter().map(|p| p.uid));
+                }
+                Err(err) => {
+                    tracing::warn!(pod = %pref, error = %err, "could not read disruption budgets; no preemption");
+                    return None;
+                }
+            }
+        }
+        crate::metrics::preemption(Preemption::Blocked);
+        None
+    }
+}
+
+impl<B: Backend> Inner<B> {
     /// The preemptor as the cluster has it (this scheduler's watch cache, else a read of the API
     /// server): only a pod the cluster has with the UID the filter named may preempt, at the
     /// priority and with the preemption policy of the cluster's copy. A request body claims
     /// nothing: a pod unknown to the cluster, or known under another UID, is logged, counted
     /// (`preemptions_total{outcome="unverified"}`) and evicts no one.
     pub(super) async fn preemptor_of_record(&self, pref: &PodRef) -> Option<Arc<PodView>> {
-        let why = match self.inner.backend.pod_of_record(&pref.namespace, &pref.name).await {
+        let why = match self.backend.pod_of_record(&pref.namespace, &pref.name).await {
             // A cluster file may name its pods without UIDs; the API server's pods all have one.
             Ok(Some(p)) if p.metadata.uid == pref.uid || p.metadata.uid.is_empty() => return Some(p),
             Ok(Some(_)) => "the cluster's pod of that name has another UID",
@@ -186,7 +193,7 @@ impl<B: Backend> Engine<B> {
     /// another UID is not the victim). A read that fails answers no.
     async fn victims_gone(&self, victims: &[PodRef]) -> bool {
         for v in victims {
-            match self.inner.backend.pod_read(&v.namespace, &v.name).await {
+            match self.backend.pod_read(&v.namespace, &v.name).await {
                 Ok(None) => {}
                 Ok(Some(p)) if p.metadata.uid != v.uid => {}
                 _ => return false,
@@ -194,59 +201,32 @@ impl<B: Backend> Engine<B> {
         }
         true
     }
+}
 
-    /// The plan with the victims PodDisruptionBudgets protect spared; `None` when none is left
-    /// or the budgets cannot be read (nothing is evicted blind).
-    async fn plan_within_budgets(
-        &self,
-        pod: &PodView,
-        pref: &PodRef,
-        req: &PodRequest,
-        failed: &Failures,
-    ) -> Option<Plan> {
-        let mut spared: Vec<String> = Vec::new();
-        for _ in 0..BUDGET_ROUNDS {
-            let plan = self.plan_sparing(pod, req, failed, &spared).await?;
-            let victims: Vec<PodRef> = plan.victims.iter().map(|v| v.pod_ref()).collect();
-            match self.inner.backend.disruption_blocked(&victims).await {
-                Ok(blocked) if blocked.is_empty() => return Some(plan),
-                Ok(blocked) => {
-                    tracing::info!(pod = %pref, protected = blocked.len(), "disruption budgets protect planned victims; planning again");
-                    spared.extend(blocked.into_iter().map(|p| p.uid));
-                }
-                Err(e) => {
-                    tracing::warn!(pod = %pref, error = %e, "could not read disruption budgets; no preemption");
-                    return None;
-                }
-            }
-        }
-        crate::metrics::preemption(Preemption::Blocked);
-        None
-    }
-
-    /// The hold's time ran out before the preemptor took it: its devices are free for any pod.
-    async fn lapse_hold(&self, uid: &PodUid, id: u64, pref: &PodRef) {
-        let i = &*self.inner;
-        let Some((_, held)) = i.holds.remove_if(uid, |_, h| h.id == id) else { return };
-        let Some(addr) = i.book.get(held.node.as_str()).map(|e| e.addr.clone()) else { return };
-        if addr.send(DropHold { uid: uid.clone(), id: Some(id) }).await.unwrap_or(false) {
-            crate::metrics::preemption(Preemption::Lapsed);
-            let message = format!(
-                "the devices held on node {} were not taken in time (its evicted pods may still be terminating); they are free for any pod again",
-                held.node
-            );
-            tracing::info!(pod = %pref, node = %held.node, "preemption hold lapsed");
-            self.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message.clone());
-            self.remember(pref, Some(held.node.to_string()), "hold lapsed", message);
-        }
-    }
-
+impl<B: Backend> Engine<B> {
     /// The pod no longer needs its hold (deleted, or reserved without it): the devices go back.
     pub(super) fn drop_hold(&self, uid: &PodUid) {
         let i = &*self.inner;
-        let Some((_, held)) = i.holds.remove(uid) else { return };
-        if let Some(e) = i.book.get(held.node.as_str()) {
-            e.addr.do_send(DropHold { uid: uid.clone(), id: Some(held.id) });
+        let Some(held) = i.pods.take_hold(uid, None) else { return };
+        if let Some(addr) = i.nodes.addr(held.node.as_str()) {
+            addr.do_send(DropHold { uid: uid.clone(), id: Some(held.id) });
         }
+    }
+}
+
+/// The hold's time ran out before the preemptor took it: its devices are free for any pod.
+async fn lapse<B: Backend>(e: &Engine<B>, hold: &Hold, pref: &PodRef) {
+    let i = &*e.inner;
+    let Some(held) = i.pods.take_hold(&hold.uid, Some(hold.id)) else { return };
+    let Some(addr) = i.nodes.addr(held.node.as_str()) else { return };
+    if addr.send(DropHold { uid: hold.uid.clone(), id: Some(hold.id) }).await.unwrap_or(false) {
+        crate::metrics::preemption(Preemption::Lapsed);
+        let message = format!(
+            "the devices held on node {} were not taken in time (its evicted pods may still be terminating); they are free for any pod again",
+            held.node
+        );
+        tracing::info!(pod = %pref, node = %held.node, "preemption hold lapsed");
+        i.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message.clone());
+        i.remember(pref, Some(held.node.to_string()), "hold lapsed", message);
     }
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-use super::{Candidates, Engine, FilterError};
+use super::filter::FilterCycle;
+use super::{Candidates, Engine, FilterError, Inner};
 use crate::model::request::NodePolicy;
 use crate::model::{NodeName, PodRequest, PodUid, PodView};
 use crate::port::{Backend, PodRef};
@@ -128,26 +129,22 @@ impl<B: Backend> Engine<B> {
         if !req.requests_devices() {
             return Ok(names.iter().map(|n| (n.to_string(), 0)).collect());
         }
-        let scored = match self.inner.scores.get(&req.uid) {
+        let scored = match self.inner.pods.scores.get(&req.uid) {
             Some(s) => s,
-            None => Arc::new(self.score_afresh(pod, &req, names).await?),
+            None => {
+                // Not scored by a filter here: the published snapshots, reserving nothing.
+                let names = Candidates::names(names);
+                let cycle = FilterCycle { e: self, pod, pref: PodRef::of(pod), req, names: &names };
+                let mut eval = cycle.evaluate().await.ok_or(FilterError::Stopping)?;
+                eval.rank_all();
+                Arc::new(self.inner.scored(&eval.ranked, None, &cycle.pref, &cycle.req))
+            }
         };
         Ok(extender_scores(names, &scored).into_iter().map(|(n, s)| (n.to_owned(), s)).collect())
     }
+}
 
-    /// The pod's scores on `names` from the published snapshots, reserving nothing.
-    async fn score_afresh(
-        &self,
-        pod: &PodView,
-        req: &Arc<PodRequest>,
-        names: &[Cow<'_, str>],
-    ) -> Result<Scored, FilterError> {
-        let mut eval = self.evaluate(req, &Candidates::names(names)).await.ok_or(FilterError::Stopping)?;
-        eval.rank_all();
-        let pref = PodRef::of(pod);
-        Ok(self.scored(&eval.ranked, None, &pref, req))
-    }
-
+impl<B: Backend> Inner<B> {
     /// What the filter ranked, with the nodes whose lock another pod's bind holds.
     pub(super) fn scored(
         &self,

@@ -92,8 +92,8 @@ impl<B: Backend> Engine<B> {
         }
         let uid = PodUid::new(&args.pod_uid);
         let not_tracked = || refused(format!("pod {} is not tracked by the scheduler", args.pod_uid));
-        let Some(node) = self.inner.placements.get(&uid).map(|n| n.clone()) else { return not_tracked() };
-        let Some(addr) = self.inner.book.get(&node).map(|e| e.addr.clone()) else { return not_tracked() };
+        let Some(node) = self.inner.nodes.placement(&uid) else { return not_tracked() };
+        let Some(addr) = self.inner.nodes.addr(node.as_str()) else { return not_tracked() };
         let pod = self.inner.backend.pod(&args.pod_namespace, &args.pod_name);
         let request = match &pod {
             // HAMi's text for weights it cannot read; a quantity it cannot use says so itself.
@@ -124,7 +124,7 @@ impl<B: Backend> Engine<B> {
             Ok(RefitPlan::Moved(mv)) => mv,
             Err(f) => {
                 if f.event {
-                    self.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, f.reason.clone());
+                    self.inner.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, f.reason.clone());
                 }
                 return refused(f.reason);
             }
@@ -154,12 +154,12 @@ impl<B: Backend> Engine<B> {
         };
         if let Some(e) = err {
             let reason = format!("cannot patch pod annotations: {e}");
-            self.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, reason.clone());
+            self.inner.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, reason.clone());
             return refused(reason);
         }
         let message =
             format!("NUMA refit moved container {} from {} to {}", mv.index, go_list(&mv.from), go_list(&mv.to));
-        self.event(&pod_ref, reasons::NUMA_REFIT_SUCCEED, EventType::Normal, message);
+        self.inner.event(&pod_ref, reasons::NUMA_REFIT_SUCCEED, EventType::Normal, message);
         RefitOutcome::Moved(mv.devices)
     }
 }

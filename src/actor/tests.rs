@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use super::coordinator::{Decide, Decision};
 use super::*;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
-use crate::model::VendorId;
 use crate::model::annotations as keys;
 use crate::model::codec;
+use crate::model::{PodUid, VendorId};
 use crate::port::{self, reasons};
 use crate::sched::{Rejection, score};
 use crate::testing::*;
@@ -204,7 +204,7 @@ async fn a_refiltered_pod_drops_its_committed_allocation_before_fitting() {
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(10000).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
-    let addr = e.inner.book.get("a").map(|n| n.addr.clone()).unwrap();
+    let addr = e.inner.nodes.book.get("a").map(|n| n.addr.clone()).unwrap();
     addr.send(Commit { uid: PodUid::new(&p.view.metadata.uid) }).await.unwrap().unwrap();
     assert_eq!(allocs(&e).await, [("a".into(), "p1".into(), AllocState::Committed)]);
 
@@ -475,7 +475,7 @@ async fn engines_sharing_a_thread_each_decide_through_their_own_coordinator() {
         assert_eq!(chosen(&filter(&b, &bb, &p("pb"), &["b1"]).await), "b1");
     }
     // A stopped engine's coordinator on this thread does not keep its node actors alive.
-    let book = Arc::downgrade(&a.inner.book);
+    let book = Arc::downgrade(&a.inner.nodes.book);
     drop((a, ab));
     assert!(book.upgrade().is_none(), "the address book went with its engine");
     assert_eq!(chosen(&filter(&b, &bb, &pod().gpu(1).mem_mib(1024).name("after"), &["b1"]).await), "b1");
@@ -489,7 +489,7 @@ async fn the_coordinator_falls_back_to_the_next_node_when_the_best_one_refuses()
     let full = pod().gpu(1).mem_mib(16384).name("full").placed("a", "GPU-a-0,NVIDIA,16384,0:;").bound_to("a");
     observe(&e, &b, &full).await;
     let req = Arc::new(pod().gpu(1).mem_mib(4096).name("p1").request_with(e.vendors()));
-    let coordinator = e.inner.coordinator.clone();
+    let coordinator = e.inner.nodes.coordinator();
 
     let ranked = vec![NodeName::new("a"), NodeName::new("b")];
     let Decision::Reserved { node, reserved, refused } =

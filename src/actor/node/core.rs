@@ -85,7 +85,7 @@ pub struct NodeCore {
     /// The node left the cluster: its actor stopped, and nothing more is applied.
     pub(super) stopped: bool,
     /// Devices kept for a preemptor while its victims terminate.
-    pub(super) hold: Option<super::hold::Hold>,
+    pub(super) hold: Option<std::sync::Arc<super::hold::Hold>>,
 }
 
 /// Points each charge at its device in `base`, the node's list: the node's own copy of the id,

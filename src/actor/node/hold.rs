@@ -3,17 +3,12 @@
 //! capacity away from other pods (their view shows the held devices full); it never adds any and
 //! never enters the ledger, so the node's usage and the invariant stay the ledger's alone.
 
+use std::sync::Arc;
+
 use crate::model::{DeviceUsage, DeviceUuid, PodUid};
 
 use super::NodeCore;
-
-/// The preemptor a node holds devices for, and which.
-pub struct Hold {
-    pub uid: PodUid,
-    /// Tells this hold from a later one for the same pod (a lapse timer drops only its own).
-    pub id: u64,
-    pub devices: Vec<DeviceUuid>,
-}
+pub use crate::actor::messages::Hold;
 
 /// Shows each held device full: no slot, memory or core of it is left for another pod, so a fit
 /// passes it over and a reservation charging it fails validation.
@@ -41,7 +36,7 @@ impl NodeCore {
 
     /// Holds `hold.devices` for `hold.uid`; false when the node already holds for another pod
     /// (one preemption at a time per node keeps two preemptors from counting the same victims).
-    pub(super) fn set_hold(&mut self, hold: Hold) -> bool {
+    pub(super) fn set_hold(&mut self, hold: Arc<Hold>) -> bool {
         if self.hold.as_ref().is_some_and(|h| h.uid != hold.uid) {
             return false;
         }

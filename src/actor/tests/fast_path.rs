@@ -20,7 +20,7 @@ fn small(name: &str) -> PodBuilder {
 
 /// Takes node `node`'s in-process bind lock for another pod, as its bind would.
 async fn hold_bind_lock(e: &Mem, node: &str, uid: &str) {
-    let addr = e.inner.book.get(node).map(|n| n.addr.clone()).unwrap();
+    let addr = e.inner.nodes.book.get(node).map(|n| n.addr.clone()).unwrap();
     assert!(addr.send(Lock { uid: PodUid::new(uid), queue: false }).await.unwrap());
 }
 
@@ -63,7 +63,7 @@ async fn a_node_whose_in_process_lock_another_bind_holds_is_passed_over() {
     let (e, b) = x_preferred(EngineConfig::default()).await;
     hold_bind_lock(&e, "x", "uid-other").await;
     assert_eq!(chosen(&filter(&e, &b, &small("p1"), &["x", "y"]).await), "y");
-    let addr = e.inner.book.get("x").map(|n| n.addr.clone()).unwrap();
+    let addr = e.inner.nodes.book.get("x").map(|n| n.addr.clone()).unwrap();
     addr.send(Unlock { uid: PodUid::new("uid-other") }).await.unwrap();
     assert_eq!(chosen(&filter(&e, &b, &small("p2"), &["x", "y"]).await), "x");
 }
@@ -174,7 +174,7 @@ async fn with_every_fitting_node_busy_with_a_bind_the_filter_waits_for_the_first
     let (e, b) = x_preferred(EngineConfig::default()).await;
     hold_bind_lock(&e, "x", "uid-other").await;
     hold_bind_lock(&e, "y", "uid-another").await;
-    let y = e.inner.book.get("y").map(|n| n.addr.clone()).unwrap();
+    let y = e.inner.nodes.book.get("y").map(|n| n.addr.clone()).unwrap();
     let started = Instant::now();
     let unlock = actix::spawn(async move {
         tokio::time::sleep(Duration::from_millis(150)).await;

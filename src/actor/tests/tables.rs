@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use super::candidates::{Resolution, Table};
 use super::evaluate::{Evaluation, Placed, RANKED_FIRST};
 use super::*;
+use crate::actor::node::{NodeActor, SnapCell};
 use crate::model::request::NodePolicy;
 
 fn owned(names: &[String]) -> Vec<Cow<'static, str>> {
@@ -14,8 +15,9 @@ fn owned(names: &[String]) -> Vec<Cow<'static, str>> {
 
 /// The list the engine resolved for `names`.
 fn list_of(e: &Mem, names: &[Cow<'_, str>]) -> Arc<Resolution> {
-    let recent = e.inner.resolved.read().unwrap();
-    recent.iter().find(|r| r.is_for(names)).cloned().expect("the list was resolved")
+    let list = e.inner.nodes.resolve(&Candidates::names(names));
+    assert!(list.is_for(names));
+    list
 }
 
 #[actix::test]
@@ -63,7 +65,7 @@ async fn when_the_best_ranked_nodes_are_all_locked_a_free_node_further_down_is_c
     let nodes: Vec<NodeBuilder> = (0..n).map(|i| node(&format!("n{i:03}")).gpus(1, 16384)).collect();
     let (e, b) = engine(&nodes).await;
     for i in 0..RANKED_FIRST {
-        let addr = e.inner.book.get(format!("n{i:03}").as_str()).map(|n| n.addr.clone()).unwrap();
+        let addr = e.inner.nodes.book.get(format!("n{i:03}").as_str()).map(|n| n.addr.clone()).unwrap();
         assert!(addr.send(Lock { uid: PodUid::new(&format!("uid-other-{i}")), queue: false }).await.unwrap());
     }
     let all: Vec<String> = (0..n).map(|i| format!("n{i:03}")).collect();
@@ -272,12 +274,12 @@ async fn a_list_sent_again_in_the_same_text_is_known_without_reading_its_names()
     assert!(e.known_candidates(r#"["a", "b"]"#).is_none(), "another text of the same names is read again");
     // A node joining or leaving outdates every resolution: the known list is resolved again from
     // its names, and answers on the nodes as they are now.
-    e.inner.book_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    e.inner.nodes.outdate();
     b.insert_pod(like("p2").view());
     let FilterOutcome::NoFit { failed } = e.filter_candidates(&like("p2").view(), &known).await else {
         panic!("a holds p1, b is too small");
     };
     assert_eq!(failed.len(), 2, "{failed:?}");
     let Some(Candidates::Known(again)) = e.known_candidates(raw) else { panic!("still known") };
-    assert_eq!(again.generation, e.inner.book_generation.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(again.generation, e.inner.nodes.generation());
 }
