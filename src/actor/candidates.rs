@@ -18,9 +18,12 @@ use crate::model::NodeName;
 use crate::model::request::{FitKey, NodePolicy};
 use crate::sched::{NodeSnapshot, Rejection, score};
 
-use super::evaluate::Placed;
 use super::node::SnapCell;
 use super::read_side::Board;
+
+/// A fitting candidate: its key in rank order (`score::rank_key`), score, and place in its
+/// resolved list.
+pub(super) type Placed = (u64, f32, u32);
 
 /// Tables kept per list: the pod shapes in flight at once each find theirs (the load test's
 /// default mix draws 14).
@@ -393,7 +396,7 @@ impl Listed {
         (0..self.list.len() as u32).filter_map(move |k| {
             let (cell, rejection) = self.failed_at(k)?;
             let snap = cell.filter(|_| detail || rejection == Rejection::NodeUnusable).map(|c| c.load());
-            Some((self.list.name(k).to_string(), super::failures::failure_text(&rejection, snap.as_deref(), detail)))
+            Some((self.list.name(k).to_string(), crate::sched::failure_text(&rejection, snap.as_deref(), detail)))
         })
     }
 }

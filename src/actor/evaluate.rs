@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::candidates::{Answers, Listed, Resolution, Table};
+use super::candidates::{Answers, Listed, Placed, Resolution, Table};
 use super::coordinator::FanOut;
-use super::filter::FilterCycle;
+use super::cycle::FilterCycle;
 use super::quota::QuotaBook;
 use super::{Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
 use crate::model::request::NodePolicy;
@@ -145,10 +145,6 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
 /// Fitting nodes ranked first from a resolved list; the rest are ranked only when the coordinator
 /// needs more of them (see `Engine::filter`).
 pub(super) const RANKED_FIRST: usize = 4 * RESERVE_CANDIDATES;
-
-/// A fitting candidate: its key in rank order (`score::rank_key`), score, and place in its
-/// resolved list.
-pub(super) type Placed = (u64, f32, u32);
 
 /// What evaluating the candidates came to.
 pub(super) struct Evaluation {

@@ -6,17 +6,7 @@ use std::sync::Arc;
 
 use super::candidates::Listed;
 use crate::model::NodeName;
-use crate::sched::{NodeSnapshot, Rejection};
-
-/// A failed node's text: HAMi's reason, followed by the detail a person needs when `detail`
-/// (the reason alone, and an unusable node's cause, otherwise).
-pub(super) fn failure_text(r: &Rejection, snap: Option<&NodeSnapshot>, detail: bool) -> String {
-    match snap {
-        Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
-        Some(s) => r.answer(s.unusable.as_deref()),
-        None => r.hami_text(),
-    }
-}
+use crate::sched::{NodeSnapshot, Rejection, failure_text};
 
 /// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
 /// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).

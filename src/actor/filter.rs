@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::candidates::Candidates;
 use super::coordinator::{Decide, Decision};
+use super::cycle::FilterCycle;
 use super::evaluate::Evaluation;
 use super::messages::{Reserve, Reserved};
 use super::{DecisionWrite, Engine, Failures, FilterError, FilterOutcome, FilterResult, RESERVE_CANDIDATES};
@@ -79,16 +80,6 @@ impl<B: Backend> Engine<B> {
             }
         }
     }
-}
-
-/// One filter call: the pod as kube-scheduler sent it, its request (which asks for a device) and
-/// its candidates.
-pub(super) struct FilterCycle<'a, 'n, B: Backend> {
-    pub e: &'a Engine<B>,
-    pub pod: &'a PodView,
-    pub pref: PodRef,
-    pub req: Arc<PodRequest>,
-    pub names: &'a Candidates<'n>,
 }
 
 impl<B: Backend> FilterCycle<'_, '_, B> {

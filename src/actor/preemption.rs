@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::filter::FilterCycle;
+use super::cycle::FilterCycle;
 use super::messages::{DropHold, Hold, Reserve, SetHold};
 use super::preempt::Plan;
 use super::{Engine, Failures, FilterOutcome, Inner};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-use super::filter::FilterCycle;
+use super::cycle::FilterCycle;
 use super::{Candidates, Engine, FilterError, Inner};
 use crate::model::request::NodePolicy;
 use crate::model::{NodeName, PodRequest, PodUid, PodView};

@@ -88,6 +88,7 @@ fn evaluate(
     if node.devices.is_empty() {
         return Err(Rejection::NodeUnregistered);
     }
+    let on = On { node, pod, vendors, quota };
     let n = pod.containers.len();
     let before = &node.devices;
     reset_result(pod, s);
@@ -96,7 +97,7 @@ fn evaluate(
     if single {
         // Nothing evaluated after this request can see its charges, so none are made.
         if let Some(ci) = pod.containers.iter().position(|c| !c.is_empty()) {
-            fit_container(node, &mut [], false, ci, pod, vendors, quota, s)?;
+            fit_container(on, &mut [], false, ci, s)?;
         }
     } else {
         s.cum.clone_from(before);
@@ -109,12 +110,12 @@ fn evaluate(
                 // sees the running usage but not the other init containers.
                 let mut tmp = std::mem::take(&mut s.tmp);
                 tmp.clone_from(&s.cum);
-                let r = fit_container(node, &mut tmp, true, ci, pod, vendors, quota, s);
+                let r = fit_container(on, &mut tmp, true, ci, s);
                 s.tmp = tmp;
                 r?;
             } else {
                 let mut cum = std::mem::take(&mut s.cum);
-                let r = fit_container(node, &mut cum, true, ci, pod, vendors, quota, s);
+                let r = fit_container(on, &mut cum, true, ci, s);
                 s.cum = cum;
                 r?;
             }
@@ -153,17 +154,14 @@ pub fn fit_pod_devices(
 /// earlier containers of the pod do. The devices are charged on a working copy of `node`, which
 /// the caller has already restricted and relieved of the container's own usage. Returns the
 /// container's new devices.
-#[allow(clippy::too_many_arguments)]
 pub fn refit_container(
-    node: &NodeSnapshot,
-    pod: &PodRequest,
+    on: On<'_>,
     ci: usize,
     vendor: crate::model::VendorId,
     seed: &[ContainerDevices],
-    vendors: &Vendors,
-    quota: &dyn QuotaCheck,
     s: &mut Scratch,
 ) -> Result<ContainerDevices, Rejection> {
+    let (node, pod) = (on.node, on.pod);
     if node.unusable.is_some() {
         return Err(Rejection::NodeUnusable);
     }
@@ -178,7 +176,7 @@ pub fn refit_container(
     score::reset_order(node.devices.len(), &mut s.order);
     let mut cum = std::mem::take(&mut s.cum);
     cum.clone_from(&node.devices);
-    let r = fit_container(node, &mut cum, true, ci, pod, vendors, quota, s);
+    let r = fit_container(on, &mut cum, true, ci, s);
     s.cum = cum;
     r?;
     Ok(s.result.vendor(vendor).and_then(|c| c.get(ci)).cloned().unwrap_or_default())
@@ -203,19 +201,26 @@ fn pod_usage_so_far(pod: &PodRequest, result: &PodDevices, vendor: crate::model:
     (app_m.max(init_m), app_c.max(init_c))
 }
 
+/// What one evaluation of a pod on a node reads throughout: the node, the pod's request, the
+/// vendors and the namespace quota.
+#[derive(Clone, Copy)]
+pub struct On<'a> {
+    pub node: &'a NodeSnapshot,
+    pub pod: &'a PodRequest,
+    pub vendors: &'a Vendors,
+    pub quota: &'a dyn QuotaCheck,
+}
+
 /// Fits one container's requests. With `charge`, devices are read from and charged into `cum`
 /// (a working copy); without it they are read from the node's snapshot and nothing is charged.
-#[allow(clippy::too_many_arguments)]
 fn fit_container(
-    node: &NodeSnapshot,
+    on: On<'_>,
     cum: &mut [DeviceUsage],
     charge: bool,
     ci: usize,
-    pod: &PodRequest,
-    vendors: &Vendors,
-    quota: &dyn QuotaCheck,
     s: &mut Scratch,
 ) -> Result<(), Rejection> {
+    let On { node, pod, vendors, quota } = on;
     let reqs = &pod.containers[ci];
     // HAMi evaluates each init container on a fresh copy of the node, in registration order.
     let fresh = ci < pod.n_init;

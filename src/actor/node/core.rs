@@ -11,9 +11,8 @@ use std::time::Instant;
 use tokio::time::Instant as Deadline;
 
 use super::bind_queue::BindQueue;
-use super::ledger::{Alloc, Ledger, State, Written};
-use super::record::Parts;
-use super::refit::PendingRefit;
+use super::ledger::{Alloc, Ledger, Reservation, State, Written};
+use super::record::{Parts, Record};
 use super::{NodeActor, SnapCell};
 use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, Reserve, Reserved};
 use crate::actor::quota::{QuotaBook, usage_of};
@@ -86,6 +85,22 @@ pub struct NodeCore {
     pub(super) stopped: bool,
     /// Devices kept for a preemptor while its victims terminate.
     pub(super) hold: Option<std::sync::Arc<super::hold::Hold>>,
+}
+
+/// A move whose annotation write is not settled. The allocation meanwhile holds what covers both
+/// the old and the new devices.
+pub(super) struct PendingRefit {
+    pub(super) old: (Box<[Charge]>, Record),
+    pub(super) new: (Box<[Charge]>, Record),
+    /// What the cluster showed of the pod meanwhile: the truth if the write fails.
+    pub(super) observed: Option<(Box<[Charge]>, Record)>,
+}
+
+impl PendingRefit {
+    /// Notes an observation of the pod that arrived while its move was held.
+    pub(super) fn observe(&mut self, charges: Box<[Charge]>, record: Record) {
+        self.observed = Some((charges, record));
+    }
 }
 
 /// Points each charge at its device in `base`, the node's list: the node's own copy of the id,
@@ -344,7 +359,8 @@ impl NodeCore {
             Written { namespace: &pod.namespace, name: &pod.name, devices: &devices, layout: &layout, tags: &tags };
         let deadline = Deadline::now() + msg.ttl;
         let base = &self.devices.base;
-        let after = self.ledger.try_reserve(base, snap.devices.clone(), uid, charges, &written, deadline, admit)?;
+        let r = Reservation { uid, charges, pod: &written, deadline };
+        let after = self.ledger.try_reserve(base, snap.devices.clone(), r, admit)?;
         // A refit held for the pod is superseded: its settlement finds nothing to settle.
         self.refits.remove(uid);
         self.cfg.placements.insert(uid.clone(), self.cfg.name.clone());

@@ -70,6 +70,15 @@ pub(super) struct Ledger {
     words: Vec<Arc<str>>,
 }
 
+/// What a reservation asks of the ledger: for which pod, the charges, the pod's annotations as
+/// written, and until when it holds unless committed.
+pub struct Reservation<'a> {
+    pub uid: &'a PodUid,
+    pub charges: Vec<Charge>,
+    pub pod: &'a Written<'a>,
+    pub deadline: Deadline,
+}
+
 impl Ledger {
     pub fn get(&self, uid: &PodUid) -> Option<&Alloc> {
         self.allocs.get(uid)
@@ -124,20 +133,17 @@ impl Ledger {
         a.record.namespace(&self.words)
     }
 
-    /// Reserves `charges` for `uid` until `deadline` if they fit on `without` (the node's usage
-    /// without whatever `uid` holds) and `admit` (the namespace quota, given what the pod held
-    /// before) agrees. Replaces what `uid` held. `Ok` holds the node's usage with the pod.
-    #[allow(clippy::too_many_arguments)]
+    /// Reserves `r.charges` for `r.uid` until `r.deadline` if they fit on `without` (the node's
+    /// usage without whatever the pod holds) and `admit` (the namespace quota, given what the pod
+    /// held before) agrees. Replaces what the pod held. `Ok` holds the node's usage with the pod.
     pub fn try_reserve(
         &mut self,
         base: &[DeviceUsage],
         without: Vec<DeviceUsage>,
-        uid: &PodUid,
-        charges: Vec<Charge>,
-        pod: &Written,
-        deadline: Deadline,
+        r: Reservation<'_>,
         admit: impl FnOnce(Option<&[Charge]>, &[Charge]) -> Result<(), Rejection>,
     ) -> Result<Vec<DeviceUsage>, Rejection> {
+        let Reservation { uid, charges, pod, deadline } = r;
         let after = accounting::validate(without, &charges)?;
         admit(self.allocs.get(uid).map(|a| &*a.charges), &charges)?;
         let seq = self.next_seq();

@@ -4,34 +4,17 @@
 
 use std::collections::HashSet;
 
-use super::core::NodeCore;
-use super::record::Record;
+use super::core::{NodeCore, PendingRefit};
 use crate::actor::messages::{Refit, RefitFailure, RefitMove, RefitPlan, RefitSettle};
 use crate::actor::with_scratch;
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::refit::{encode_container_devices, go_quote, replace_entry};
 use crate::model::request::{ContainerRequest, ContainerRequests};
-use crate::sched::accounting::{self, Charge};
+use crate::sched::accounting;
 use crate::sched::quota_book::usage_of;
 use crate::sched::{FitMemo, NodeSnapshot, Rejection, fit};
 use crate::vendor::{NoQuota, QuotaCheck};
-
-/// A move whose annotation write is not settled. The allocation meanwhile holds what covers both
-/// the old and the new devices.
-pub(super) struct PendingRefit {
-    old: (Box<[Charge]>, Record),
-    new: (Box<[Charge]>, Record),
-    /// What the cluster showed of the pod meanwhile: the truth if the write fails.
-    observed: Option<(Box<[Charge]>, Record)>,
-}
-
-impl PendingRefit {
-    /// Notes an observation of the pod that arrived while its move was held.
-    pub(super) fn observe(&mut self, charges: Box<[Charge]>, record: Record) {
-        self.observed = Some((charges, record));
-    }
-}
 
 fn quiet(reason: String) -> RefitFailure {
     RefitFailure { reason, event: false }
@@ -167,8 +150,10 @@ impl NodeCore {
             memo: FitMemo::default(),
         };
         let vendors = &self.cfg.vendors;
-        let new = with_scratch(|s| fit::refit_container(&snap, &one, ci, ask.vendor, &seed, vendors, quota, s))
-            .map_err(|r| loud(format!("no allowed device fits: {}", r.hami_text())))?;
+        let new = with_scratch(|s| {
+            fit::refit_container(fit::On { node: &snap, pod: &one, vendors, quota }, ci, ask.vendor, &seed, s)
+        })
+        .map_err(|r| loud(format!("no allowed device fits: {}", r.hami_text())))?;
         if new.len() != current.len() {
             return Err(loud(format!(
                 "restricted fit selected {} container sets, want {} with {} devices",

@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 
-use super::candidates::{Resolution, Table};
-use super::evaluate::{Evaluation, Placed, RANKED_FIRST};
+use super::candidates::{Placed, Resolution, Table};
+use super::evaluate::{Evaluation, RANKED_FIRST};
 use super::*;
 use crate::actor::node::{NodeActor, SnapCell};
 use crate::model::request::NodePolicy;

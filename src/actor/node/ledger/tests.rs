@@ -38,7 +38,7 @@ fn reserve(l: &mut Ledger, u: &PodUid, charges: Vec<Charge>, at: Deadline) -> Re
     let without = l.usage(&base, Some(u));
     let devices = PodDevices::default();
     let w = Written { namespace: "default", name: u.as_str(), devices: &devices, layout: &NO_INIT, tags: &[] };
-    l.try_reserve(&base, without, u, charges, &w, at, |_, _| Ok(()))
+    l.try_reserve(&base, without, Reservation { uid: u, charges, pod: &w, deadline: at }, |_, _| Ok(()))
 }
 
 fn within(l: &Ledger) -> bool {
@@ -75,7 +75,13 @@ fn quota_refusal_leaves_the_ledger_unchanged() {
     let w = Written { namespace: "default", name: "p", devices: &devices, layout: &NO_INIT, tags: &[] };
     let no = |_: Option<&[Charge]>, _: &[Charge]| Err(Rejection::NodeUnusable);
     let at = Deadline::now();
-    let r = l.try_reserve(&base, base.clone(), &uid(1), vec![charge(0, 1, 10, 1)], &w, at, no);
+    let one = uid(1);
+    let r = l.try_reserve(
+        &base,
+        base.clone(),
+        Reservation { uid: &one, charges: vec![charge(0, 1, 10, 1)], pod: &w, deadline: at },
+        no,
+    );
     assert_eq!(r.err(), Some(Rejection::NodeUnusable));
     assert!(!l.contains(&uid(1)));
     assert_eq!(l.next_deadline(), None);
