@@ -24,6 +24,7 @@ use crate::vendor::Vendors;
 mod bind;
 mod candidates;
 pub mod coordinator;
+mod cycle;
 mod decision;
 pub mod error;
 mod evaluate;

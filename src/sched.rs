@@ -113,6 +113,16 @@ impl std::fmt::Debug for FitMemo {
     }
 }
 
+/// A failed node's text: HAMi's reason, followed by the detail a person needs when `detail`
+/// (the reason alone, and an unusable node's cause, otherwise).
+pub fn failure_text(r: &Rejection, snap: Option<&NodeSnapshot>, detail: bool) -> String {
+    match snap {
+        Some(s) if detail => r.render(&s.devices, s.unusable.as_deref()),
+        Some(s) => r.answer(s.unusable.as_deref()),
+        None => r.hami_text(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
