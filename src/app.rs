@@ -237,7 +237,7 @@ pub async fn run_http<B: Backend>(
 ) -> Result<(), Error> {
     // Leader election (when on) moves the gauge from here; without it this replica leads for good.
     crate::metrics::leader(readiness.leader.load(std::sync::atomic::Ordering::SeqCst));
-    let webhook = http::webhook::WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
+    let webhook = crate::admission::Config::from_flags(&args.sched, engine.quota().cloned());
     let access = http::access::Access::from_flags(args);
     if access.device_plugin.is_none() {
         tracing::warn!(

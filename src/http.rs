@@ -51,7 +51,7 @@ pub struct AppState<B: Backend> {
     pub readiness: Readiness,
     pub inflight: Inflight,
     /// The admission webhook's flags and quota book.
-    pub webhook: Arc<webhook::WebhookConfig>,
+    pub webhook: Arc<crate::admission::Config>,
     /// Who may call which door.
     pub access: access::Access,
 }
@@ -64,7 +64,7 @@ impl<B: Backend> AppState<B> {
             max_body,
             readiness,
             inflight: Inflight::default(),
-            webhook: Arc::new(webhook::WebhookConfig::default()),
+            webhook: Arc::new(crate::admission::Config::default()),
             access: access::Access::default(),
         }
     }
@@ -72,7 +72,7 @@ impl<B: Backend> AppState<B> {
         self.access = access;
         self
     }
-    pub fn with_webhook(mut self, cfg: webhook::WebhookConfig) -> AppState<B> {
+    pub fn with_webhook(mut self, cfg: crate::admission::Config) -> AppState<B> {
         self.webhook = Arc::new(cfg);
         self
     }

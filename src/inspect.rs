@@ -246,7 +246,7 @@ pub async fn why(client: &kube::Client, flags: &SchedulerFlags, namespace: &str,
     for k in engine.vendors().scheduler_keys() {
         view.metadata.annotations.remove(k.as_str());
     }
-    let webhook = crate::http::webhook::WebhookConfig { quota: engine.quota().cloned(), ..Default::default() };
+    let webhook = crate::admission::Config { quota: engine.quota().cloned(), ..Default::default() };
     let sim = crate::simulate::simulate_pods_with(&engine, &webhook, vec![view], true).await?;
     let _ = writeln!(out, "\nFit against the cluster as it is now (read-only, this pod's own devices left out):");
     if let Some(r) = sim.pods.first() {

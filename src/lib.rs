@@ -7,11 +7,14 @@
 //! - [`sched`]: pure per-node fit, scoring, policies, accounting and quota.
 //! - [`config`]: command-line flags and the device config file.
 //! - [`actor`]: node actors, the coordinator and the `Engine` handle.
+//! - [`admission`]: a pod's mutation and validation at creation, for the webhook, `simulate` and
+//!   `inspect`.
 //! - [`backend`]: the `Backend` trait and its in-memory and Kubernetes implementations.
 //! - [`metrics`]: metric names and recording helpers.
 #![forbid(unsafe_code)]
 
 pub mod actor;
+pub mod admission;
 pub mod app;
 pub mod backend;
 pub mod config;

@@ -9,10 +9,10 @@ use serde::Serialize;
 
 use crate::actor::preempt::Plan;
 use crate::actor::{Engine, FilterOutcome};
+use crate::admission;
 use crate::backend::PodRef;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::config::SimulateArgs;
-use crate::http::webhook::WebhookConfig;
 use crate::report::{NodeJson, node_json};
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -46,7 +46,7 @@ pub async fn run(args: &SimulateArgs) -> Result<Simulation, crate::app::Error> {
     let mut flags = args.sched.clone();
     flags.preemption = crate::config::Preemption::Off;
     let engine = crate::app::memory_engine(&flags, cluster).await?;
-    let webhook = WebhookConfig::from_flags(&args.sched, engine.quota().cloned());
+    let webhook = admission::Config::from_flags(&args.sched, engine.quota().cloned());
     simulate_pods_with(&engine, &webhook, pods, args.sched.preemption == crate::config::Preemption::On).await
 }
 
@@ -55,7 +55,7 @@ pub async fn simulate_pods(
     engine: &Engine<MemoryBackend>,
     pods: Vec<crate::model::PodView>,
 ) -> Result<Simulation, crate::app::Error> {
-    let webhook = WebhookConfig { quota: engine.quota().cloned(), ..WebhookConfig::default() };
+    let webhook = admission::Config { quota: engine.quota().cloned(), ..admission::Config::default() };
     simulate_pods_with(engine, &webhook, pods, false).await
 }
 
@@ -64,7 +64,7 @@ pub async fn simulate_pods(
 /// placed by evicting the pods a preemption would (see [`Engine::preemption_plan`]).
 pub async fn simulate_pods_with(
     engine: &Engine<MemoryBackend>,
-    webhook: &WebhookConfig,
+    webhook: &admission::Config,
     pods: Vec<crate::model::PodView>,
     preempt: bool,
 ) -> Result<Simulation, crate::app::Error> {
@@ -82,7 +82,7 @@ pub async fn simulate_pods_with(
         let pref = PodRef::of(&pod);
         // Pods reach the scheduler through the webhook, which adds HAMi's defaults (e.g. 100 cores
         // for a whole-GPU request) and denies what HAMi denies.
-        let pod = match crate::http::webhook::admit_pod(engine.vendors(), webhook, &engine.config().defaults, &pod) {
+        let pod = match admission::admit_pod(engine.vendors(), webhook, &engine.config().defaults, &pod) {
             Ok(p) => p,
             Err(e) => {
                 results.push(PodResult {

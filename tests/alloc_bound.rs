@@ -15,8 +15,8 @@ use actix_web::web::{self, Bytes};
 use serde_json::json;
 
 use hami_rs::actor::{Engine, EngineConfig};
+use hami_rs::admission;
 use hami_rs::backend::memory::MemoryBackend;
-use hami_rs::http::webhook::WebhookConfig;
 use hami_rs::http::{AppState, Readiness, routes};
 use hami_rs::model::annotations as keys;
 use hami_rs::testing::{node, pod, vendors};
@@ -214,8 +214,11 @@ async fn the_worst_bodies_stay_under_the_memory_bound() {
         backend.insert_node(v.clone());
         engine.register_node(Arc::new(v)).await;
     }
-    let cfg =
-        WebhookConfig { scheduler_name: "hami-scheduler".into(), force_overwrite_default_scheduler: true, quota: None };
+    let cfg = admission::Config {
+        scheduler_name: "hami-scheduler".into(),
+        force_overwrite_default_scheduler: true,
+        quota: None,
+    };
     let state = web::Data::new(AppState::new(engine, MAX_BODY, Readiness::ready()).with_webhook(cfg));
     let app = init_service(App::new().app_data(state.clone()).configure(routes::<MemoryBackend>)).await;
 

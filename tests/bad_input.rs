@@ -25,9 +25,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use hami_rs::actor::{Engine, EngineConfig};
+use hami_rs::admission;
 use hami_rs::backend::memory::MemoryBackend;
 use hami_rs::backend::reasons;
-use hami_rs::http::webhook::WebhookConfig;
 use hami_rs::http::{AppState, Readiness, routes};
 use hami_rs::model::PodView;
 use hami_rs::model::annotations as keys;
@@ -250,7 +250,7 @@ struct TestApp {
     nodes: Vec<NodeView>,
     pods: Vec<PodView>,
     max_body: usize,
-    webhook: WebhookConfig,
+    webhook: admission::Config,
 }
 
 struct Running {
@@ -264,7 +264,7 @@ impl TestApp {
             nodes: Vec::new(),
             pods: Vec::new(),
             max_body: MAX_BODY,
-            webhook: WebhookConfig {
+            webhook: admission::Config {
                 scheduler_name: "hami-scheduler".into(),
                 force_overwrite_default_scheduler: true,
                 quota: None,

@@ -15,6 +15,13 @@ const RULES: &[(&str, &[&str])] = &[
     ("actor", &["http", "backend", "app", "config"]),
     ("backend", &["actor", "http", "app"]),
     ("port", &["actor", "http", "app", "backend"]),
+    ("admission", &["http", "backend", "app", "actor"]),
+    // Only the application wiring builds the server; the tools beside it reuse what the HTTP
+    // layer reuses (admission, the engine), not the layer.
+    ("simulate", &["http"]),
+    ("inspect", &["http"]),
+    ("report", &["http"]),
+    ("metrics", &["http", "actor", "backend"]),
 ];
 
 /// The module's own file and every file under its folder, test files left out.

@@ -11,9 +11,10 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use hami_rs::actor::EngineConfig;
+use hami_rs::admission;
 use hami_rs::backend::memory::ClusterObjects;
 use hami_rs::config::device::DeviceConfig;
-use hami_rs::http::webhook::{self, WebhookConfig};
+use hami_rs::http::webhook;
 use hami_rs::http::wire::{ExtenderArgs, ExtenderBindingArgs, node_names};
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec::{self, Error as CodecError, Handshake, Selection, TypeList, UuidList};
@@ -73,10 +74,10 @@ fn build_fixture() -> Fixture {
         rich.status.allocatable.extend(n.status.allocatable.clone());
     }
     let snapshots = nodes.iter().map(|n| snapshot(&vendors, n)).collect();
-    let cfg = WebhookConfig::default();
+    let cfg = admission::Config::default();
     let requests = pods
         .iter()
-        .filter_map(|p| webhook::admit_pod(&vendors, &cfg, &defaults, p).ok())
+        .filter_map(|p| admission::admit_pod(&vendors, &cfg, &defaults, p).ok())
         .filter_map(|p| vendors.pod_request(&p, &defaults).ok())
         .collect();
     let dc = DeviceConfig::chart();
@@ -339,9 +340,12 @@ fn field<'v>(obj: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
 /// patch, if any, applies to the pod it came with.
 pub fn admission_review(data: &[u8]) {
     let f = fixture();
-    let hami =
-        WebhookConfig { scheduler_name: "hami-scheduler".into(), force_overwrite_default_scheduler: true, quota: None };
-    for cfg in [WebhookConfig::default(), hami] {
+    let hami = admission::Config {
+        scheduler_name: "hami-scheduler".into(),
+        force_overwrite_default_scheduler: true,
+        quota: None,
+    };
+    for cfg in [admission::Config::default(), hami] {
         let answers = match webhook::review(data, &cfg, &f.vendors, &f.defaults) {
             Err(e) => {
                 assert!(!e.to_string().is_empty());
@@ -397,7 +401,7 @@ pub fn device_config(data: &[u8]) {
                 let _ = vendors.resource_names();
                 let requests: Vec<PodRequest> = pods()
                     .iter()
-                    .filter_map(|p| webhook::admit_pod(&vendors, &WebhookConfig::default(), &f.defaults, p).ok())
+                    .filter_map(|p| admission::admit_pod(&vendors, &admission::Config::default(), &f.defaults, p).ok())
                     .filter_map(|p| vendors.pod_request(&p, &f.defaults).ok())
                     .collect();
                 let snap = snapshot(&vendors, &f.rich);

@@ -359,7 +359,7 @@ async fn simulate_preempting(nodes: &[NodeBuilder], pods: &[PodBuilder]) -> Simu
     a.sched.arbiters = 2;
     let cluster = ClusterObjects { nodes: nodes.iter().map(NodeBuilder::view).collect(), ..Default::default() };
     let engine = crate::app::memory_engine(&a.sched, cluster).await.unwrap();
-    let webhook = WebhookConfig { quota: engine.quota().cloned(), ..WebhookConfig::default() };
+    let webhook = admission::Config { quota: engine.quota().cloned(), ..admission::Config::default() };
     simulate_pods_with(&engine, &webhook, pods.iter().map(PodBuilder::view).collect(), true).await.unwrap()
 }
 

@@ -5,6 +5,7 @@
 
 use super::*;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::App;
@@ -17,9 +18,13 @@ use crate::actor::{Engine, EngineConfig};
 use crate::backend::memory::MemoryBackend;
 use crate::config::device::DeviceConfig;
 use crate::http::{Readiness, routes};
+use crate::model::PodView;
+use crate::model::annotations as keys;
+use crate::model::edit::{ContainerEdit, PodContext};
 use crate::model::pod::NodeView;
 use crate::model::request::ContainerRequest;
 use crate::model::{ContainerView, VendorId};
+use crate::sched::quota_book::QuotaBook;
 use crate::sched::reason::Rejection;
 use crate::testing::vendors;
 use crate::vendor::{Discovery, Enable, FitCx, Pick, Vendor, WriteCx};
@@ -30,11 +35,11 @@ struct Hook {
 }
 
 impl Hook {
-    async fn start(cfg: WebhookConfig) -> Hook {
+    async fn start(cfg: admission::Config) -> Hook {
         Hook::with_vendors(cfg, Arc::new(vendors()), 1 << 20).await
     }
 
-    async fn with_vendors(cfg: WebhookConfig, vendors: Arc<Vendors>, max_body: usize) -> Hook {
+    async fn with_vendors(cfg: admission::Config, vendors: Arc<Vendors>, max_body: usize) -> Hook {
         let backend = MemoryBackend::new(Duration::from_secs(300));
         let engine = Engine::start(EngineConfig::default(), vendors, backend, None);
         Hook { state: web::Data::new(AppState::new(engine, max_body, Readiness::ready()).with_webhook(cfg)) }
@@ -70,8 +75,8 @@ impl Hook {
 const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
 
 /// The chart's flags: `--scheduler-name=hami-scheduler`, force-overwrite on, no quota.
-fn hami() -> WebhookConfig {
-    WebhookConfig { scheduler_name: "hami-scheduler".into(), force_overwrite_default_scheduler: true, quota: None }
+fn hami() -> admission::Config {
+    admission::Config { scheduler_name: "hami-scheduler".into(), force_overwrite_default_scheduler: true, quota: None }
 }
 
 /// An AdmissionReview for a pod CREATE in `default`, as kube-apiserver sends it.
@@ -396,7 +401,7 @@ async fn default_scheduler_is_taken_over_only_when_the_flag_is_on() {
     let res = on.admit(p.clone()).await;
     assert_eq!(ops(&res), json!([{"op": "replace", "path": "/spec/schedulerName", "value": "hami-scheduler"}]));
 
-    let off = Hook::start(WebhookConfig { force_overwrite_default_scheduler: false, ..hami() }).await;
+    let off = Hook::start(admission::Config { force_overwrite_default_scheduler: false, ..hami() }).await;
     let res = off.admit(p).await;
     assert_eq!(res["allowed"], true);
     assert_eq!(res["status"]["message"], "pod already has different scheduler assigned");
@@ -406,7 +411,7 @@ async fn default_scheduler_is_taken_over_only_when_the_flag_is_on() {
 #[actix_web::test]
 async fn without_a_scheduler_name_the_pod_keeps_its_scheduler() {
     // HAMi's default --scheduler-name is empty: schedulerName is not set, defaults still apply.
-    let hook = Hook::start(WebhookConfig::default()).await;
+    let hook = Hook::start(admission::Config::default()).await;
     let res = hook.admit(pod(json!({"nvidia.com/gpu": "1"}))).await;
     assert_eq!(
         ops(&res),
@@ -496,7 +501,7 @@ async fn a_pod_with_a_node_assigned_is_denied() {
     p["spec"]["nodeName"] = json!("node-a");
     assert_denied(&hook.admit(p.clone()).await, "pod has node assigned");
     // Without --scheduler-name the check is not reached, as in HAMi.
-    let plain = Hook::start(WebhookConfig::default()).await;
+    let plain = Hook::start(admission::Config::default()).await;
     assert_eq!(plain.admit(p).await["allowed"], true);
 }
 
@@ -585,7 +590,7 @@ async fn with_quota(hard: &[(&str, i64)]) -> Hook {
     let book = Arc::new(QuotaBook::new(&v));
     let hard: Vec<(String, i64)> = hard.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect();
     book.set_quota("default", "q", &hard);
-    Hook::with_vendors(WebhookConfig { quota: Some(book), ..hami() }, v, 1 << 20).await
+    Hook::with_vendors(admission::Config { quota: Some(book), ..hami() }, v, 1 << 20).await
 }
 
 #[actix_web::test]
