@@ -12,6 +12,7 @@ ARG RUST_VERSION=1.95.0
 
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
+# loadtest/ is the workspace's second crate (hami-loadtest): cargo reads its manifest for either image.
 COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY loadtest loadtest

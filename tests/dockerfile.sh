@@ -8,7 +8,8 @@
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/hami-rs/. Every finding fails, down to style; base images may only
 #   come from Docker Hub and gcr.io.
 # - The runtime user is numeric and is the chart's scheduler.runAsUser; the builder's Rust is at
-#   least Cargo.toml's rust-version; the build uses --locked and the stripped dist profile.
+#   least Cargo.toml's rust-version; the build uses --locked and the stripped dist profile; every
+#   workspace member (loadtest/) is copied into the build.
 # - Every `--set` in the README's install section names a value of charts/hami-rs/values.yaml, and
 #   its image tag is the chart's appVersion.
 set -euo pipefail
@@ -77,6 +78,13 @@ grep -q 'cargo build --profile dist --locked --bin hami-rs' "$DOCKERFILE" ||
     die "the image's hami-rs is not built with --profile dist --locked"
 grep -A3 '^\[profile\.dist\]' "$ROOT/Cargo.toml" | grep -q '^strip = "symbols"' ||
     die "Cargo.toml's dist profile does not strip symbols"
+# cargo loads the whole workspace for either image, so each member's folder must reach the build.
+members=$(sed -n 's/^members *= *\[\(.*\)\]/\1/p' "$ROOT/Cargo.toml" | tr -d '" ' | tr ',' '\n' | grep -vx '\.' || true)
+[[ -n $members ]] || die "Cargo.toml's [workspace] lists no member besides the root"
+for m in $members; do
+    grep -qx "COPY $m $m" "$DOCKERFILE" || die "the Dockerfile does not copy the workspace member $m"
+    grep -qx "!$m" "$ROOT/.dockerignore" || die ".dockerignore leaves out the workspace member $m"
+done
 
 # --- the README's install steps against the chart's values --------------------------------------
 

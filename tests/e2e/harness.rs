@@ -44,10 +44,12 @@ pub fn hami_bin() -> PathBuf {
 }
 
 /// The hami-loadtest binary (the fake device plugin): `HAMI_E2E_LOADTEST_BIN` if set, else the one
-/// cargo built with the tests.
+/// beside the hami-rs binary cargo built with the tests. It belongs to the workspace's other crate
+/// (loadtest/), whose binaries cargo does not build for this package's tests: `tests/e2e/run.sh`
+/// builds it first (`cargo build -p hami-loadtest`), as does `cargo build --bins` at the root.
 pub fn loadtest_bin() -> PathBuf {
     std::env::var_os("HAMI_E2E_LOADTEST_BIN")
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hami-loadtest")), PathBuf::from)
+        .map_or_else(|| Path::new(env!("CARGO_BIN_EXE_hami-rs")).with_file_name("hami-loadtest"), PathBuf::from)
 }
 
 /// Installs the TLS provider kube and reqwest use (idempotent).

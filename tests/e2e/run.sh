@@ -9,7 +9,9 @@
 #   1. tests/e2e/build-bins.sh builds etcd, kube-apiserver and kube-scheduler from their Go modules
 #      once (Go 1.24+ and the Go module proxy needed; cached under ~/.cache/hami-rs, so later runs
 #      skip this);
-#   2. cargo test --features e2e --test e2e --no-run (the build, outside the time box);
+#   2. cargo test --features e2e --test e2e --no-run and cargo build -p hami-loadtest (the builds,
+#      outside the time box; the fake plugin is the workspace's loadtest crate, which cargo does
+#      not build for hami-rs's tests, and the tests run the one beside their hami-rs binary);
 #   3. cargo test --features e2e --test e2e -- --test-threads=1 --nocapture [FILTER], time-boxed
 #      (each test starts its own control plane on free loopback ports; one at a time keeps the
 #      load, and the timings they print, comparable). When the box runs out the run is killed
@@ -36,6 +38,9 @@ echo "e2e: control-plane binaries in $bin"
 
 cd "$repo"
 cargo test --features e2e --test e2e --no-run || { s=$?; echo "e2e: building the tests failed" >&2; report "$s"; exit "$s"; }
+if [[ -z ${HAMI_E2E_LOADTEST_BIN:-} ]]; then
+  cargo build -p hami-loadtest || { s=$?; echo "e2e: building hami-loadtest failed" >&2; report "$s"; exit "$s"; }
+fi
 
 box=${HAMI_E2E_TIMEOUT:-1200}
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hami-e2e-run.XXXXXX")
