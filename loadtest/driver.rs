@@ -63,12 +63,19 @@ pub struct Factory {
     pub mix: Mix,
     pub shape: Shape,
     pub seed: u64,
-    pub namespace: String,
-    pub prefix: String,
-    pub scheduler_name: String,
+    pub naming: Naming,
     pub nodes: Arc<Vec<String>>,
     pub candidates: Candidates,
     all_names: String,
+}
+
+/// Where the load pods live and what they are called: pod `i` is `<prefix>-<i>` in `namespace`,
+/// for `scheduler_name`.
+#[derive(Clone, Debug)]
+pub struct Naming {
+    pub namespace: String,
+    pub prefix: String,
+    pub scheduler_name: String,
 }
 
 /// One load pod, ready to send.
@@ -90,36 +97,23 @@ impl Prepared {
 }
 
 impl Factory {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         mix: Mix,
         shape: Shape,
         seed: u64,
-        namespace: &str,
-        prefix: &str,
-        scheduler_name: &str,
+        naming: Naming,
         nodes: Arc<Vec<String>>,
         candidates: Candidates,
     ) -> Factory {
         let all_names = serde_json::to_string(&*nodes).unwrap_or_else(|_| "[]".into());
-        Factory {
-            mix,
-            shape,
-            seed,
-            namespace: namespace.into(),
-            prefix: prefix.into(),
-            scheduler_name: scheduler_name.into(),
-            nodes,
-            candidates,
-            all_names,
-        }
+        Factory { mix, shape, seed, naming, nodes, candidates, all_names }
     }
 
     pub fn make(&self, i: u64) -> Prepared {
         let mut rng = mix::pod_rng(self.seed, Stream::Load, i);
         let req = Request::draw(&self.mix, self.shape, &mut rng);
-        let id = PodId::new(&self.namespace, &self.prefix, i);
-        let pod = mix::pod_json(&id, &req, &self.scheduler_name);
+        let id = PodId::new(&self.naming.namespace, &self.naming.prefix, i);
+        let pod = mix::pod_json(&id, &req, &self.naming.scheduler_name);
         let names = match self.candidates {
             Candidates::Random(k) if k < self.nodes.len() => {
                 let picked: Vec<&str> =
@@ -625,9 +619,7 @@ mod tests {
                 Mix::DEFAULT.parse().expect("parses"),
                 Shape { gpus_per_node: 8, gpu_mem: 16384 },
                 11,
-                "loadtest",
-                "lt-x",
-                "hami-scheduler",
+                Naming { namespace: "loadtest".into(), prefix: "lt-x".into(), scheduler_name: "hami-scheduler".into() },
                 nodes.clone(),
                 c,
             )

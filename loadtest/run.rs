@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::child::{self, Proc};
 use crate::cluster::{self, Synthetic};
-use crate::driver::{self, Before, Candidates, Factory, Load, Outcome, Until};
+use crate::driver::{self, Before, Candidates, Factory, Load, Naming, Outcome, Until};
 use crate::invariant::{self, Check};
 use crate::kube_mode;
 use crate::mix::Mix;
@@ -280,9 +280,7 @@ fn factory(s: &Synthetic, l: &LoadArgs, prefix: &str) -> Arc<Factory> {
         l.mix.clone(),
         s.spec.shape(),
         l.seed,
-        &l.namespace,
-        prefix,
-        &l.scheduler_name,
+        Naming { namespace: l.namespace.clone(), prefix: prefix.to_owned(), scheduler_name: l.scheduler_name.clone() },
         Arc::new(s.nodes.clone()),
         l.candidates,
     ))
