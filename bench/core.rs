@@ -13,12 +13,12 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use hami_rs::actor::{Engine, EngineConfig, FilterMode, FilterOutcome};
 use hami_rs::backend::PodRef;
 use hami_rs::backend::memory::MemoryBackend;
+use hami_rs::devices::NoQuota;
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec;
 use hami_rs::model::{ContainerDevice, DeviceInfo, PodView};
 use hami_rs::sched::{Scratch, fit};
 use hami_rs::testing::{gpu, node, pod, vendors};
-use hami_rs::vendor::NoQuota;
 
 /// Counts allocations so the filter path's allocation count can be reported.
 struct Counting;

@@ -15,9 +15,9 @@
 //! release the node lock. Any failed check writes `bind-phase: failed`, releases the lock and
 //! leaves the to-allocate value as it was.
 
+use hami_rs::devices::{Enable, Vendors};
 use hami_rs::model::annotations as keys;
 use hami_rs::model::codec;
-use hami_rs::vendor::{Enable, Vendors};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde::Serialize;
 

@@ -15,11 +15,11 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::devices::Vendors;
 use crate::model::request::PolicyDefaults;
 use crate::model::{NodeName, PodDevices, PodRequest};
 use crate::port::{Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
 use crate::sched::{NodeSnapshot, Scratch};
-use crate::vendor::Vendors;
 
 mod bind;
 mod candidates;

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::devices::{QuotaCheck, Vendors};
 use crate::model::annotations as keys;
 use crate::model::edit::{ContainerEdit, PodContext, PodEdits};
 use crate::model::request::{self, PolicyDefaults};
 use crate::model::{MemMiB, PodRequest, PodView};
 use crate::sched::quota_book::QuotaBook;
-use crate::vendor::{QuotaCheck, Vendors};
 
 /// kube-apiserver's defaulted scheduler name, which `--force-overwrite-default-scheduler` takes over.
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -99,7 +99,7 @@ pub struct Cx<'a> {
 
 /// Runs every vendor's mutation on every container, init containers first (step 4), and applies
 /// the pod-level edits they asked for. `Ok(true)` when some vendor recognised a request.
-fn mutate(vendors: &Vendors, pod: &mut Value) -> Result<bool, crate::vendor::Unusable> {
+fn mutate(vendors: &Vendors, pod: &mut Value) -> Result<bool, crate::devices::Unusable> {
     // Vendors read the pod's annotations and runtime class as they were before this review;
     // their own edits are layered on top through `PodEdits`.
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object).cloned().unwrap_or_default();

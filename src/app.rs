@@ -11,10 +11,10 @@ use crate::backend::kube::watch::{self, LeaderOptions, WatchOptions};
 use crate::backend::kube::{KubeBackend, KubeOptions};
 use crate::backend::memory::{ClusterObjects, MemoryBackend, PackedCluster, QuotaObject};
 use crate::config::{SchedulerFlags, ServeArgs, parse_listen};
+use crate::devices::{Enable, Vendors};
 use crate::http::{self, AppState, Readiness};
 use crate::model::pod::NodeView;
 use crate::sched::quota_book::QuotaBook;
-use crate::vendor::{Enable, Vendors};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -3,7 +3,7 @@
 //! Module map (dependencies point inward):
 //! - [`gosort`]: Go's `sort.Sort`, step for step, for HAMi's tie order (a leaf: imports nothing).
 //! - [`model`]: pure domain types, HAMi's byte-compatible annotation codecs, rejection reasons.
-//! - [`vendor`]: one accelerator family per file behind the `Vendor` trait, and the registry.
+//! - [`devices`]: one accelerator family per file behind the `Vendor` trait, and the registry.
 //! - [`sched`]: pure per-node fit, scoring, policies, accounting and quota.
 //! - [`config`]: command-line flags and the device config file.
 //! - [`actor`]: node actors, the coordinator and the `Engine` handle.
@@ -18,6 +18,7 @@ pub mod admission;
 pub mod app;
 pub mod backend;
 pub mod config;
+pub mod devices;
 pub mod error_text;
 pub mod gosort;
 pub mod http;
@@ -29,7 +30,6 @@ pub mod port;
 pub mod report;
 pub mod sched;
 pub mod simulate;
-pub mod vendor;
 
 /// Fixture builders for this crate's tests, integration tests and benchmarks; not part of the
 /// library's API (built only for tests, or with the `testing` feature the dev-dependency on this

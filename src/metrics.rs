@@ -10,10 +10,10 @@ use std::time::Instant;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::devices::Vendors;
 use crate::sched::quota_book::QuotaBook;
 use crate::sched::reason::{REASONS, Reason};
 use crate::sched::report::{AllocState, NodeReport};
-use crate::vendor::Vendors;
 
 pub type Handle = PrometheusHandle;
 

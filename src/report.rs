@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::backend::Backend;
+use crate::devices::Vendors;
 use crate::model::annotations as keys;
 use crate::sched::report::{AllocState, NodeReport};
-use crate::vendor::Vendors;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use crate::devices::NodeExtra;
 use crate::model::request::FitKey;
 use crate::model::{DeviceUsage, NodeName};
-use crate::vendor::NodeExtra;
 
 pub mod accounting;
 pub mod fit;

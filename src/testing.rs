@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::device::DeviceConfig;
+use crate::devices::{Enable, Vendors};
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::pod::{ContainerView, NodeView, QuantityText};
 use crate::model::request::PolicyDefaults;
 use crate::model::{DeviceInfo, MemMiB, MigPlacement, MigProfile, NodeName, PodRequest, PodView};
 use crate::sched::NodeSnapshot;
-use crate::vendor::{Enable, Vendors};
 
 /// The chart's vendors with Ascend and Iluvatar enabled.
 pub fn vendors() -> Vendors {
@@ -433,7 +433,7 @@ pub fn place(
 ) -> Result<Option<crate::model::PodDevices>, String> {
     use crate::sched::accounting::{Layout, apply, collapse};
     let mut s = crate::sched::Scratch::default();
-    let Ok(fit) = crate::sched::fit::fit_pod_devices(snap, pod, vendors, &crate::vendor::NoQuota, &mut s) else {
+    let Ok(fit) = crate::sched::fit::fit_pod_devices(snap, pod, vendors, &crate::devices::NoQuota, &mut s) else {
         return Ok(None);
     };
     let before = snap.devices.clone();

@@ -1182,7 +1182,7 @@ async fn simulation_mode_nodes_that_are_not_nodes() {
 #[test]
 fn a_device_config_with_an_absurd_memory_factor_refuses_the_request() {
     use hami_rs::config::device::DeviceConfig;
-    use hami_rs::vendor::{Enable, Vendors};
+    use hami_rs::devices::{Enable, Vendors};
     let yaml = "vnpus:\n  configs:\n  - {chipName: 910B3, commonWord: Ascend910B3, resourceName: huawei.com/Ascend910B3, resourceMemoryName: huawei.com/Ascend910B3-memory, memoryAllocatable: 65536, memoryCapacity: 65536, memoryFactor: 1125899906842624, aiCore: 20, templates: [{name: vir05_1c_16g, memory: 16384, aiCore: 5}]}\n";
     let cfg = DeviceConfig::from_yaml(yaml).expect("the file parses");
     let v = Vendors::from_config(&cfg, Enable { ascend: true, iluvatar: false });
@@ -1194,7 +1194,7 @@ fn a_device_config_with_an_absurd_memory_factor_refuses_the_request() {
 #[test]
 fn a_device_config_with_more_chips_than_vendor_ids_is_refused() {
     use hami_rs::config::device::DeviceConfig;
-    use hami_rs::vendor::{Enable, Vendors};
+    use hami_rs::devices::{Enable, Vendors};
     let config = |n: usize| {
         let chips: String = (0..n)
             .map(|i| format!("  - {{chipName: c{i}, commonWord: Chip{i}, resourceName: example.com/chip{i}}}\n"))

@@ -1,4 +1,4 @@
-//! Dependencies point inward: the pure layers (`model`, `vendor`, `sched`) and the engine
+//! Dependencies point inward: the pure layers (`model`, `devices`, `sched`) and the engine
 //! (`actor`) never reach the HTTP layer, the backends, the application wiring or the config (each
 //! vendor's config section lives beside it, and `app` builds the engine's config), and the backends
 //! never reach the engine; both sides meet in `port`. Checked on the source text, test code aside,
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Each layer, and the top-level modules its non-test code must not name.
 const RULES: &[(&str, &[&str])] = &[
     ("model", &["http", "backend", "app", "actor", "config"]),
-    ("vendor", &["http", "backend", "app", "actor", "config"]),
+    ("devices", &["http", "backend", "app", "actor", "config"]),
     ("sched", &["http", "backend", "app", "actor", "config"]),
     ("actor", &["http", "backend", "app", "config"]),
     ("backend", &["actor", "http", "app"]),
@@ -102,7 +102,7 @@ fn the_checker_sees_every_layer_and_finds_a_named_module() {
     }
     assert!(files_of("actor").iter().any(|p| p.ends_with("filter.rs")), "files in subfolders are read");
     assert!(!files_of("actor").iter().any(|p| p.ends_with("tests.rs")), "test files are left out");
-    assert!(files_of("vendor").iter().any(|p| p.ends_with("nvidia/config.rs")), "a vendor's config module is read");
+    assert!(files_of("devices").iter().any(|p| p.ends_with("nvidia/config.rs")), "a vendor's config module is read");
     assert_eq!(names("use crate::config::device::DeviceConfig;\nmod config;\n", "config"), [1]);
     assert_eq!(names("use crate::backend::memory;\nlet x = crate::backends;\n", "backend"), [1]);
     assert_eq!(names("fn f() { crate::http::routes(); }", "http"), [1]);

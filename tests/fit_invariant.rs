@@ -8,13 +8,13 @@ use std::sync::LazyLock;
 use proptest::prelude::*;
 use proptest::sample::select;
 
+use hami_rs::devices::{NoQuota, Vendors};
 use hami_rs::model::annotations as keys;
 use hami_rs::model::{DeviceUuid, PodRequest};
 use hami_rs::sched::accounting::{Layout, apply, collapse};
 use hami_rs::sched::fit::fit_pod_devices;
 use hami_rs::sched::{NodeSnapshot, Scratch};
 use hami_rs::testing::{Gpu, NodeBuilder, PodBuilder, gpu, node, pod, vendors};
-use hami_rs::vendor::{NoQuota, Vendors};
 
 static VENDORS: LazyLock<Vendors> = LazyLock::new(vendors);
 

@@ -14,6 +14,7 @@ use hami_rs::actor::EngineConfig;
 use hami_rs::admission;
 use hami_rs::backend::memory::ClusterObjects;
 use hami_rs::config::device::DeviceConfig;
+use hami_rs::devices::{Enable, NoQuota, Vendors};
 use hami_rs::http::webhook;
 use hami_rs::http::wire::{ExtenderArgs, ExtenderBindingArgs, node_names};
 use hami_rs::model::annotations as keys;
@@ -23,7 +24,6 @@ use hami_rs::model::quantity::Quantity;
 use hami_rs::model::request::PolicyDefaults;
 use hami_rs::model::{NodeName, PodRequest, PodView};
 use hami_rs::sched::{NodeSnapshot, Scratch, fit, score};
-use hami_rs::vendor::{Enable, NoQuota, Vendors};
 
 /// The worked examples every target can lean on (the same files the simulator documents).
 const MIXED_CLUSTER: &str = include_str!("../../examples/mixed-cluster.json");

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use super::messages::{NotReserved, Reserve, Reserved, Unlock};
 use super::node::NodeAddr;
 use super::{BindError, DecisionWrite, Engine, unix_now};
+use crate::devices::LockKind;
 use crate::model::annotations as keys;
 use crate::model::{NodeName, PodDevices, PodRequest, PodUid, PodView};
 use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
 use crate::sched::Rejection;
-use crate::vendor::LockKind;
 
 impl<B: Backend> Engine<B> {
     /// kube-scheduler's bind call: lock, write bind-phase and the Binding, commit. On any failure

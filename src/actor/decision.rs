@@ -2,10 +2,10 @@
 //! chosen vendor's keys, the node label, and `null` for keys of vendors not chosen this time).
 //! A pure function of the choice; Filter or Bind writes it, as configured.
 
+use crate::devices::{Vendors, WriteCx};
 use crate::model::annotations as keys;
 use crate::model::{DeviceUsage, NodeName, PodDevices, PodRequest};
 use crate::port::PodPatch;
-use crate::vendor::{Vendors, WriteCx};
 
 /// Label values are at most 63 characters; HAMi's patch fails for longer node names, so such
 /// nodes never get pods. hami-rs writes the annotation and skips the label instead.

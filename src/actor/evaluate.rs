@@ -11,11 +11,11 @@ use super::coordinator::FanOut;
 use super::cycle::FilterCycle;
 use super::quota::QuotaBook;
 use super::{Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
+use crate::devices::{NoQuota, QuotaCheck, Vendors};
 use crate::model::request::NodePolicy;
 use crate::model::{NodeName, PodRequest};
 use crate::port::Backend;
 use crate::sched::{NodeSnapshot, Rejection, fit, score};
-use crate::vendor::{NoQuota, QuotaCheck, Vendors};
 
 impl<B: Backend> FilterCycle<'_, '_, B> {
     /// Every candidate's answer, the fitting ones ranked; `None` when an arbiter is gone (the

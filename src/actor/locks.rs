@@ -3,9 +3,9 @@
 //! in one place.
 
 use super::Inner;
+use crate::devices::LockKind;
 use crate::model::PodRequest;
 use crate::port::{self, Backend, PodRef};
-use crate::vendor::LockKind;
 
 use super::BindError;
 

@@ -24,9 +24,9 @@ use actix::{
 use dashmap::DashMap;
 
 use super::messages::*;
+use crate::devices::Vendors;
 use crate::model::{NodeName, PodDevices, PodUid};
 use crate::sched::{NodeSnapshot, Rejection};
-use crate::vendor::Vendors;
 
 pub use self::core::{NodeConfig, NodeCore, SharedQuota};
 pub use super::read_side::BindState;

@@ -18,9 +18,9 @@ use super::messages::{NodeRemoved, NodeReport, Report, Settle};
 use super::node::{self, Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
 use super::read_side;
 use super::recent::Recent;
+use crate::devices::Vendors;
 use crate::model::{NodeName, PodUid};
 use crate::sched::NodeSnapshot;
-use crate::vendor::Vendors;
 
 /// Candidate lists kept resolved: kube-scheduler repeats one list while the nodes passing its own
 /// filters stay the same; a few more cover pods with different node selectors taking turns.

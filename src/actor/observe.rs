@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use super::Engine;
 use super::messages::{NodeRegistered, PodObserved, Registration, VendorHealth};
+use crate::devices::Vendors;
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
 use crate::model::{PodDevices, PodUid, PodView};
 use crate::port::{Backend, Event, EventType, ObjectKind, PodRef, reasons};
 use crate::sched::accounting::{self, Layout};
-use crate::vendor::Vendors;
 impl<B: Backend> Engine<B> {
     /// A node was added or its labels/annotations changed. A malformed registration marks the
     /// node's devices unusable, logs why and records an Event; other nodes are unaffected.

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use super::error::FilterError;
 use super::messages::Report;
 use super::{Engine, Failures, Inner, with_scratch};
+use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::{DeviceUsage, DeviceUuid, PodRequest, PodView};
 use crate::port::Backend;
 use crate::port::PodRef;
 use crate::sched::preempt::{self, Cost, Holder};
 use crate::sched::report::{AllocReport, AllocState, NodeReport};
 use crate::sched::{NodeSnapshot, fit};
-use crate::vendor::{NoQuota, QuotaCheck};
 
 /// A pod a preemption would evict.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
+use crate::devices::{NoQuota, Vendors};
 use crate::model::pod::NodeView;
 use crate::model::request::NodePolicy;
 use crate::model::{NodeName, PodRequest, PodView};
 use crate::port::Backend;
 use crate::sched::{NodeSnapshot, Scratch, fit, score};
-use crate::vendor::{NoQuota, Vendors};
 
 /// What a simulated filter came to.
 #[derive(Debug, PartialEq)]

@@ -10,12 +10,12 @@ use std::time::Duration;
 use chrono::Utc;
 use dashmap::DashMap;
 
+use crate::devices::LockKind;
 use crate::model::PodView;
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
-use crate::vendor::LockKind;
 
 use super::access::{PodPlacement, RequestUser, TokenIdentity};
 use super::{Backend, CAMBRICON_LOCK_TIMEOUT, Error, Event, Evicted, LockVerdict, PodPatch, PodRef, Result};

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use crate::vendor::{
+use crate::devices::{
     Enable, Vendor, Vendors, amd, ascend, awsneuron, biren, cambricon, count_only, enflame, enflame_drs, hygon,
     iluvatar, kunlun, kunlun_vxpu, metax, metax_sgpu, mthreads, nvidia, vastai,
 };
@@ -108,7 +108,7 @@ impl DeviceConfig {
 /// `u8::MAX - 1` vendors in all (`Vendors::new`), less the 15 that are always registered.
 const MAX_CHIPS: usize = 239;
 
-// Here rather than in vendor.rs: the registry is built from this file, and vendors must not
+// Here rather than in devices.rs: the registry is built from this file, and vendors must not
 // depend on the file that aggregates them.
 impl Vendors {
     /// Builds every vendor the device config enables, in HAMi's order.

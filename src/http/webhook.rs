@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 use crate::admission::{self, ALLOWED_COMPONENT, Cx, NO_OWNED_CHANGE, Verdict, changed_key};
 use crate::backend::Backend;
 use crate::backend::access::RequestUser;
+use crate::devices::Vendors;
 use crate::model::request::PolicyDefaults;
-use crate::vendor::Vendors;
 
 use super::AppState;
 use super::error::{Error, read_body};

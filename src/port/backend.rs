@@ -4,9 +4,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::devices::LockKind;
 use crate::model::PodView;
 use crate::model::pod::NodeView;
-use crate::vendor::LockKind;
 
 use super::access::{PodPlacement, RequestUser, TokenIdentity};
 use super::{Event, PodPatch, PodRef};

@@ -61,13 +61,13 @@ pub const CAMBRICON_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::fro
 pub fn lock_taken(
     node: &NodeView,
     pod: &PodRef,
-    kind: crate::vendor::LockKind,
+    kind: crate::devices::LockKind,
     timeout: std::time::Duration,
     holder: impl Fn(&str, &str) -> Option<Arc<PodView>>,
 ) -> bool {
+    use crate::devices::LockKind;
     use crate::model::annotations as keys;
     use crate::model::codec;
-    use crate::vendor::LockKind;
     match kind {
         LockKind::Shared => {
             let Some(v) = node.annotation(keys::NODE_LOCK) else { return false };

@@ -10,7 +10,7 @@ use crate::model::pod::NodeView;
 /// watchers know nothing else of the engine.
 pub trait Observer: Clone + Send + Sync + 'static {
     /// The vendors whose resources and annotations the watchers look for.
-    fn vendors(&self) -> &crate::vendor::Vendors;
+    fn vendors(&self) -> &crate::devices::Vendors;
     /// A node was added, or its labels, annotations or capacity changed.
     fn register_node(&self, node: Arc<NodeView>) -> impl Future<Output = ()> + Send;
     /// Vendors whose devices the health round found dead on `node` (empty: all alive).

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::devices::Vendors;
 use crate::model::device::{MigSlot, TaskClass};
 use crate::model::reason::{Need, Reason, Rejection, Tally};
 use crate::model::{ContainerDevices, DeviceInfo, DeviceUsage, DeviceUuid, MemMiB, PodDevices, VendorId};
-use crate::vendor::Vendors;
 
 /// What one pod holds on one device.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! sidecars and regular containers cumulatively, every vendor request of a container in turn. Pure
 //! and allocation-light: buffers live in a reused [`Scratch`].
 
+use crate::devices::{FitCx, Pick, QuotaCheck, ScoreCx, Vendors};
 use crate::model::{ContainerDevices, DeviceUsage, MemMiB, PodDevices, PodRequest};
-use crate::vendor::{FitCx, Pick, QuotaCheck, ScoreCx, Vendors};
 
 use super::NodeSnapshot;
 use super::reason::Rejection;

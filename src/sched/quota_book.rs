@@ -6,10 +6,10 @@
 
 use dashmap::DashMap;
 
+use crate::devices::{QuotaCheck, QuotaNames, Vendors};
 use crate::model::{MemMiB, VendorId};
 use crate::sched::accounting::Charge;
 use crate::sched::quota::{Ask, Ledger};
-use crate::vendor::{QuotaCheck, QuotaNames, Vendors};
 
 /// Memory (MiB) and cores per vendor one pod holds.
 pub type Usage = Vec<(VendorId, u64, u64)>;

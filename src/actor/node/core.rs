@@ -18,13 +18,13 @@ use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, R
 use crate::actor::quota::{QuotaBook, usage_of};
 use crate::actor::read_side::{BindState, Placements};
 use crate::actor::with_scratch;
+use crate::devices::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
 use crate::model::{DeviceUsage, DeviceUuid, NodeName, PodDevices, PodRequest, PodUid, VendorId};
 use crate::sched::accounting::{self, Charge, Layout, Tag};
 use crate::sched::reason::{Reason, Tally};
 use crate::sched::{FitMemo, NodeSnapshot, Rejection, fit};
-use crate::vendor::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 
 /// The namespace quota book, shared by every node actor.
 pub type SharedQuota = Arc<QuotaBook>;

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use super::core::{NodeCore, PendingRefit};
 use crate::actor::messages::{Refit, RefitFailure, RefitMove, RefitPlan, RefitSettle};
 use crate::actor::with_scratch;
+use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::refit::{encode_container_devices, go_quote, replace_entry};
@@ -14,7 +15,6 @@ use crate::model::request::{ContainerRequest, ContainerRequests};
 use crate::sched::accounting;
 use crate::sched::quota_book::usage_of;
 use crate::sched::{FitMemo, NodeSnapshot, Rejection, fit};
-use crate::vendor::{NoQuota, QuotaCheck};
 
 fn quiet(reason: String) -> RefitFailure {
     RefitFailure { reason, event: false }

@@ -11,10 +11,10 @@ use kube::api::{Patch, PatchParams, PostParams};
 
 use crate::backend::access::{PodPlacement, RequestUser, TokenIdentity};
 use crate::backend::{Backend, Error, Event, Evicted, PodPatch, PodRef, Result, unpacked};
+use crate::devices::LockKind;
 use crate::model::PodView;
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
-use crate::vendor::LockKind;
 
 use super::{KubeBackend, api_err, is_conflict, is_not_found, to_view};
 

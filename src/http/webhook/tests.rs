@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::actor::{Engine, EngineConfig};
 use crate::backend::memory::MemoryBackend;
 use crate::config::device::DeviceConfig;
+use crate::devices::{Discovery, Enable, FitCx, Pick, Vendor, WriteCx};
 use crate::http::{Readiness, routes};
 use crate::model::PodView;
 use crate::model::annotations as keys;
@@ -27,7 +28,6 @@ use crate::model::{ContainerView, VendorId};
 use crate::sched::quota_book::QuotaBook;
 use crate::sched::reason::Rejection;
 use crate::testing::vendors;
-use crate::vendor::{Discovery, Enable, FitCx, Pick, Vendor, WriteCx};
 
 /// A started app whose webhook has the given flags.
 struct Hook {
@@ -678,10 +678,10 @@ impl Vendor for Marker {
         _: VendorId,
         _: &ContainerView,
         _: &PodView,
-    ) -> Result<Option<ContainerRequest>, crate::vendor::Unusable> {
+    ) -> Result<Option<ContainerRequest>, crate::devices::Unusable> {
         Ok(None)
     }
-    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, crate::vendor::Unusable> {
+    fn mutate(&self, c: &mut ContainerEdit<'_>, pod: &mut PodContext<'_>) -> Result<bool, crate::devices::Unusable> {
         let Some(n) = c.limit("example.com/mark") else { return Ok(false) };
         if self.fail {
             return Err(format!("mark {n} refused in container {}", c.name()).into());

@@ -1,13 +1,13 @@
 use super::*;
 use crate::config::device::DeviceConfig;
+use crate::devices::nvidia::Nvidia;
+use crate::devices::{Discovery, FitCx, Pick, Vendor, WriteCx};
 use crate::model::codec::decode_pod_devices;
 use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
 use crate::model::{ContainerDevice, ContainerRequest, ContainerView, MigPlacement, PodView};
 use crate::sched::reason::Rejection;
 use crate::testing::{charge, vendors};
-use crate::vendor::nvidia::Nvidia;
-use crate::vendor::{Discovery, FitCx, Pick, Vendor, WriteCx};
 
 const NVIDIA: VendorId = VendorId(0);
 const SLICED: VendorId = VendorId(1);
@@ -184,7 +184,7 @@ impl Vendor for Sliced {
         _: VendorId,
         _: &ContainerView,
         _: &PodView,
-    ) -> Result<Option<ContainerRequest>, crate::vendor::Unusable> {
+    ) -> Result<Option<ContainerRequest>, crate::devices::Unusable> {
         Ok(None)
     }
     fn discover(&self, _: &NodeView) -> Discovery {
@@ -453,7 +453,7 @@ fn a_resolved_position_is_used_only_when_it_still_names_the_device() {
 fn tags_are_kept_only_for_the_vendors_a_pod_holds() {
     use crate::model::annotations::metax_sgpu as mkeys;
     let v = vendors();
-    let metax = v.by_name(crate::vendor::metax_sgpu::WORD).unwrap();
+    let metax = v.by_name(crate::devices::metax_sgpu::WORD).unwrap();
     let mut annotations = crate::model::pod::Annotations::new();
     annotations.insert(mkeys::APP_CLASS.into(), mkeys::APP_CLASS_OFFLINE.into());
     annotations.insert(mkeys::QOS_POLICY.into(), "best-effort".into());

@@ -1,13 +1,13 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::devices::NoQuota;
 use crate::model::annotations as keys;
 use crate::model::codec::encode_pod_devices;
 use crate::model::device::MigSlot;
 use crate::model::{MigPlacement, VendorId};
 use crate::sched::NodeSnapshot;
 use crate::testing::*;
-use crate::vendor::NoQuota;
 
 const NV: VendorId = VendorId(0);
 

@@ -1,9 +1,9 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::devices::NoQuota;
 use crate::sched::{NodeSnapshot, Scratch, fit};
 use crate::testing::{NodeBuilder, charge, gpu, node, pod, vendors};
-use crate::vendor::NoQuota;
 
 /// A node of `gpus` idle devices of 16384 MiB, 100 cores and `slots` slots each.
 fn cluster(gpus: usize, slots: u32) -> NodeSnapshot {

@@ -11,11 +11,11 @@ use kube::api::{Api, ListParams};
 
 use crate::backend::kube::KubeBackend;
 use crate::backend::{Backend, Readiness};
+use crate::devices::{Cleanup, Discovery, HealthRule};
 use crate::model::VendorId;
 use crate::model::annotations as keys;
 use crate::model::codec::{self, Handshake};
 use crate::port::Observer;
-use crate::vendor::{Cleanup, Discovery, HealthRule};
 
 use super::WatchOptions;
 
@@ -99,7 +99,7 @@ pub(super) async fn registration_loop<O: Observer>(
                         }
                         let alloc = node.allocatable(&count_resource);
                         let mut h = handshake_health(node.annotation(&key).unwrap_or(""), now, alloc);
-                        if v.name() == crate::vendor::nvidia::WORD {
+                        if v.name() == crate::devices::nvidia::WORD {
                             h = nvidia_health(h, alloc, memory.entry(name.clone()).or_insert(0));
                         }
                         if h.request {
