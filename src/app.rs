@@ -208,7 +208,7 @@ async fn render_metrics(st: web::Data<MetricsState>) -> actix_web::HttpResponse 
     let mut body = st.handle.render();
     let (leader, synced) = (&st.readiness.leader, &st.readiness.synced);
     let ordering = std::sync::atomic::Ordering::SeqCst;
-    body.push_str(&crate::metrics::render_state(leader.load(ordering), synced.load(ordering)));
+    body.push_str(&crate::metrics::cluster::render_state(leader.load(ordering), synced.load(ordering)));
     body.push_str(&cluster);
     actix_web::HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(body)
 }
@@ -285,7 +285,12 @@ pub async fn run_http<B: Backend>(
                         return String::new();
                     }
                     let reports = engine.reports().await;
-                    crate::metrics::render_cluster(&reports, engine.vendors(), engine.quota().map(|q| &**q), legacy)
+                    crate::metrics::cluster::render_cluster(
+                        &reports,
+                        engine.vendors(),
+                        engine.quota().map(|q| &**q),
+                        legacy,
+                    )
                 })
             });
             let h = web::Data::new(MetricsState { handle, cluster, readiness: state.readiness.clone() });

@@ -1,19 +1,18 @@
-//! Metric names, recording helpers and the HAMi cluster gauges. Request metrics go through the
-//! `metrics` crate (one histogram per request, label values from enums; per-node work is summed
-//! first, so nothing is recorded per node). HAMi's device, pod and quota gauges keep HAMi's names
-//! and labels, so HAMi's dashboards keep working, and are computed from the node actors' reports
-//! when scraped, never on the filter path; only the leader exports them.
+//! Request metrics: metric names, the HELP texts registered at start-up and the recording
+//! helpers. A leaf recording facade, like `tracing`: every layer (engine, backends, HTTP, wiring)
+//! records here, through the `metrics` crate's process-wide recorder, so its own code names no other
+//! part of the crate but `model`'s types. One histogram per request, label values from enums;
+//! per-node work is summed first, so nothing is recorded per node. HAMi's cluster gauges, rendered
+//! from node reports when scraped, live apart in `cluster`.
 
-use std::fmt::Write;
 use std::time::Instant;
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::devices::Vendors;
-use crate::sched::quota_book::QuotaBook;
-use crate::sched::reason::{REASONS, Reason};
-use crate::sched::report::{AllocState, NodeReport};
+use crate::model::reason::{REASONS, Reason, Rejection};
+
+pub mod cluster;
 
 pub type Handle = PrometheusHandle;
 
@@ -329,17 +328,17 @@ pub struct RejectionCounts {
 }
 
 impl RejectionCounts {
-    pub fn add(&mut self, r: &crate::sched::Rejection) {
+    pub fn add(&mut self, r: &Rejection) {
         self.count(r, |c, n| *c += n);
     }
 
     /// Takes back what `add` counted for `r`.
-    pub fn remove(&mut self, r: &crate::sched::Rejection) {
+    pub fn remove(&mut self, r: &Rejection) {
         self.count(r, |c, n| *c = c.saturating_sub(n));
     }
 
-    fn count(&mut self, r: &crate::sched::Rejection, f: impl Fn(&mut u64, u64)) {
-        use crate::sched::Rejection as R;
+    fn count(&mut self, r: &Rejection, f: impl Fn(&mut u64, u64)) {
+        use Rejection as R;
         match r {
             R::Devices(t) => {
                 for (reason, n) in t.items() {
@@ -466,229 +465,13 @@ pub fn watch_restart(resource: &'static str) {
     counter!(WATCH_RESTARTS, "resource" => resource).increment(1);
 }
 
+/// Reservations made by filter and not yet bound, as the cluster gauges count them on a scrape.
+pub fn reservations_outstanding(n: u64) {
+    gauge!(RESERVATIONS_OUTSTANDING).set(n as f64);
+}
+
 pub fn leader(is_leader: bool) {
     gauge!(LEADER).set(if is_leader { 1.0 } else { 0.0 });
-}
-
-// --- HAMi's cluster gauges -----------------------------------------------------------------------
-
-/// Prometheus text-format label value escaping.
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-struct Family {
-    out: String,
-    name: &'static str,
-    started: bool,
-}
-
-impl Family {
-    fn new(name: &'static str, help: &str) -> Family {
-        let mut out = String::new();
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        Family { out, name, started: false }
-    }
-    fn sample(&mut self, labels: &[(&str, &str)], value: f64) {
-        self.started = true;
-        let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", esc(v))).collect();
-        let _ = writeln!(self.out, "{}{{{}}} {}", self.name, l.join(","), value);
-    }
-    fn finish(self, into: &mut String) {
-        if self.started {
-            into.push_str(&self.out);
-        }
-    }
-}
-
-const MIB: f64 = 1_048_576.0;
-
-/// HAMi's scheduler-state gauges, on every replica and every scrape: whether this replica leads,
-/// and whether it leads with its caches synced (a follower reports 0, as HAMi's does).
-pub fn render_state(is_leader: bool, synced: bool) -> String {
-    let mut out = String::new();
-    let mut leader =
-        Family::new("hami_scheduler_is_leader", "1 if this scheduler instance is the current leader, 0 otherwise.");
-    leader.sample(&[("zone", "vGPU")], if is_leader { 1.0 } else { 0.0 });
-    leader.finish(&mut out);
-    let mut cache = Family::new(
-        "hami_scheduler_cache_synced",
-        "1 if the scheduler's internal node/device cache is fully synced, 0 otherwise.",
-    );
-    cache.sample(&[("zone", "vGPU")], if is_leader && synced { 1.0 } else { 0.0 });
-    cache.finish(&mut out);
-    out
-}
-
-/// HAMi's device, pod and quota gauges from the node actors' reports. With `legacy`, HAMi's old
-/// metric names are rendered too.
-pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&QuotaBook>, legacy: bool) -> String {
-    let z = ("zone", "vGPU");
-    let mut mem_limit = Family::new("hami_gpu_memory_limit_bytes", "Device memory limit in bytes");
-    let mut core_limit = Family::new("hami_gpu_core_limit_ratio", "Device core limit");
-    let mut mem_alloc = Family::new("hami_gpu_memory_allocated_bytes", "Device memory allocated in bytes");
-    let mut shared = Family::new("hami_gpu_shared_count", "Number of tasks sharing the device");
-    let mut core_alloc = Family::new("hami_gpu_core_allocated_ratio", "Device cores allocated");
-    let mut overview = Family::new("hami_node_gpu_overview", "Device memory allocated in bytes, with its limit");
-    let mut mem_ratio = Family::new("hami_node_gpu_memory_allocated_ratio", "Device memory allocated over its limit");
-    let mut vmem = Family::new("hami_vgpu_memory_allocated_bytes", "Memory a pod holds on a device in bytes");
-    let mut vcore = Family::new("hami_vgpu_core_allocated_ratio", "Cores a pod holds on a device");
-    let mut q_used = Family::new("hami_resource_quota_used", "Namespace quota usage");
-    let mut q_limit = Family::new("hami_resource_quota_limit", "Namespace quota limit");
-    let mut outstanding = 0u64;
-    // Legacy families are grouped by name, as the text format wants each family contiguous.
-    let mut legacy_out: std::collections::BTreeMap<&'static str, String> = std::collections::BTreeMap::new();
-    for r in reports {
-        let node = r.name.as_str();
-        for d in &r.snapshot.devices {
-            if d.info.id.as_str().is_empty() {
-                continue;
-            }
-            let uuid = d.info.id.as_str();
-            let idx = d.info.index.to_string();
-            let ty = d.info.ty.to_string();
-            let cores = d.info.devcore.to_string();
-            let memlim = d.info.devmem.get().to_string();
-            // AMD registers CUs; HAMi's metrics show cores as a percentage.
-            let is_amd = vendors.get(d.vendor).name() == "AMD";
-            let (core_total, core_used) = if is_amd && d.info.devcore > 0 {
-                (100.0, (f64::from(d.used_cores) / f64::from(d.info.devcore) * 100.0).ceil())
-            } else {
-                (f64::from(d.info.devcore), f64::from(d.used_cores))
-            };
-            let base = [
-                ("node", node),
-                ("device_uuid", uuid),
-                ("device_index", idx.as_str()),
-                ("device_type", ty.as_str()),
-                z,
-            ];
-            mem_limit.sample(&base, d.info.devmem.get() as f64 * MIB);
-            core_limit.sample(&base, core_total);
-            mem_alloc.sample(
-                &[
-                    ("node", node),
-                    ("device_uuid", uuid),
-                    ("device_index", &idx),
-                    ("device_cores", &cores),
-                    ("device_type", &ty),
-                    z,
-                ],
-                d.used_mem.get() as f64 * MIB,
-            );
-            shared.sample(&base, f64::from(d.used));
-            core_alloc.sample(&base, core_used);
-            overview.sample(
-                &[
-                    ("node", node),
-                    ("device_uuid", uuid),
-                    ("device_index", &idx),
-                    ("device_cores", &cores),
-                    ("device_memory_limit", &memlim),
-                    ("device_type", &ty),
-                    z,
-                ],
-                d.used_mem.get() as f64 * MIB,
-            );
-            if d.info.devmem.get() > 0 {
-                mem_ratio.sample(&base, d.used_mem.get() as f64 / d.info.devmem.get() as f64);
-            }
-            if legacy {
-                let mut l = |k: &'static str, v: f64, extra: &str| {
-                    let line = format!(
-                        "{k}{{nodeid=\"{}\",deviceuuid=\"{}\",deviceidx=\"{idx}\"{extra}}} {v}\n",
-                        esc(node),
-                        esc(uuid)
-                    );
-                    legacy_out.entry(k).or_default().push_str(&line);
-                };
-                let t = format!(",devicetype=\"{}\"", esc(&ty));
-                l("GPUDeviceMemoryLimit", d.info.devmem.get() as f64 * MIB, &t);
-                l("GPUDeviceCoreLimit", f64::from(d.info.devcore), &t);
-                l("GPUDeviceMemoryAllocated", d.used_mem.get() as f64 * MIB, &format!(",devicecores=\"{cores}\"{t}"));
-                l("GPUDeviceSharedNum", f64::from(d.used), &t);
-                l("GPUDeviceCoreAllocated", f64::from(d.used_cores), &t);
-                l(
-                    "nodeGPUOverview",
-                    d.used_mem.get() as f64 * MIB,
-                    &format!(",devicecores=\"{cores}\",devicememorylimit=\"{memlim}\"{t}"),
-                );
-                if d.info.devmem.get() > 0 {
-                    l("nodeGPUMemoryPercentage", d.used_mem.get() as f64 / d.info.devmem.get() as f64, "");
-                }
-            }
-        }
-        for a in &r.allocs {
-            if a.state == AllocState::Reserved {
-                outstanding += 1;
-            }
-            // Per pod and device, as HAMi's collapsed usage stores it (container_index is 0).
-            let mut per: std::collections::BTreeMap<&str, (u64, u32)> = std::collections::BTreeMap::new();
-            for (_, _, e) in a.devices.entries() {
-                let p = per.entry(e.uuid.as_str()).or_default();
-                p.0 += e.usedmem.get();
-                p.1 += e.usedcores;
-            }
-            for (uuid, (mem, cores)) in per {
-                let labels = [
-                    ("namespace", &*a.namespace),
-                    ("node", node),
-                    ("pod", &*a.name),
-                    ("container_index", "0"),
-                    ("device_uuid", uuid),
-                    z,
-                ];
-                vmem.sample(&labels, mem as f64 * MIB);
-                vcore.sample(&labels, f64::from(cores));
-                if legacy {
-                    let l = format!(
-                        "{{podnamespace=\"{}\",nodename=\"{}\",podname=\"{}\",containeridx=\"0\",deviceuuid=\"{}\"}}",
-                        esc(&a.namespace),
-                        esc(node),
-                        esc(&a.name),
-                        esc(uuid)
-                    );
-                    let _ = writeln!(
-                        legacy_out.entry("vGPUMemoryAllocated").or_default(),
-                        "vGPUMemoryAllocated{l} {}",
-                        mem as f64 * MIB
-                    );
-                    let _ =
-                        writeln!(legacy_out.entry("vGPUCoreAllocated").or_default(), "vGPUCoreAllocated{l} {cores}");
-                }
-            }
-        }
-    }
-    if let Some(q) = quota {
-        for e in q.entries() {
-            // As HAMi labels them: `quota_name` is the device resource the quota limits
-            // (`nvidia.com/gpumem`, the ResourceQuota key without `limits.`), one series per
-            // namespace and resource; the limit is 0 where no ResourceQuota sets one.
-            let (ns, res, used, limit) = (e.namespace, e.resource, e.used, e.limit);
-            let lim = limit.unwrap_or(0).to_string();
-            q_used.sample(&[("namespace", &ns), ("quota_name", &res), ("limit", &lim), z], used as f64);
-            if let Some(l) = limit {
-                q_limit.sample(&[("namespace", &ns), ("quota_name", &res), z], l as f64);
-            }
-            if legacy {
-                let _ = writeln!(
-                    legacy_out.entry("QuotaUsed").or_default(),
-                    "QuotaUsed{{quotanamespace=\"{}\",quotaName=\"{}\",limit=\"{lim}\"}} {used}",
-                    esc(&ns),
-                    esc(&res)
-                );
-            }
-        }
-    }
-    gauge!(RESERVATIONS_OUTSTANDING).set(outstanding as f64);
-    let mut out = String::new();
-    for f in [mem_limit, core_limit, mem_alloc, shared, core_alloc, overview, mem_ratio, vmem, vcore, q_used, q_limit] {
-        f.finish(&mut out);
-    }
-    for v in legacy_out.values() {
-        out.push_str(v);
-    }
-    out
 }
 
 #[cfg(test)]
