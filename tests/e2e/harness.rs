@@ -817,6 +817,15 @@ pub struct SchedulerOpts<'a> {
     pub client_qps: Option<u32>,
     /// Call hami-rs's prioritize verb (for hami-rs with `--filter-result=all`), weight 1.
     pub prioritize: bool,
+    /// `percentageOfNodesToScore`: how many of the feasible nodes kube-scheduler looks for before
+    /// it stops (and sends to the extender); kube-scheduler's adaptive default when unset
+    /// (50 % less 1 % per 125 nodes, at least 5 % and 100 nodes).
+    pub percentage_of_nodes_to_score: Option<u32>,
+}
+
+/// The top-level `percentageOfNodesToScore` line of a kube-scheduler configuration, if set.
+fn percentage_line(p: Option<u32>) -> String {
+    p.map_or_else(String::new, |p| format!("percentageOfNodesToScore: {p}\n"))
 }
 
 /// The `clientConnection` section of a kube-scheduler configuration.
@@ -877,26 +886,30 @@ impl KubeScheduler {
         .collect();
         let prioritize = if opts.prioritize { "  prioritizeVerb: prioritize\n" } else { "" };
         let config = format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cc}\
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cc}{pct}\
              leaderElection:\n{election}profiles:\n- schedulerName: {SCHEDULER_NAME}\nextenders:\n- urlPrefix: \"{hami_url}\"\n  \
              filterVerb: filter\n{prioritize}  bindVerb: bind\n  nodeCacheCapable: true\n  weight: 1\n  httpTimeout: 30s\n  enableHTTPS: true\n  \
              tlsConfig:\n    caFile: {ca}\n  managedResources:\n{managed}",
             cc = client_connection(&cp.kubeconfig("scheduler"), opts.client_qps),
+            pct = percentage_line(opts.percentage_of_nodes_to_score),
             ca = cp.ca().display(),
         );
         KubeScheduler::launch(cp, name, &config, opts.hostname).await
     }
 
     /// Starts kube-scheduler with its default profile (`default-scheduler`) and no extender, the
-    /// reference for throughput; `nvidia.com/gpumem` is left out of NodeResourcesFit (no node
-    /// advertises it), `nvidia.com/gpu` is checked against the nodes' allocatable.
-    pub async fn start_default(cp: &ControlPlane, name: &str, client_qps: Option<u32>) -> KubeScheduler {
+    /// reference for throughput; `nvidia.com/gpumem`, `gpumem-percentage` and `gpucores` are left
+    /// out of NodeResourcesFit (no node advertises them), `nvidia.com/gpu` is checked against the
+    /// nodes' allocatable. Of `opts`, only `client_qps` and `percentage_of_nodes_to_score` apply.
+    pub async fn start_default(cp: &ControlPlane, name: &str, opts: SchedulerOpts<'_>) -> KubeScheduler {
         let config = format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cc}\
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cc}{pct}\
              leaderElection:\n  leaderElect: false\nprofiles:\n- schedulerName: default-scheduler\n  pluginConfig:\n  \
              - name: NodeResourcesFit\n    args:\n      apiVersion: kubescheduler.config.k8s.io/v1\n      \
-             kind: NodeResourcesFitArgs\n      ignoredResources: [nvidia.com/gpumem]\n",
-            cc = client_connection(&cp.kubeconfig("scheduler"), client_qps),
+             kind: NodeResourcesFitArgs\n      \
+             ignoredResources: [nvidia.com/gpumem, nvidia.com/gpumem-percentage, nvidia.com/gpucores]\n",
+            cc = client_connection(&cp.kubeconfig("scheduler"), opts.client_qps),
+            pct = percentage_line(opts.percentage_of_nodes_to_score),
         );
         KubeScheduler::launch(cp, name, &config, None).await
     }
