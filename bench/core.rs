@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the scheduling core and the engine: codecs, one-node fit, the full
-//! filter over N nodes × 8 GPUs with P running pods, reserve + commit, and allocations per filter
-//! call (a counting allocator). Run with `cargo bench --bench core`; under `cargo test` every
-//! benchmark runs once on small sizes.
+//! filter over N nodes × 8 GPUs with P running pods (`filter_engine`: one fixed list of every
+//! node, the same for every pod; `filter_window`: kube-scheduler's rotating window of candidates
+//! and four pod shapes), reserve + commit, and allocations per filter call (a counting allocator).
+//! Run with `cargo bench --bench core`; under `cargo test` every benchmark runs once on small sizes.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::borrow::Cow;
@@ -186,6 +187,8 @@ async fn filter_once(engine: &Engine<MemoryBackend>, names: &[Cow<'_, str>], i: 
     engine.backend().remove_pod(&p.metadata.namespace, &p.metadata.name);
 }
 
+/// The fixed list: every node, the same list for every pod (which lets the engine reuse what it
+/// resolved and answered for the list; kube-scheduler sends that only below 100 nodes).
 fn bench_filter(c: &mut Criterion) {
     // (nodes, running pods, mode): the snapshot mode at every size, the messages mode (one Filter
     // message per candidate through the coordinator) at the headline size for comparison.
@@ -231,6 +234,87 @@ fn bench_filter(c: &mut Criterion) {
         });
         let per = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / calls as f64;
         println!("allocations per filter call: nodes={n} running={p}{tag}: {per:.0}");
+        drop(engine);
+    }
+    g.finish();
+}
+
+/// kube-scheduler's `numFeasibleNodesToFind` with the adaptive `percentageOfNodesToScore` (0):
+/// every node below 100 nodes, else `50 - nodes/125` percent (at least 5 %), at least 100 nodes.
+/// 1 000 nodes: 420; 5 000: 500. `hami-loadtest --candidates window` sends the same windows.
+fn window_size(nodes: usize) -> usize {
+    if nodes < 100 {
+        return nodes;
+    }
+    (nodes * 50usize.saturating_sub(nodes / 125).max(5) / 100).max(100)
+}
+
+/// Pod `i` of the window traffic, a new pod each time, in four shapes taken in turn: one GPU with
+/// 1000 MiB and 10 % of its cores, one with 4000 MiB and 30 %, two GPUs with 2000 MiB each, one
+/// GPU with 25 % of its memory.
+fn window_pod(i: u64) -> PodView {
+    let b = pod().name(&format!("window-{i}")).namespace("bench");
+    match i % 4 {
+        0 => b.gpu(1).mem_mib(1000).cores(10),
+        1 => b.gpu(1).mem_mib(4000).cores(30),
+        2 => b.gpu(2).mem_mib(2000),
+        _ => b.gpu(1).mem_pct(25),
+    }
+    .view()
+}
+
+/// One filter of a new pod over its window, as kube-scheduler sends it when every node passes its
+/// own filters: `window` nodes in node order, pod `i`'s starting at `i * window` (mod the nodes),
+/// where the previous pod's stopped. `ring` is the node names twice over, so every window is one
+/// slice. The reservation is then dropped, so the cluster stays the same.
+async fn filter_window_once(engine: &Engine<MemoryBackend>, ring: &[Cow<'_, str>], window: usize, i: u64) {
+    let n = ring.len() / 2;
+    let start = ((i % n as u64) * window as u64 % n as u64) as usize;
+    let p = window_pod(i);
+    engine.backend().insert_pod(p.clone());
+    match engine.filter(&p, &ring[start..start + window]).await {
+        FilterOutcome::Chosen { .. } => {}
+        other => panic!("the window pod must fit: {other:?}"),
+    }
+    engine.delete_pod(&hami_rs::model::PodUid::new(&p.metadata.uid));
+    engine.backend().remove_pod(&p.metadata.namespace, &p.metadata.name);
+}
+
+/// kube-scheduler's traffic: every filter a new pod (one of four shapes) over the next window of
+/// `numFeasibleNodesToFind` nodes, so no two filters in a row carry the same list (1 000 nodes
+/// rotate through 50 windows of 420, 5 000 through 10 of 500).
+fn bench_filter_window(c: &mut Criterion) {
+    let sizes: &[(usize, usize)] = if full() { &[(1000, 20_000), (5000, 100_000)] } else { &[(300, 1000)] };
+    let mut g = c.benchmark_group("filter_window");
+    g.sample_size(if full() { 30 } else { 10 });
+    for &(n, p) in sizes {
+        let sys = actix_rt::System::new();
+        let (engine, names) = sys.block_on(engine(n, p));
+        let ring: Vec<Cow<'_, str>> = names.iter().chain(&names).map(|s| Cow::Borrowed(s.as_str())).collect();
+        let window = window_size(n);
+        let mut i = 0u64;
+        g.bench_with_input(BenchmarkId::new(format!("nodes_{n}"), format!("running_{p}")), &(n, p), |b, _| {
+            b.iter_custom(|iters| {
+                sys.block_on(async {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        i += 1;
+                        filter_window_once(&engine, &ring, window, i).await;
+                    }
+                    t.elapsed()
+                })
+            })
+        });
+        let calls = 200u64;
+        let before = ALLOCS.load(Ordering::Relaxed);
+        sys.block_on(async {
+            for _ in 0..calls {
+                i += 1;
+                filter_window_once(&engine, &ring, window, i).await;
+            }
+        });
+        let per = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / calls as f64;
+        println!("allocations per filter call: window of {window}, nodes={n} running={p}: {per:.0}");
         drop(engine);
     }
     g.finish();
@@ -293,5 +377,13 @@ fn bench_round_trip(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_codecs, bench_fit_one_node, bench_filter, bench_reserve_commit, bench_round_trip);
+criterion_group!(
+    benches,
+    bench_codecs,
+    bench_fit_one_node,
+    bench_filter,
+    bench_filter_window,
+    bench_reserve_commit,
+    bench_round_trip
+);
 criterion_main!(benches);

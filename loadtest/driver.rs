@@ -16,11 +16,16 @@ use rand::seq::index;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::mix::{self, Kind, Mix, PodId, Request, Shape, Stream};
+use crate::mix::{self, Kind, PodId, Shape, Shapes, Stream};
 
 /// Which nodes each filter offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Candidates {
+    /// kube-scheduler's: each pod is offered the next window of `numFeasibleNodesToFind` nodes
+    /// (see [`window_size`]) in node order, starting where the previous pod's window stopped and
+    /// wrapping around. The value is `percentageOfNodesToScore` (0: adaptive).
+    Window(u32),
+    /// Every node, the same list for every pod.
     All,
     /// K distinct nodes drawn per pod.
     Random(usize),
@@ -30,10 +35,12 @@ impl FromStr for Candidates {
     type Err = String;
     fn from_str(s: &str) -> Result<Candidates, String> {
         match s.trim() {
+            // The percentage comes from its own flag (`--percentage-of-nodes-to-score`).
+            "window" => Ok(Candidates::Window(0)),
             "all" => Ok(Candidates::All),
             t => match t.parse::<usize>() {
                 Ok(k) if k > 0 => Ok(Candidates::Random(k)),
-                _ => Err(format!("{s:?} is neither \"all\" nor a positive number")),
+                _ => Err(format!("{s:?} is neither \"window\", \"all\" nor a positive number")),
             },
         }
     }
@@ -42,10 +49,70 @@ impl FromStr for Candidates {
 impl std::fmt::Display for Candidates {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Candidates::Window(_) => f.write_str("window"),
             Candidates::All => f.write_str("all"),
             Candidates::Random(k) => write!(f, "{k}"),
         }
     }
+}
+
+impl Candidates {
+    /// How many names each filter carries on a cluster of `nodes`.
+    pub fn per_filter(self, nodes: usize) -> usize {
+        match self {
+            Candidates::Window(p) => window_size(nodes, p),
+            Candidates::All => nodes,
+            Candidates::Random(k) => k.min(nodes),
+        }
+    }
+
+    /// For the report: `window (420 of 1000 nodes, adaptive 42%)`, `all`, `10`.
+    pub fn describe(self, nodes: usize) -> String {
+        match self {
+            Candidates::Window(p) => {
+                let how = if p == 0 { format!("adaptive {}%", adaptive_percentage(nodes)) } else { format!("{p}%") };
+                format!("window ({} of {nodes} nodes, {how})", window_size(nodes, p))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// kube-scheduler's `minFeasibleNodesToFind`: below this many nodes every node is evaluated, and
+/// no cycle stops before finding this many feasible nodes.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// kube-scheduler's `minFeasibleNodesPercentageToFind`: the adaptive percentage's floor.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
+
+/// kube-scheduler's adaptive `percentageOfNodesToScore` (the configured value 0):
+/// `50 - nodes/125`, at least 5.
+pub fn adaptive_percentage(nodes: usize) -> usize {
+    50usize.saturating_sub(nodes / 125).max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+}
+
+/// kube-scheduler's `numFeasibleNodesToFind` (pkg/scheduler/schedule_one.go): how many feasible
+/// nodes a scheduling cycle looks for before it stops, and so how many names the extender's
+/// `/filter` receives when every node passes the in-tree filters. Every node below 100 nodes or
+/// at `percentage` 100; else `nodes * percentage / 100` (the adaptive percentage for 0), at least
+/// 100. 1,000 nodes: 420; 5,000: 500; 20,000: 1,000.
+pub fn window_size(nodes: usize, percentage: u32) -> usize {
+    let percentage = percentage as usize;
+    if nodes < MIN_FEASIBLE_NODES_TO_FIND || percentage >= 100 {
+        return nodes;
+    }
+    let percentage = if percentage == 0 { adaptive_percentage(nodes) } else { percentage };
+    (nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// Where pod `i`'s window starts: kube-scheduler moves `nextStartNodeIndex` on by the nodes a
+/// cycle processed, which is the window when every node is feasible, so pod `i` starts at
+/// `i * window` (mod the nodes) whatever order the workers send the pods in.
+pub fn window_start(i: u64, window: usize, nodes: usize) -> usize {
+    if nodes == 0 {
+        return 0;
+    }
+    let n = nodes as u128;
+    ((u128::from(i) % n) * (window as u128 % n) % n) as usize
 }
 
 /// When the load stops.
@@ -60,12 +127,14 @@ pub const MAX_PODS: u64 = 100_000_000;
 
 /// Builds the load pods: pod `i` is always the same pod for the same seed and prefix.
 pub struct Factory {
-    pub mix: Mix,
+    pub shapes: Shapes,
     pub shape: Shape,
     pub seed: u64,
     pub naming: Naming,
     pub nodes: Arc<Vec<String>>,
     pub candidates: Candidates,
+    /// Names per filter in window mode.
+    window: usize,
     all_names: String,
 }
 
@@ -98,7 +167,7 @@ impl Prepared {
 
 impl Factory {
     pub fn new(
-        mix: Mix,
+        shapes: Shapes,
         shape: Shape,
         seed: u64,
         naming: Naming,
@@ -106,18 +175,25 @@ impl Factory {
         candidates: Candidates,
     ) -> Factory {
         let all_names = serde_json::to_string(&*nodes).unwrap_or_else(|_| "[]".into());
-        Factory { mix, shape, seed, naming, nodes, candidates, all_names }
+        let window = candidates.per_filter(nodes.len());
+        Factory { shapes, shape, seed, naming, nodes, candidates, window, all_names }
     }
 
     pub fn make(&self, i: u64) -> Prepared {
         let mut rng = mix::pod_rng(self.seed, Stream::Load, i);
-        let req = Request::draw(&self.mix, self.shape, &mut rng);
+        let req = self.shapes.request(self.shape, i, &mut rng);
         let id = PodId::new(&self.naming.namespace, &self.naming.prefix, i);
         let pod = mix::pod_json(&id, &req, &self.naming.scheduler_name);
+        let n = self.nodes.len();
         let names = match self.candidates {
-            Candidates::Random(k) if k < self.nodes.len() => {
+            Candidates::Random(k) if k < n => {
                 let picked: Vec<&str> =
-                    index::sample(&mut rng, self.nodes.len(), k).into_iter().map(|j| self.nodes[j].as_str()).collect();
+                    index::sample(&mut rng, n, k).into_iter().map(|j| self.nodes[j].as_str()).collect();
+                serde_json::to_string(&picked).unwrap_or_else(|_| "[]".into())
+            }
+            Candidates::Window(_) if self.window < n => {
+                let start = window_start(i, self.window, n);
+                let picked: Vec<&str> = (0..self.window).map(|k| self.nodes[(start + k) % n].as_str()).collect();
                 serde_json::to_string(&picked).unwrap_or_else(|_| "[]".into())
             }
             _ => self.all_names.clone(),
@@ -616,7 +692,7 @@ mod tests {
         let nodes = Arc::new((0..50).map(|i| format!("n{i}")).collect::<Vec<_>>());
         let f = |c| {
             Factory::new(
-                Mix::DEFAULT.parse().expect("parses"),
+                Shapes::Mix(crate::mix::Mix::DEFAULT.parse().expect("parses")),
                 Shape { gpus_per_node: 8, gpu_mem: 16384 },
                 11,
                 Naming { namespace: "loadtest".into(), prefix: "lt-x".into(), scheduler_name: "hami-scheduler".into() },
@@ -642,7 +718,90 @@ mod tests {
             serde_json::from_slice(&body).expect("hami-rs decodes the body");
         assert_eq!(args.pod.map(|p| p.metadata.name), Some("lt-x-3".to_owned()));
         assert_eq!("all".parse::<Candidates>(), Ok(Candidates::All));
+        assert_eq!("window".parse::<Candidates>(), Ok(Candidates::Window(0)));
         assert!("0".parse::<Candidates>().is_err());
+    }
+
+    #[test]
+    fn windows_are_kube_schedulers_num_feasible_nodes_to_find() {
+        // Below minFeasibleNodesToFind (100) every node.
+        assert_eq!(window_size(1, 0), 1);
+        assert_eq!(window_size(99, 0), 99);
+        assert_eq!(window_size(99, 10), 99);
+        // Adaptive: 50 - nodes/125 percent, at least 5 %, at least 100 nodes.
+        assert_eq!(window_size(100, 0), 100, "50 % of 100 is 50, raised to 100");
+        assert_eq!(window_size(250, 0), 120, "48 %");
+        assert_eq!(window_size(1000, 0), 420, "42 %");
+        assert_eq!(window_size(5000, 0), 500, "10 %");
+        assert_eq!(window_size(6000, 0), 300, "50 - 48 = 2, raised to 5 %");
+        assert_eq!(window_size(20_000, 0), 1000, "5 %");
+        assert_eq!(window_size(100_000, 0), 5000, "5 %");
+        // A configured percentage.
+        assert_eq!(window_size(1000, 30), 300);
+        assert_eq!(window_size(1000, 5), 100, "50 raised to 100");
+        assert_eq!(window_size(5000, 50), 2500);
+        assert_eq!(window_size(1000, 100), 1000);
+        assert_eq!(window_size(20_000, 100), 20_000);
+        assert_eq!(adaptive_percentage(1000), 42);
+        assert_eq!(Candidates::Window(0).describe(1000), "window (420 of 1000 nodes, adaptive 42%)");
+        assert_eq!(Candidates::Window(30).describe(1000), "window (300 of 1000 nodes, 30%)");
+        assert_eq!(Candidates::Random(5).per_filter(3), 3);
+    }
+
+    fn window_factory(nodes: usize, percentage: u32) -> Factory {
+        Factory::new(
+            Shapes::Four,
+            Shape { gpus_per_node: 8, gpu_mem: 16384 },
+            1,
+            Naming { namespace: "loadtest".into(), prefix: "lt-w".into(), scheduler_name: "hami-scheduler".into() },
+            Arc::new((0..nodes).map(|i| format!("n{i}")).collect()),
+            Candidates::Window(percentage),
+        )
+    }
+
+    fn names_of(p: &Prepared) -> Vec<String> {
+        serde_json::from_str(&p.names).expect("a JSON array of names")
+    }
+
+    #[test]
+    fn windows_rotate_in_node_order_and_wrap_around() {
+        let f = window_factory(1000, 0);
+        let w = |i| names_of(&f.make(i));
+        let first = w(0);
+        assert_eq!(first.len(), 420);
+        assert_eq!((first[0].as_str(), first[419].as_str()), ("n0", "n419"));
+        assert_eq!((w(1)[0].as_str(), w(1)[419].as_str()), ("n420", "n839"), "the next pod starts where this stopped");
+        let third = w(2);
+        assert_eq!((third[0].as_str(), third[159].as_str(), third[160].as_str()), ("n840", "n999", "n0"), "wraps");
+        assert_eq!(third[419], "n259");
+        assert_eq!(w(3)[0], "n260");
+        // 1000 / gcd(1000, 420) = 50 distinct windows, then the rotation repeats.
+        assert_eq!(w(50), first);
+        assert_ne!(w(49), first);
+        // The window depends on the pod index alone, not on the order pods are made in.
+        assert_eq!(f.make(7).names, window_factory(1000, 0).make(7).names);
+        // A configured percentage; 100 % and small clusters get every node, always from the first.
+        assert_eq!(names_of(&window_factory(1000, 30).make(1))[0], "n300");
+        for (nodes, pct) in [(1000, 100), (60, 0)] {
+            let f = window_factory(nodes, pct);
+            assert_eq!(names_of(&f.make(3)).len(), nodes);
+            assert_eq!(names_of(&f.make(3))[0], "n0");
+        }
+        assert_eq!(window_start(u64::MAX, 420, 1000), ((u64::MAX % 1000) * 420 % 1000) as usize);
+    }
+
+    #[test]
+    fn every_pod_is_a_new_pod() {
+        let f = window_factory(200, 0);
+        let mut uids: Vec<String> = (0..500).map(|i| f.make(i).id.uid).collect();
+        let mut names: Vec<String> = (0..500).map(|i| f.make(i).id.name).collect();
+        uids.sort_unstable();
+        uids.dedup();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!((uids.len(), names.len()), (500, 500));
+        let kinds: Vec<Kind> = (0..4).map(|i| f.make(i).kind).collect();
+        assert_eq!(kinds, [Kind::Cores, Kind::Cores, Kind::Multi, Kind::Percent]);
     }
 
     #[test]

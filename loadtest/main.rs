@@ -4,6 +4,7 @@
 //! ```text
 //! run            the load generator: --target URL | --embedded | --kubeconfig K --target URL
 //! compare        the same filter-only load against the null extender and an embedded hami-rs
+//! bodies         the cluster file and N /filter bodies for an outside load tool (wrk)
 //! null-extender  hami-rs's HTTP stack answering the first candidate, without scheduling
 //! fake-plugin    a fake HAMi device plugin for N fake GPU nodes in a real API server
 //! ```
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod allocate;
+mod bodies;
 mod child;
 mod cluster;
 mod driver;
@@ -46,6 +48,9 @@ enum Command {
     /// Run the same filter-only load against the null extender and an embedded hami-rs, and
     /// print the latency ratio (target: hami-rs at most 1.5x the null extender at p50 and 2x at p99).
     Compare(Box<run::CompareArgs>),
+    /// Write the synthetic cluster file (for `hami-rs serve --cluster-file`) and N /filter request
+    /// bodies, one a line, for an outside load tool (loadtest/wrk/filter.lua, loadtest/wrk-compare.sh).
+    Bodies(Box<bodies::BodiesArgs>),
     /// Serve hami-rs's HTTP stack answering the first candidate node without scheduling.
     NullExtender(null_extender::NullArgs),
     /// Run a fake HAMi device plugin for N fake GPU nodes.
@@ -64,6 +69,7 @@ fn main() -> ExitCode {
     let result = match command {
         // hami-rs's setup: an actix System over a multi-threaded tokio runtime.
         Command::NullExtender(a) => null_extender::run_blocking(a).map(|()| ExitCode::SUCCESS),
+        Command::Bodies(a) => bodies::run(*a).map(|()| ExitCode::SUCCESS),
         other => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => rt.block_on(async_main(other)),
             Err(e) => Err(e.into()),
@@ -82,7 +88,7 @@ async fn async_main(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(a) => run::run(*a).await,
         Command::Compare(a) => run::compare(*a).await,
-        Command::NullExtender(_) => Ok(ExitCode::FAILURE),
+        Command::NullExtender(_) | Command::Bodies(_) => Ok(ExitCode::FAILURE),
         Command::FakePlugin(a) => {
             let setup_only = a.setup_only;
             let h = fake_plugin::spawn_forever(a);

@@ -157,6 +157,26 @@ impl Request {
         }
     }
 
+    /// Shape `i % 4` of four fixed requests, small next to any device so a long filter-only run
+    /// does not fill the cluster with reservations: (a) one GPU, 1000 MiB, 10 % of its cores;
+    /// (b) one GPU, 4000 MiB, 30 %; (c) two GPUs (at most the node's), 2000 MiB each; (d) one GPU,
+    /// 25 % of its memory.
+    pub fn four(shape: Shape, i: u64) -> Request {
+        let one = |kind, mem_mib, mem_pct, cores| Request { kind, gpus: 1, mem_mib, mem_pct, cores };
+        match i % 4 {
+            0 => one(Kind::Cores, Some(1000), None, Some(10)),
+            1 => one(Kind::Cores, Some(4000), None, Some(30)),
+            2 => Request {
+                kind: Kind::Multi,
+                gpus: 2u32.min(shape.gpus_per_node.max(1)),
+                mem_mib: Some(2000),
+                mem_pct: None,
+                cores: None,
+            },
+            _ => one(Kind::Percent, None, Some(25), None),
+        }
+    }
+
     /// The container limits under HAMi's NVIDIA resource names, quantities as strings.
     pub fn limits(&self) -> serde_json::Map<String, Value> {
         let mut m = serde_json::Map::new();
@@ -187,6 +207,52 @@ impl Request {
     /// Cores per device, clamped to 100 as HAMi's fit does.
     pub fn cores_per_device(&self) -> u32 {
         self.cores.unwrap_or(0).min(100)
+    }
+}
+
+/// What the load pods ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shapes {
+    /// Each pod drawn from the mix with its own generator.
+    Mix(Mix),
+    /// The four fixed shapes, pod `i` taking shape `i % 4` (see [`Request::four`]).
+    Four,
+}
+
+/// `--shapes`: which of [`Shapes`] (the mix itself comes from `--mix`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapesArg {
+    Mix,
+    Four,
+}
+
+impl FromStr for ShapesArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ShapesArg, String> {
+        match s.trim() {
+            "mix" => Ok(ShapesArg::Mix),
+            "four" => Ok(ShapesArg::Four),
+            _ => Err(format!("{s:?} is neither \"mix\" nor \"four\"")),
+        }
+    }
+}
+
+impl fmt::Display for Shapes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Shapes::Mix(m) => write!(f, "{m}"),
+            Shapes::Four => f.write_str("four (1x1000MiB/10c, 1x4000MiB/30c, 2x2000MiB, 1x25%)"),
+        }
+    }
+}
+
+impl Shapes {
+    /// Pod `i`'s request; a mix draws from `rng`, the four shapes do not touch it.
+    pub fn request(&self, shape: Shape, i: u64, rng: &mut StdRng) -> Request {
+        match self {
+            Shapes::Mix(m) => Request::draw(m, shape, rng),
+            Shapes::Four => Request::four(shape, i),
+        }
     }
 }
 
@@ -341,6 +407,25 @@ mod tests {
         for i in 0..50 {
             assert_eq!(Request::draw(&multi, small, &mut pod_rng(1, Stream::Load, i)).gpus, 2);
         }
+    }
+
+    #[test]
+    fn the_four_shapes_come_in_turn() {
+        let four: Vec<Request> = (0..8).map(|i| Request::four(SHAPE, i)).collect();
+        assert_eq!(four[..4], four[4..]);
+        let limits: Vec<serde_json::Map<String, Value>> = four[..4].iter().map(Request::limits).collect();
+        let l = |m: &serde_json::Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(str::to_owned);
+        assert_eq!(l(&limits[0], "nvidia.com/gpumem").as_deref(), Some("1000"));
+        assert_eq!(l(&limits[0], "nvidia.com/gpucores").as_deref(), Some("10"));
+        assert_eq!(l(&limits[1], "nvidia.com/gpumem").as_deref(), Some("4000"));
+        assert_eq!(l(&limits[1], "nvidia.com/gpucores").as_deref(), Some("30"));
+        assert_eq!(l(&limits[2], "nvidia.com/gpu").as_deref(), Some("2"));
+        assert_eq!(l(&limits[2], "nvidia.com/gpumem").as_deref(), Some("2000"));
+        assert_eq!(l(&limits[3], "nvidia.com/gpumem-percentage").as_deref(), Some("25"));
+        assert_eq!(l(&limits[3], "nvidia.com/gpucores"), None);
+        assert_eq!(Request::four(Shape { gpus_per_node: 1, gpu_mem: 1000 }, 2).gpus, 1);
+        assert_eq!("four".parse::<ShapesArg>(), Ok(ShapesArg::Four));
+        assert!("five".parse::<ShapesArg>().is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::cluster::{self, Synthetic};
 use crate::driver::{self, Before, Candidates, Factory, Load, Naming, Outcome, Until};
 use crate::invariant::{self, Check};
 use crate::kube_mode;
-use crate::mix::Mix;
+use crate::mix::{Mix, Shapes, ShapesArg};
 use crate::plot;
 use crate::report::{Comparison, Report, Scheduler, Settings};
 
@@ -64,35 +64,30 @@ impl ClusterArgs {
     }
 }
 
+/// The load pods: what they ask for, which nodes each filter offers, what they are called.
 #[derive(Clone, Debug, clap::Args)]
-pub struct LoadArgs {
-    /// Concurrent workers, each with its own keep-alive connection.
-    #[arg(long, default_value = "1")]
-    pub concurrency: usize,
-    /// Run for this long (e.g. 30s, 2m); conflicts with --pods.
-    #[arg(long, value_parser = parse_duration, conflicts_with = "pods")]
-    pub duration: Option<Duration>,
-    /// Send this many pods (default 1000 when --duration is not given).
-    #[arg(long)]
-    pub pods: Option<u64>,
+pub struct PodArgs {
     /// Seed of the pod mix (the same seed sends the same pods).
     #[arg(long, default_value = "1")]
     pub seed: u64,
-    /// Pod mix, KIND:WEIGHT,… over whole, fraction, percent, cores, multi.
+    /// Pod mix, KIND:WEIGHT,… over whole, fraction, percent, cores, multi: the running pods', and
+    /// the load pods' with --shapes mix.
     #[arg(long, default_value = Mix::DEFAULT)]
     pub mix: Mix,
-    /// Only POST /filter; never bind (the filter's reservations then expire by the scheduler's TTL).
+    /// What the load pods ask for: "mix" (drawn from --mix; the default of run and compare) or
+    /// "four" (in turn: 1 GPU 1000 MiB 10 cores, 1 GPU 4000 MiB 30 cores, 2 GPUs 2000 MiB each,
+    /// 1 GPU 25 % of its memory; the default of bodies).
     #[arg(long)]
-    pub filter_only: bool,
-    /// Candidate nodes per filter: "all", or K nodes drawn per pod.
-    #[arg(long, default_value = "all")]
+    pub shapes: Option<ShapesArg>,
+    /// Candidate nodes per filter: "window" (kube-scheduler's: the next numFeasibleNodesToFind
+    /// nodes in node order, each pod's window starting where the previous one stopped), "all"
+    /// (every node, the same list for every pod), or K nodes drawn per pod.
+    #[arg(long, default_value = "window")]
     pub candidates: Candidates,
-    /// Pods sent before measuring (not counted); compare defaults to 200.
-    #[arg(long)]
-    pub warmup: Option<u64>,
-    /// Per-request timeout.
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
-    pub timeout: Duration,
+    /// kube-scheduler's percentageOfNodesToScore, for --candidates window: 0 is adaptive
+    /// (50 - nodes/125 percent, at least 5 %), 100 every node; never fewer than 100 nodes.
+    #[arg(long, default_value = "0", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub percentage_of_nodes_to_score: u32,
     /// Namespace of the load pods.
     #[arg(long, default_value = "loadtest")]
     pub namespace: String,
@@ -102,6 +97,69 @@ pub struct LoadArgs {
     /// spec.schedulerName of the pods (the default names no scheduler, so nothing else schedules them).
     #[arg(long, default_value = "hami-loadtest")]
     pub scheduler_name: String,
+}
+
+impl PodArgs {
+    /// `--candidates` with `--percentage-of-nodes-to-score` applied to a window.
+    pub fn candidates(&self) -> Candidates {
+        match self.candidates {
+            Candidates::Window(_) => Candidates::Window(self.percentage_of_nodes_to_score),
+            c => c,
+        }
+    }
+
+    /// `--shapes`, or `default` when not given.
+    pub fn shapes(&self, default: ShapesArg) -> Shapes {
+        match self.shapes.unwrap_or(default) {
+            ShapesArg::Mix => Shapes::Mix(self.mix.clone()),
+            ShapesArg::Four => Shapes::Four,
+        }
+    }
+
+    /// `--pod-prefix`, else lt-<hex unix time>.
+    pub fn prefix(&self) -> String {
+        self.pod_prefix.clone().unwrap_or_else(|| format!("lt-{:x}", chrono::Utc::now().timestamp()))
+    }
+
+    pub fn naming(&self, prefix: &str) -> Naming {
+        Naming {
+            namespace: self.namespace.clone(),
+            prefix: prefix.to_owned(),
+            scheduler_name: self.scheduler_name.clone(),
+        }
+    }
+
+    /// For the report: the load pods' shapes, and the running pods' mix when it differs.
+    pub fn describe_shapes(&self, default: ShapesArg) -> String {
+        match self.shapes(default) {
+            Shapes::Mix(m) => m.to_string(),
+            four => format!("{four}; running pods {}", self.mix),
+        }
+    }
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct LoadArgs {
+    #[command(flatten)]
+    pub pod: PodArgs,
+    /// Concurrent workers, each with its own keep-alive connection.
+    #[arg(long, default_value = "1")]
+    pub concurrency: usize,
+    /// Run for this long (e.g. 30s, 2m); conflicts with --pods.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "pods")]
+    pub duration: Option<Duration>,
+    /// Send this many pods (default 1000 when --duration is not given).
+    #[arg(long)]
+    pub pods: Option<u64>,
+    /// Only POST /filter; never bind (the filter's reservations then expire by the scheduler's TTL).
+    #[arg(long)]
+    pub filter_only: bool,
+    /// Pods sent before measuring (not counted); compare defaults to 200.
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Per-request timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
     /// No progress line on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -114,9 +172,6 @@ impl LoadArgs {
             (None, Some(n)) => Until::Pods(n),
             (None, None) => Until::Pods(1000),
         }
-    }
-    fn prefix(&self) -> String {
-        self.pod_prefix.clone().unwrap_or_else(|| format!("lt-{:x}", chrono::Utc::now().timestamp()))
     }
 }
 
@@ -227,10 +282,10 @@ fn settings(c: &ClusterArgs, l: &LoadArgs, filter_only: bool, warmup: u64) -> Se
         pods,
         duration_s,
         warmup,
-        seed: l.seed,
-        mix: l.mix.to_string(),
+        seed: l.pod.seed,
+        mix: l.pod.describe_shapes(ShapesArg::Mix),
         filter_only,
-        candidates: l.candidates.to_string(),
+        candidates: l.pod.candidates().describe(c.nodes),
     }
 }
 
@@ -268,22 +323,16 @@ fn normalise_target(t: &str) -> anyhow::Result<String> {
     Ok(t.trim_end_matches('/').to_owned())
 }
 
-fn synthetic(c: &ClusterArgs, l: &LoadArgs) -> anyhow::Result<Synthetic> {
+pub fn synthetic(c: &ClusterArgs, p: &PodArgs) -> anyhow::Result<Synthetic> {
     if c.running_pods > 0 {
         eprintln!("placing {} running pods on {} nodes x {} GPUs…", c.running_pods, c.nodes, c.gpus_per_node);
     }
-    Ok(Synthetic::build(c.spec(), c.running_pods, &l.mix, l.seed)?)
+    Ok(Synthetic::build(c.spec(), c.running_pods, &p.mix, p.seed)?)
 }
 
-fn factory(s: &Synthetic, l: &LoadArgs, prefix: &str) -> Arc<Factory> {
-    Arc::new(Factory::new(
-        l.mix.clone(),
-        s.spec.shape(),
-        l.seed,
-        Naming { namespace: l.namespace.clone(), prefix: prefix.to_owned(), scheduler_name: l.scheduler_name.clone() },
-        Arc::new(s.nodes.clone()),
-        l.candidates,
-    ))
+/// The load pods over `s`'s nodes; `default` is the shapes when `--shapes` is not given.
+pub fn factory(s: &Synthetic, p: &PodArgs, prefix: &str, default: ShapesArg) -> Factory {
+    Factory::new(p.shapes(default), s.spec.shape(), p.seed, p.naming(prefix), Arc::new(s.nodes.clone()), p.candidates())
 }
 
 /// Warmup (not recorded), then the measured load.
@@ -488,15 +537,15 @@ fn exit_for(r: &Report) -> ExitCode {
 pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let l = &a.load;
     let warmup = l.warmup.unwrap_or(0);
-    let prefix = l.prefix();
-    let s = synthetic(&a.cluster, l)?;
-    let f = factory(&s, l, &prefix);
+    let prefix = l.pod.prefix();
+    let s = synthetic(&a.cluster, &l.pod)?;
+    let f = Arc::new(factory(&s, &l.pod, &prefix, ShapesArg::Mix));
     let settings = settings(&a.cluster, l, l.filter_only, warmup);
     let (report, outcome) = if a.embedded {
         let dir = TempDir::new(a.child.keep_files)?;
         let file = dir.path.join("cluster.json");
         eprintln!("writing {}…", file.display());
-        s.write(&file, &l.scheduler_name)?;
+        s.write(&file, &l.pod.scheduler_name)?;
         drop(s);
         let mut h = start_hami(&a.child, &file, &dir.path).await?;
         let sampler = sample_rss(h.proc.pid, a.child.rss_every);
@@ -518,11 +567,11 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         let target = normalise_target(a.target.as_deref().unwrap_or(""))?;
         let client = crate::fake_plugin::client(Some(kc)).await?;
         eprintln!("creating {} nodes and {} running pods in the API server…", s.nodes.len(), s.running.len());
-        let created = kube_mode::setup(&client, &s, &l.namespace, &l.scheduler_name).await?;
+        let created = kube_mode::setup(&client, &s, &l.pod.namespace, &l.pod.scheduler_name).await?;
         eprintln!("{created} running pods created ({} already there)", s.running.len() - created);
         let plugin = (!l.filter_only && !a.no_fake_plugin).then(|| kube_mode::start_plugin(&s, kc));
         let before: Arc<dyn Before> =
-            Arc::new(kube_mode::CreatePods { api: kube::Api::<Pod>::namespaced(client.clone(), &l.namespace) });
+            Arc::new(kube_mode::CreatePods { api: kube::Api::<Pod>::namespaced(client.clone(), &l.pod.namespace) });
         let driven = phases(&target, f, Some(before), l, l.filter_only, warmup, "extender").await;
         if let Some(p) = plugin {
             p.abort();
@@ -533,7 +582,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             Err(e) => Check::skipped("api-server", e.to_string()),
         };
         if a.cleanup {
-            kube_mode::cleanup(&client, &l.namespace).await?;
+            kube_mode::cleanup(&client, &l.pod.namespace).await?;
         }
         let mut r = Report::new("kubeconfig", &target, settings, &o);
         r.set_invariant(vec![check]);
@@ -606,14 +655,14 @@ pub async fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let l = &a.load;
     let warmup = l.warmup.unwrap_or(200);
     // Both targets are fresh processes: the same names make the request bodies byte-identical.
-    let prefix = l.pod_prefix.clone().unwrap_or_else(|| "lt-compare".into());
-    let s = synthetic(&a.cluster, l)?;
-    let f = factory(&s, l, &prefix);
+    let prefix = l.pod.pod_prefix.clone().unwrap_or_else(|| "lt-compare".into());
+    let s = synthetic(&a.cluster, &l.pod)?;
+    let f = Arc::new(factory(&s, &l.pod, &prefix, ShapesArg::Mix));
     let settings = settings(&a.cluster, l, true, warmup);
     let dir = TempDir::new(a.child.keep_files)?;
     let file = dir.path.join("cluster.json");
     eprintln!("writing {}…", file.display());
-    s.write(&file, &l.scheduler_name)?;
+    s.write(&file, &l.pod.scheduler_name)?;
     drop(s);
 
     let mut n = start_null(&a.child, a.null_workers, &dir.path).await?;
@@ -666,6 +715,31 @@ mod tests {
         assert_eq!(normalise_target("http://127.0.0.1:8080/").ok().as_deref(), Some("http://127.0.0.1:8080"));
         assert!(normalise_target("127.0.0.1:8080").is_err());
         assert!(normalise_target("ftp://127.0.0.1/").is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: RunArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        use clap::Parser;
+        Cli::try_parse_from(["run", "--embedded"].iter().chain(extra)).map(|c| c.a)
+    }
+
+    #[test]
+    fn the_load_sends_kube_schedulers_window_unless_told() {
+        let a = parse(&[]).expect("parses");
+        assert_eq!(a.load.pod.candidates(), Candidates::Window(0));
+        assert_eq!(a.load.pod.shapes(ShapesArg::Mix), Shapes::Mix(Mix::DEFAULT.parse().expect("parses")));
+        let a = parse(&["--percentage-of-nodes-to-score", "30"]).expect("parses");
+        assert_eq!(a.load.pod.candidates(), Candidates::Window(30));
+        let a = parse(&["--candidates", "all", "--percentage-of-nodes-to-score", "30"]).expect("parses");
+        assert_eq!(a.load.pod.candidates(), Candidates::All, "the percentage shapes a window only");
+        assert_eq!(parse(&["--candidates", "10"]).expect("parses").load.pod.candidates(), Candidates::Random(10));
+        assert!(parse(&["--percentage-of-nodes-to-score", "101"]).is_err());
+        assert_eq!(parse(&["--shapes", "four"]).expect("parses").load.pod.shapes(ShapesArg::Mix), Shapes::Four);
     }
 
     #[test]
