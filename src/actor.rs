@@ -36,8 +36,7 @@ pub mod node;
 mod nodes;
 mod observe;
 mod pods;
-pub mod preempt;
-mod preemption;
+pub mod preemption;
 pub mod prioritize;
 mod read_side;
 mod recent;
@@ -240,6 +239,13 @@ impl<B: Backend> Engine<B> {
     /// `None` when no list came in that text lately.
     pub fn known_candidates<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
         self.inner.nodes.known(raw)
+    }
+
+    /// The candidates in kube-scheduler's `NodeNames` array `raw`, read and resolved in one pass
+    /// (or recognised, when the same text came lately); `None` when the text is not a plain
+    /// array of strings, which the caller then reads with the JSON parser.
+    pub fn read_candidates<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
+        self.inner.nodes.read_json(raw)
     }
 
     /// The last decisions, newest last.

@@ -206,7 +206,7 @@ pub fn admit(cx: &Cx<'_>, pod: &Value) -> Verdict {
     }
     // HAMi refuses an invalid hami.io/numa-alignment on every pod it handles, device requests
     // or not, before looking at the resources.
-    if let Err(e) = crate::model::refit::numa_alignment(&view.metadata.annotations) {
+    if let Err(e) = crate::model::numa_alignment::numa_alignment(&view.metadata.annotations) {
         return Verdict::Deny(e.to_string());
     }
     // Step 4.

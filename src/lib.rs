@@ -1,16 +1,22 @@
 //! hami-rs: a wire-compatible replacement for the scheduler half of HAMi.
 //!
-//! Module map (dependencies point inward):
+//! Module map (dependencies point inward; `tests/deps.rs` checks the arrows):
 //! - [`gosort`]: Go's `sort.Sort`, step for step, for HAMi's tie order (a leaf: imports nothing).
 //! - [`model`]: pure domain types, HAMi's byte-compatible annotation codecs, rejection reasons.
 //! - [`devices`]: one accelerator family per file behind the `Vendor` trait, and the registry.
 //! - [`sched`]: pure per-node fit, scoring, policies, accounting and quota.
 //! - [`config`]: command-line flags and the device config file.
+//! - [`port`]: the engine's port to a cluster (`Backend`, `Observer`).
 //! - [`actor`]: node actors, the coordinator and the `Engine` handle.
 //! - [`admission`]: a pod's mutation and validation at creation, for the webhook, `simulate` and
 //!   `inspect`.
-//! - [`backend`]: the `Backend` trait and its in-memory and Kubernetes implementations.
-//! - [`metrics`]: metric names and recording helpers.
+//! - [`backend`]: the in-memory and Kubernetes implementations of the port.
+//! - [`report`]: the JSON shapes of the engine's view (`/usage`, the simulator, the console).
+//! - [`metrics`]: request metrics (names and recording helpers) and, in `metrics::cluster`, HAMi's
+//!   cluster gauges rendered at scrape time.
+//! - [`http`]: the HTTP surface (extender verbs, webhook, console) and who may call each.
+//! - [`simulate`], [`inspect`]: the simulator and `kubectl hami`, over the same engine.
+//! - [`app`]: wiring and shutdown; [`log_writer`], [`error_text`]: the log's way out and its text.
 #![forbid(unsafe_code)]
 
 pub mod actor;

@@ -73,7 +73,10 @@ pub fn describe() {
     describe_histogram!(BIND_SECONDS, metrics::Unit::Seconds, "Bind latency, by outcome");
     describe_histogram!(PHASE_SECONDS, metrics::Unit::Seconds, "Time spent in each phase of filter and bind");
     describe_counter!(DECISIONS, "Filter, bind and NUMA refit decisions, by outcome");
-    describe_counter!(REJECTIONS, "Candidate nodes rejected, by HAMi reason word");
+    describe_counter!(
+        REJECTIONS,
+        "Filters that found no node for the pod, once for each HAMi reason word its candidates gave"
+    );
     describe_counter!(
         PREEMPTIONS,
         "GPU-aware preemptions by outcome: started (victims evicted, devices held), placed (the preemptor took the held devices), lapsed (the hold ran out), blocked (PodDisruptionBudgets or the Eviction API left no victim), unverified (the pod a filter named is not the cluster's, so nobody is evicted)"
@@ -89,7 +92,7 @@ pub fn describe() {
     describe_counter!(LOCK_HANDOVERS, "Expired node locks taken over from holders that no longer needed them");
     describe_counter!(
         NODES_EVALUATED,
-        "Candidate nodes Filter evaluated, by how: fitted, or answered from what was kept (the list's answer table or the node snapshot's memo)"
+        "Candidate nodes Filter evaluated, by how: fitted, or answered from the answer kept for the pod's shape on an unchanged node (memo)"
     );
     describe_counter!(WATCH_RESTARTS, "Watch streams restarted after an error, by resource");
     describe_counter!(
@@ -318,7 +321,7 @@ pub fn phase(p: Phase, started: Instant) {
     }
 }
 
-/// Rejection counts of one filter call, summed over its nodes before anything is recorded.
+/// Rejection counts of one filter call, summed over its nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RejectionCounts {
     pub devices: [u64; REASONS],
@@ -329,33 +332,24 @@ pub struct RejectionCounts {
 
 impl RejectionCounts {
     pub fn add(&mut self, r: &Rejection) {
-        self.count(r, |c, n| *c += n);
-    }
-
-    /// Takes back what `add` counted for `r`.
-    pub fn remove(&mut self, r: &Rejection) {
-        self.count(r, |c, n| *c = c.saturating_sub(n));
-    }
-
-    fn count(&mut self, r: &Rejection, f: impl Fn(&mut u64, u64)) {
         use Rejection as R;
         match r {
             R::Devices(t) => {
                 for (reason, n) in t.items() {
-                    f(&mut self.devices[reason as usize], u64::from(n));
+                    self.devices[reason as usize] += u64::from(n);
                 }
             }
-            R::NodeInsufficientDevice { .. } => f(&mut self.insufficient_device, 1),
-            R::NodeUnregistered | R::NodeUnusable => f(&mut self.unregistered, 1),
-            R::Timeout | R::NodeLocked => f(&mut self.other, 1),
+            R::NodeInsufficientDevice { .. } => self.insufficient_device += 1,
+            R::NodeUnregistered | R::NodeUnusable => self.unregistered += 1,
+            R::Timeout | R::NodeLocked => self.other += 1,
         }
     }
 }
 
-/// How one filter call evaluated its candidates: `fitted` fitted, `memo` answered from what was
-/// kept (the candidate list's answer table, or the snapshots' memos).
-pub fn nodes_evaluated(fitted: u64, memo: u64) {
-    for (k, (by, n)) in [("fit", fitted), ("memo", memo)].into_iter().enumerate() {
+/// How one filter call evaluated its candidates: `fitted` fitted, `kept` answered from the answer
+/// kept for the pod's shape on an unchanged node (labelled `memo`, the name dashboards know).
+pub fn nodes_evaluated(fitted: u64, kept: u64) {
+    for (k, (by, n)) in [("fit", fitted), ("memo", kept)].into_iter().enumerate() {
         if n == 0 {
             continue;
         }
@@ -366,14 +360,15 @@ pub fn nodes_evaluated(fitted: u64, memo: u64) {
     }
 }
 
-/// Records the rejection reasons of one filter call.
+/// Records a filter that found no node for its pod: once for each reason among its candidates'
+/// rejections (however many nodes gave it), so the rate of a reason is a rate of pods.
 pub fn rejections(c: &RejectionCounts) {
     let hot = HOT.get();
     for (k, (r, n)) in Reason::ALL.iter().zip(c.devices.iter()).enumerate() {
         if *n > 0 {
             match hot {
-                Some(h) => h.rejections[k].increment(*n),
-                None => counter!(REJECTIONS, "reason" => r.as_str()).increment(*n),
+                Some(h) => h.rejections[k].increment(1),
+                None => counter!(REJECTIONS, "reason" => r.as_str()).increment(1),
             }
         }
     }
@@ -381,8 +376,8 @@ pub fn rejections(c: &RejectionCounts) {
     for (k, (label, n)) in NODE_REASONS.iter().zip(node).enumerate() {
         if n > 0 {
             match hot {
-                Some(h) => h.node_rejections[k].increment(n),
-                None => counter!(REJECTIONS, "reason" => *label).increment(n),
+                Some(h) => h.node_rejections[k].increment(1),
+                None => counter!(REJECTIONS, "reason" => *label).increment(1),
             }
         }
     }

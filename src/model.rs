@@ -7,11 +7,11 @@ pub(crate) mod bytes;
 pub mod codec;
 pub mod device;
 pub mod edit;
+pub mod numa_alignment;
 pub mod packed;
 pub mod pod;
 pub mod quantity;
 pub mod reason;
-pub mod refit;
 pub mod request;
 pub mod vec_map;
 

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::actor::preempt::Plan;
+use crate::actor::preemption::plan::Plan;
 use crate::actor::{Engine, FilterOutcome};
 use crate::admission;
 use crate::backend::PodRef;

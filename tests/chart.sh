@@ -178,7 +178,7 @@ def expand(spec):
 
 full = E["fullname"]
 
-# --- RBAC: exactly what protocol.md section 2 needs, nothing more --------------------------------
+# --- RBAC: exactly what the scheduler reads and writes, nothing more ----------------------------
 cr = one("ClusterRole", full)
 check(rules(cr) == expand([
     ("", "pods", ["get", "list", "watch", "patch"], []),

@@ -350,7 +350,8 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
     );
     assert!(sum(&s, "hami_scheduler_bind_duration_seconds_sum", &[]) > 0.0);
 
-    // A pod no GPU can hold: a no-fit decision and memory rejections, node by node.
+    // A pod no GPU can hold: a no-fit decision, and the refused pod counted once under each
+    // reason its candidates gave (however many GPUs or nodes gave it).
     let answer = serve.post("/filter", &filter_args(gpu_pod("scrape-too-big", 200_000))).await;
     assert!(answer["NodeNames"].as_array().is_none_or(Vec::is_empty), "{answer}");
     let s = serve.scrape().await;
@@ -359,12 +360,12 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
     // Every registered GPU lacks memory except node-b's cordoned one; node-cpu has no devices.
     let gpus = find(&s, "hami_gpu_memory_limit_bytes", &[]).len() as f64;
     assert_eq!(gpus, 10.0, "node-a 2, node-b 4, node-c 4");
-    assert_eq!(one(&s, "hami_scheduler_rejections_total", &[("reason", "CardInsufficientMemory")]), gpus - 1.0);
+    assert_eq!(one(&s, "hami_scheduler_rejections_total", &[("reason", "CardInsufficientMemory")]), 1.0);
     assert_eq!(one(&s, "hami_scheduler_rejections_total", &[("reason", "CardCordoned")]), 1.0);
     assert_eq!(
         one(&s, "hami_scheduler_rejections_total", &[("reason", "NodeUnregistered")]),
-        2.0,
-        "node-cpu, once in each filter"
+        1.0,
+        "node-cpu, in the refused pod's filter only (the placed pod's filter counts nothing)"
     );
     assert_eq!(total_mem(&s), mem0 + 1000.0 * MIB, "a failed filter reserves nothing");
 }

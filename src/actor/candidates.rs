@@ -1,39 +1,48 @@
-//! Candidate lists Filter resolved to node handles, and per pod shape the answers over each list.
+//! Filter's candidates: every known node in name order (the [`Directory`]), a filter's candidate
+//! list resolved against it (a [`Resolution`]), and per pod shape the answers kept per node
+//! ([`Table`]).
 //!
-//! kube-scheduler sends the same `NodeNames` pod after pod while the nodes passing its own filters
-//! stay the same. Such a list is resolved once to each node's snapshot handle. Beside it, per pod
-//! shape ([`FitKey`]), a table keeps every candidate's answer with the generation of the snapshot
-//! it came from: a filter reads each candidate's current generation from the engine's dense board
-//! (one load, no lock, no reference count) and fits only the candidates whose generation moved.
-//! Answers are a function of the snapshot and the shape alone (a pod under a namespace quota is
-//! never answered from a table), so an answer whose generation is still current is exactly what
-//! fitting again would give.
+//! kube-scheduler sends each pod a new window of nodes: it stops after the share of the cluster
+//! `percentageOfNodesToScore` asks for and starts the next pod where this one stopped. So the
+//! per-node path carries the filter: a name is found in one hash lookup in the directory, which
+//! holds each node's snapshot handle, its slot on the engine's dense board of snapshot
+//! generations and its place in name order; per pod shape ([`FitKey`]), a table keeps each
+//! node's answer with the generation of the snapshot it came from, indexed by board slot, so a
+//! filter reads a candidate's current generation and its kept answer from two dense arrays and
+//! fits only the candidates whose generation moved. Answers are a function of the snapshot and
+//! the shape alone (a pod under a namespace quota is never answered from a table), so an answer
+//! whose generation is still current is exactly what fitting again would give.
+//!
+//! A list that comes again in the same JSON text (a small cluster, or `percentageOfNodesToScore`
+//! at 100) is recognised by that text and its names are not read again.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::metrics::RejectionCounts;
 use crate::model::NodeName;
-use crate::model::request::{FitKey, NodePolicy};
-use crate::sched::{NodeSnapshot, Rejection, score};
+use crate::model::request::FitKey;
+use crate::sched::Rejection;
 
 use super::node::SnapCell;
-use super::read_side::Board;
+use super::read_side::{Board, Reader};
 
 /// A fitting candidate: its key in rank order (`score::rank_key`), score, and place in its
 /// resolved list.
 pub(super) type Placed = (u64, f32, u32);
 
-/// Tables kept per list: the pod shapes in flight at once each find theirs (the load test's
-/// default mix draws 14).
+/// Answer tables kept: the pod shapes in flight at once each find theirs (the load test's
+/// default mix draws 14), and filters of one shape running at once each take one.
 const TABLES_KEPT: usize = 16;
 
-/// A generation no snapshot has: the candidate was never answered in this table.
+/// A generation no snapshot has: the node was never answered in this table.
 const NEVER: u64 = u64::MAX;
 
-/// A candidate without a slot on the board.
-const NO_SLOT: u32 = u32::MAX;
+/// A node without a slot on the board (it joined after every slot was handed out).
+pub(super) const NO_SLOT: u32 = u32::MAX;
+
+/// A candidate that is not a node the engine knows.
+const UNKNOWN: u32 = u32::MAX;
 
 /// The candidate names of one filter call.
 pub enum Candidates<'a> {
@@ -65,7 +74,7 @@ impl<'a> Candidates<'a> {
     }
     pub fn iter(&self) -> Box<dyn Iterator<Item = &str> + '_> {
         match self {
-            Candidates::Known(r) => Box::new(r.names.iter().map(|n| n.as_str())),
+            Candidates::Known(r) => Box::new((0..r.len() as u32).map(|k| r.name(k).as_str())),
             Candidates::Names { names, .. } => Box::new(names.iter().map(|n| n.as_ref())),
         }
     }
@@ -74,70 +83,253 @@ impl<'a> Candidates<'a> {
     }
 }
 
-/// A candidate list with each name's snapshot handle, as of one address book generation.
-pub struct Resolution {
+/// Node names to their rank in name order: open addressing over one array of (hash, rank)
+/// pairs, the names end to end in one buffer. A lookup reads a few neighbouring words and
+/// compares the name against contiguous bytes, where a map of reference-counted names would
+/// follow a pointer to each name on the heap, a thousand times per filter.
+struct NameIndex {
+    /// Power-of-two sized, at most half full; `EMPTY` marks a free place.
+    places: Vec<(u32, u32)>,
+    text: String,
+    /// Where each rank's name ends in `text`.
+    ends: Vec<u32>,
+}
+
+const EMPTY: u32 = u32::MAX;
+
+impl NameIndex {
+    /// The index of `names`, in rank order.
+    fn new(names: &[NodeName]) -> NameIndex {
+        let size = (names.len() * 2).next_power_of_two().max(8);
+        let mut index = NameIndex {
+            places: vec![(0, EMPTY); size],
+            text: String::with_capacity(names.iter().map(|n| n.as_str().len()).sum()),
+            ends: Vec::with_capacity(names.len()),
+        };
+        for (rank, name) in names.iter().enumerate() {
+            index.text.push_str(name.as_str());
+            index.ends.push(u32::try_from(index.text.len()).unwrap_or(u32::MAX));
+            let (mut at, tag) = index.start(name.as_str());
+            while index.places[at].1 != EMPTY {
+                at = (at + 1) & (size - 1);
+            }
+            index.places[at] = (tag, rank as u32);
+        }
+        index
+    }
+
+    /// Where a name's probe starts, and the hash bits kept beside its rank.
+    #[inline]
+    fn start(&self, name: &str) -> (usize, u32) {
+        let h = hash_name(name.as_bytes());
+        ((h as usize) & (self.places.len() - 1), (h >> 32) as u32)
+    }
+
+    fn name(&self, rank: u32) -> &str {
+        let r = rank as usize;
+        let start = if r == 0 { 0 } else { self.ends[r - 1] as usize };
+        self.text.get(start..self.ends[r] as usize).unwrap_or("")
+    }
+
+    #[inline]
+    fn find(&self, name: &str) -> Option<u32> {
+        let (mut at, tag) = self.start(name);
+        loop {
+            let (t, rank) = self.places[at];
+            if rank == EMPTY {
+                return None;
+            }
+            if t == tag && self.name(rank) == name {
+                return Some(rank);
+            }
+            at = (at + 1) & (self.places.len() - 1);
+        }
+    }
+}
+
+/// A word-at-a-time multiplicative hash with a final fold: node names are the cluster's own (no
+/// tenant chooses them), so a keyed hash buys nothing here, and a name costs a few
+/// multiplications instead of SipHash's rounds.
+#[inline]
+fn hash_name(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    // The multiply leaves the low bits depending only on low input bytes, and names that differ
+    // only in their last digits would share places: fold the high bits down.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// Every node the engine knows as of one membership generation, in name order: a node's place
+/// in this order is its rank (ties in score go to the smaller name), and its snapshot handle and
+/// board slot sit at that place.
+pub struct Directory {
     pub(super) generation: u64,
+    names: Vec<NodeName>,
+    cells: Vec<Arc<SnapCell>>,
+    slots: Vec<u32>,
+    index: NameIndex,
+    board: Arc<Board>,
+    /// Per rank, the rank of the name that followed it in the last list read from JSON (the
+    /// last place: the first name of that list); `UNKNOWN` where none did. kube-scheduler sends
+    /// windows of one node order, so the next name is most often the one that followed last
+    /// time, and is recognised by one comparison of bytes instead of a lookup. A stale guess
+    /// is only a miss: it is always compared.
+    next: Vec<AtomicU32>,
+}
+
+impl Directory {
+    /// The directory of `nodes` (each name once), as of membership `generation`.
+    pub(super) fn new(generation: u64, mut nodes: Vec<(NodeName, Arc<SnapCell>)>, board: Arc<Board>) -> Directory {
+        nodes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        nodes.dedup_by(|a, b| a.0 == b.0);
+        let (mut names, mut cells, mut slots) =
+            (Vec::with_capacity(nodes.len()), Vec::with_capacity(nodes.len()), Vec::with_capacity(nodes.len()));
+        for (name, cell) in nodes {
+            slots.push(cell.slot_on(&board).unwrap_or(NO_SLOT));
+            names.push(name);
+            cells.push(cell);
+        }
+        let next = (0..=names.len()).map(|_| AtomicU32::new(UNKNOWN)).collect();
+        Directory { generation, index: NameIndex::new(&names), names, cells, slots, board, next }
+    }
+
+    /// The empty directory before any node is known; `generation` no book has, so the first
+    /// look at the book replaces it.
+    pub(super) fn empty(board: Arc<Board>) -> Directory {
+        Directory::new(NEVER, Vec::new(), board)
+    }
+
+    /// The node's place in name order.
+    fn rank(&self, name: &str) -> Option<u32> {
+        self.index.find(name)
+    }
+
+    /// The generation of the snapshot the node at `rank` holds now, and its board slot.
+    #[inline]
+    fn generation_at(&self, board: &mut Reader<'_>, rank: u32) -> (u64, u32) {
+        let r = rank as usize;
+        match self.slots[r] {
+            NO_SLOT => (self.cells[r].generation(), NO_SLOT),
+            s => (board.get(s), s),
+        }
+    }
+}
+
+/// A filter's candidate list resolved against the directory: each candidate's rank there.
+pub struct Resolution {
+    dir: Arc<Directory>,
     /// The JSON array the names were read from, when they came in one.
     raw: Option<Box<str>>,
-    names: Vec<NodeName>,
-    /// The names again, end to end, and where each ends: a repeated list is recognised by one
-    /// pass over contiguous bytes rather than a pointer chase per name.
-    text: String,
-    ends: Vec<usize>,
-    cells: Vec<Option<Arc<SnapCell>>>,
-    /// Each candidate's slot on `board` (`NO_SLOT`: read the handle's own generation).
-    slots: Vec<u32>,
-    board: Arc<Board>,
-    /// Each candidate's place in name order: ties in score go to the smaller name, as in
-    /// `score::rank_nodes`, without comparing strings on every filter.
-    by_name: Vec<u32>,
-    /// Each place in name order's candidate (the inverse of `by_name`).
-    by_rank: Vec<u32>,
-    /// How many candidates are not nodes the engine knows.
-    unregistered: usize,
-    /// Answer tables by pod shape, most recently used last.
-    tables: Mutex<Vec<Table>>,
+    /// Per candidate, its rank in the directory (`UNKNOWN`: not a node the engine knows).
+    ranks: Vec<u32>,
+    /// The names of the unknown candidates, by their place in the list.
+    unknown: Vec<(u32, NodeName)>,
 }
 
 impl Resolution {
-    pub(super) fn new(
-        generation: u64,
-        names: &[Cow<'_, str>],
-        raw: Option<&str>,
-        board: Arc<Board>,
-        cell: impl Fn(&str) -> Option<Arc<SnapCell>>,
-    ) -> Self {
-        let mut order: Vec<u32> = (0..names.len() as u32).collect();
-        order.sort_by(|a, b| names[*a as usize].cmp(&names[*b as usize]));
-        let mut by_name = vec![0; names.len()];
-        for (rank, i) in order.iter().enumerate() {
-            by_name[*i as usize] = rank as u32;
-        }
-        let cells: Vec<Option<Arc<SnapCell>>> = names.iter().map(|n| cell(n)).collect();
-        let unregistered = cells.iter().filter(|c| c.is_none()).count();
-        let slots = cells.iter().map(|c| c.as_ref().and_then(|c| c.slot_on(&board)).unwrap_or(NO_SLOT)).collect();
-        let mut text = String::with_capacity(names.iter().map(|n| n.len()).sum());
-        let ends = names
+    pub(super) fn new(dir: Arc<Directory>, names: &[Cow<'_, str>], raw: Option<&str>) -> Self {
+        let mut unknown = Vec::new();
+        let ranks = names
             .iter()
-            .map(|n| {
-                text.push_str(n);
-                text.len()
+            .enumerate()
+            .map(|(k, n)| {
+                dir.rank(n).unwrap_or_else(|| {
+                    unknown.push((k as u32, NodeName::new(n)));
+                    UNKNOWN
+                })
             })
             .collect();
-        Resolution {
-            generation,
-            raw: raw.map(Box::from),
-            names: names.iter().map(|n| NodeName::new(n)).collect(),
-            text,
-            ends,
-            cells,
-            slots,
-            board,
-            by_name,
-            by_rank: order,
-            unregistered,
-            tables: Mutex::new(Vec::new()),
+        Resolution { dir, raw: raw.map(Box::from), ranks, unknown }
+    }
+
+    /// The list in the JSON array `raw`, read and resolved in one pass, when it is a plain
+    /// array of strings without escapes (node names never need one); `None` when it is anything
+    /// else, and the caller reads it with a JSON parser, which says what is wrong with it.
+    pub(super) fn from_json(dir: Arc<Directory>, raw: &str) -> Option<Self> {
+        let b = raw.as_bytes();
+        let ws = |mut i: usize| {
+            while b.get(i).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')) {
+                i += 1;
+            }
+            i
+        };
+        let mut i = ws(0);
+        if b.get(i) != Some(&b'[') {
+            return None;
         }
+        i = ws(i + 1);
+        let mut ranks = Vec::with_capacity(dir.names.len().min(b.len() / 3));
+        let mut unknown = Vec::new();
+        // The place whose successor guess the next name reads: the list's start first.
+        let mut prev = dir.names.len();
+        if b.get(i) == Some(&b']') {
+            i += 1;
+        } else {
+            loop {
+                if b.get(i) != Some(&b'"') {
+                    return None;
+                }
+                let start = i + 1;
+                let guess = dir.next[prev].load(Ordering::Relaxed);
+                let guessed = (guess != UNKNOWN)
+                    .then(|| dir.index.name(guess).as_bytes())
+                    .filter(|n| b.get(start..start + n.len()) == Some(n) && b.get(start + n.len()) == Some(&b'"'));
+                let (rank, end) = match guessed {
+                    Some(n) => (guess, start + n.len()),
+                    None => {
+                        let len = b.get(start..)?.iter().position(|c| matches!(c, b'"' | b'\\' | 0..=0x1f))?;
+                        if b[start + len] != b'"' {
+                            return None;
+                        }
+                        let name = raw.get(start..start + len)?;
+                        let rank = dir.rank(name).unwrap_or_else(|| {
+                            unknown.push((ranks.len() as u32, NodeName::new(name)));
+                            UNKNOWN
+                        });
+                        if rank != UNKNOWN {
+                            dir.next[prev].store(rank, Ordering::Relaxed);
+                        }
+                        (rank, start + len)
+                    }
+                };
+                ranks.push(rank);
+                if rank != UNKNOWN {
+                    prev = rank as usize;
+                }
+                i = ws(end + 1);
+                match b.get(i) {
+                    Some(b',') => i = ws(i + 1),
+                    Some(b']') => {
+                        i += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        if ws(i) != b.len() {
+            return None;
+        }
+        Some(Resolution { dir, raw: Some(Box::from(raw)), ranks, unknown })
+    }
+
+    /// The membership generation the list was resolved at.
+    pub(super) fn generation(&self) -> u64 {
+        self.dir.generation
     }
 
     /// Whether this list was read from the JSON array `raw` (byte for byte: one comparison of
@@ -148,255 +340,201 @@ impl Resolution {
 
     /// The names, borrowed.
     pub(super) fn names(&self) -> Vec<Cow<'_, str>> {
-        self.names.iter().map(|n| Cow::Borrowed(n.as_str())).collect()
+        (0..self.len() as u32).map(|k| Cow::Borrowed(self.name(k).as_str())).collect()
     }
 
     pub(super) fn raw(&self) -> Option<&str> {
         self.raw.as_deref()
     }
 
+    /// Whether the list is `names`, in the same order.
     pub(super) fn is_for(&self, names: &[Cow<'_, str>]) -> bool {
-        if names.len() != self.ends.len() {
-            return false;
-        }
-        let text = self.text.as_bytes();
-        let mut start = 0;
-        for (n, &end) in names.iter().zip(&self.ends) {
-            if text.get(start..end) != Some(n.as_bytes()) {
-                return false;
-            }
-            start = end;
-        }
-        true
+        names.len() == self.len() && names.iter().enumerate().all(|(k, n)| self.name(k as u32).as_str() == n)
     }
 
     pub(super) fn len(&self) -> usize {
-        self.names.len()
+        self.ranks.len()
     }
-    pub(super) fn name(&self, i: u32) -> &NodeName {
-        &self.names[i as usize]
+    pub(super) fn name(&self, k: u32) -> &NodeName {
+        match self.ranks[k as usize] {
+            UNKNOWN => match self.unknown.binary_search_by_key(&k, |(at, _)| *at) {
+                Ok(i) => &self.unknown[i].1,
+                // Every unknown candidate is listed: unreachable, but a name is owed.
+                Err(_) => &self.unknown[0].1,
+            },
+            r => &self.dir.names[r as usize],
+        }
     }
-    pub(super) fn cell(&self, i: u32) -> Option<&Arc<SnapCell>> {
-        self.cells[i as usize].as_ref()
+    /// Candidate `k`'s rank in name order, when it is a node the engine knows.
+    pub(super) fn rank(&self, k: u32) -> Option<u32> {
+        Some(self.ranks[k as usize]).filter(|r| *r != UNKNOWN)
     }
-    /// The generation of candidate `i`'s current snapshot (`None`: not a node the engine knows).
+    pub(super) fn cell(&self, k: u32) -> Option<&Arc<SnapCell>> {
+        self.rank(k).map(|r| &self.dir.cells[r as usize])
+    }
+    /// The generation of candidate `k`'s current snapshot (`None`: not a node the engine knows).
     #[cfg(test)]
-    pub(super) fn generation(&self, i: u32) -> Option<u64> {
-        self.generations().nth(i as usize).flatten()
-    }
-    /// Every candidate's current generation, in list order (`None`: not a node the engine knows);
-    /// one pass over the board.
-    pub(super) fn generations(&self) -> impl Iterator<Item = Option<u64>> + '_ {
-        let mut board = self.board.reader();
-        self.slots.iter().zip(&self.cells).map(move |(&s, c)| match s {
-            NO_SLOT => c.as_ref().map(|c| c.generation()),
-            s => Some(board.get(s)),
-        })
-    }
-    pub(super) fn name_rank(&self, i: u32) -> u32 {
-        self.by_name[i as usize]
-    }
-    /// The candidate at place `rank` in name order.
-    pub(super) fn at_name_rank(&self, rank: u32) -> u32 {
-        self.by_rank[rank as usize]
+    pub(super) fn generation_of(&self, k: u32) -> Option<u64> {
+        let mut board = self.dir.board.reader();
+        self.rank(k).map(|r| self.dir.generation_at(&mut board, r).0)
     }
     pub(super) fn unregistered(&self) -> usize {
-        self.unregistered
+        self.unknown.len()
     }
 
-    /// Every registered candidate that fits by `answers`, with its rank key under `policy`, in
-    /// list order.
-    pub(super) fn placed(&self, answers: &Answers, policy: NodePolicy) -> Vec<Placed> {
-        let mut fits = Vec::with_capacity(self.len());
-        for (k, score) in answers.scores.iter().enumerate() {
-            let k = k as u32;
-            if let (Some(score), Some(_)) = (score, self.cell(k)) {
-                fits.push((score::rank_key(policy, *score, self.name_rank(k)), *score, k));
+    /// Each known candidate's place in the list, rank and board slot, in list order.
+    #[cfg(test)]
+    pub(super) fn known(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+        self.ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r != UNKNOWN)
+            .map(|(k, &r)| (k as u32, r, self.dir.slots[r as usize]))
+    }
+
+    /// Each known candidate's place in the list, rank, current generation and board slot, in
+    /// list order; one pass over the board.
+    pub(super) fn current(&self) -> impl Iterator<Item = (u32, u32, u64, u32)> + '_ {
+        let mut board = self.dir.board.reader();
+        self.ranks.iter().enumerate().filter(|(_, r)| **r != UNKNOWN).map(move |(k, &r)| {
+            let (g, slot) = self.dir.generation_at(&mut board, r);
+            (k as u32, r, g, slot)
+        })
+    }
+}
+
+/// One pod shape's answers per node, indexed by board slot: the answer and the generation of
+/// the snapshot it was computed on. Slots are never reused, so an answer is never read for
+/// another node. Scores sit apart from the much larger rejections, so reading a filter's
+/// answers touches a few dense pages and a rejection only where a candidate failed.
+pub(super) struct Table {
+    key: FitKey,
+    generations: Vec<u64>,
+    /// The score where the node fits, NaN where it does not (a score is never NaN).
+    scores: Vec<f32>,
+    rejections: Vec<Rejection>,
+}
+
+impl Table {
+    /// A table that knows no answer yet.
+    pub(super) fn fresh(key: FitKey) -> Table {
+        Table { key, generations: Vec::new(), scores: Vec::new(), rejections: Vec::new() }
+    }
+    /// Whether the answer kept for the node at `slot` is for the snapshot of `generation`.
+    #[inline]
+    pub(super) fn current(&self, slot: u32, generation: u64) -> bool {
+        slot != NO_SLOT && self.generations.get(slot as usize) == Some(&generation)
+    }
+    /// The score kept for the node at `slot` (NaN: it does not fit), for whatever snapshot it
+    /// was computed on; `None` when the node was never answered here.
+    #[inline]
+    pub(super) fn score(&self, slot: u32) -> Option<f32> {
+        match self.generations.get(slot as usize) {
+            None | Some(&NEVER) => None,
+            Some(_) => Some(self.scores[slot as usize]),
+        }
+    }
+    /// Why the node at `slot` does not fit, where its kept score says it does not.
+    pub(super) fn rejection(&self, slot: u32) -> Rejection {
+        self.rejections.get(slot as usize).copied().unwrap_or(Rejection::NodeUnregistered)
+    }
+    /// Keeps the answer on the snapshot of `generation` for the node at `slot`.
+    pub(super) fn set(&mut self, slot: u32, generation: u64, answer: Result<f32, Rejection>) {
+        if slot == NO_SLOT {
+            return;
+        }
+        let s = slot as usize;
+        if s >= self.generations.len() {
+            self.generations.resize(s + 1, NEVER);
+            self.scores.resize(s + 1, f32::NAN);
+            self.rejections.resize(s + 1, Rejection::NodeUnregistered);
+        }
+        self.generations[s] = generation;
+        match answer {
+            // A NaN score (never computed) would read as a rejection: kept as the lowest.
+            Ok(score) => self.scores[s] = if score.is_nan() { f32::MIN } else { score },
+            Err(r) => {
+                self.scores[s] = f32::NAN;
+                self.rejections[s] = r;
             }
         }
-        fits
     }
+}
 
-    /// The table of `key`, taken out while one filter works on it (another filter of the same
-    /// shape at the same time starts a fresh one rather than wait). A new table knows no answer.
-    pub(super) fn take_table(&self, key: FitKey) -> Table {
-        let mut tables = self.tables.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match tables.iter().position(|t| t.key == key) {
+/// The answer tables the engine keeps, by pod shape. A filter takes its shape's table out while
+/// it works on it; another filter of the same shape at the same time takes another or starts a
+/// fresh one rather than wait, and both are kept.
+#[derive(Default)]
+pub(super) struct Tables(Mutex<Vec<Table>>);
+
+impl Tables {
+    /// A table of `key`, the most recently used first; a new table knows no answer.
+    pub(super) fn take(&self, key: FitKey) -> Table {
+        let mut tables = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match tables.iter().rposition(|t| t.key == key) {
             Some(p) => tables.remove(p),
-            None => Table::fresh(key, self.len()),
+            None => Table::fresh(key),
         }
     }
 
     /// Puts a table back as the most recently used, the least recently used making room.
-    pub(super) fn put_table(&self, table: Table) {
-        let mut tables = self.tables.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        tables.retain(|t| t.key != table.key);
+    pub(super) fn put(&self, table: Table) {
+        let mut tables = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if tables.len() == TABLES_KEPT {
             tables.remove(0);
         }
         tables.push(table);
     }
-}
 
-/// One pod shape's answers over a list: per candidate, the answer and the generation of the
-/// snapshot it was computed on.
-pub(super) struct Table {
-    key: FitKey,
-    generations: Vec<u64>,
-    /// Shared with the failures of the filters answered from this table while they are held; a
-    /// change then copies them first, so what a filter answered stays as it was.
-    answers: Arc<Answers>,
-    /// The rejections among the answers, kept as answers change (a filter reports them all).
-    counts: RejectionCounts,
-    /// Once built, the fitting candidates in rank order, kept as answers change: a filter reads
-    /// the best without going over every candidate.
-    ranked: Option<Ranked>,
-}
-
-/// The rank keys (`score::rank_key`) of a table's fitting candidates under one node policy. A
-/// key's low half is the candidate's place in name order, so keys are unique.
-struct Ranked {
-    policy: NodePolicy,
-    keys: BTreeSet<u64>,
-}
-
-/// Per candidate, the score when it fits (`None`: it does not) and, only then read, why not.
-/// Scores sit apart from the much larger rejections, so collecting a filter's fitting candidates
-/// reads a few pages instead of every rejection.
-#[derive(Clone)]
-pub(super) struct Answers {
-    scores: Vec<Option<f32>>,
-    rejections: Vec<Rejection>,
-}
-
-impl Answers {
+    /// How many tables are kept.
     #[cfg(test)]
-    pub(super) fn scores(&self) -> &[Option<f32>] {
-        &self.scores
+    pub(super) fn len(&self) -> usize {
+        self.0.lock().map_or(0, |t| t.len())
     }
 }
 
-impl Table {
-    /// A table that knows no answer yet.
-    pub(super) fn fresh(key: FitKey, len: usize) -> Table {
-        let answers = Answers { scores: vec![Some(0.0); len], rejections: vec![Rejection::NodeUnregistered; len] };
-        Table {
-            key,
-            generations: vec![NEVER; len],
-            answers: Arc::new(answers),
-            counts: RejectionCounts::default(),
-            ranked: None,
-        }
-    }
-    /// Whether candidate `i`'s answer is for the snapshot of `generation`.
-    pub(super) fn current(&self, i: u32, generation: u64) -> bool {
-        self.generations[i as usize] == generation
-    }
-    /// Candidate `i`'s answer on `snap`; `name_rank`: its place in its list's name order.
-    pub(super) fn set(&mut self, i: u32, snap: &NodeSnapshot, answer: Result<f32, Rejection>, name_rank: u32) {
-        let i = i as usize;
-        let a = Arc::make_mut(&mut self.answers);
-        if self.generations[i] != NEVER {
-            match (a.scores[i], &mut self.ranked) {
-                (None, _) => self.counts.remove(&a.rejections[i]),
-                (Some(old), Some(r)) => {
-                    r.keys.remove(&score::rank_key(r.policy, old, name_rank));
-                }
-                (Some(_), None) => {}
-            }
-        }
-        match answer {
-            Ok(score) => {
-                a.scores[i] = Some(score);
-                if let Some(r) = &mut self.ranked {
-                    r.keys.insert(score::rank_key(r.policy, score, name_rank));
-                }
-            }
-            Err(r) => {
-                self.counts.add(&r);
-                a.scores[i] = None;
-                a.rejections[i] = r;
-            }
-        }
-        self.generations[i] = snap.generation;
-    }
-    /// The rejections among the answers set.
-    pub(super) fn counts(&self) -> &RejectionCounts {
-        &self.counts
-    }
-    #[cfg(test)]
-    pub(super) fn answer(&self, i: u32) -> Result<f32, Rejection> {
-        let i = i as usize;
-        self.answers.scores[i].ok_or(self.answers.rejections[i])
-    }
-    /// Every answer as it stands now (shared, not copied).
-    pub(super) fn answers(&self) -> Arc<Answers> {
-        self.answers.clone()
-    }
-
-    /// The best `n` fitting candidates of `list` under `policy`, best first, and how many fit.
-    /// Every registered candidate must have been answered. The order is built on the first call
-    /// (or for another policy) and kept from then on as answers change.
-    pub(super) fn best(&mut self, list: &Resolution, policy: NodePolicy, n: usize) -> (Vec<Placed>, usize) {
-        let r = match &mut self.ranked {
-            Some(r) if r.policy == policy => r,
-            slot => {
-                let mut keys: Vec<u64> = list.placed(&self.answers, policy).into_iter().map(|p| p.0).collect();
-                keys.sort_unstable();
-                slot.insert(Ranked { policy, keys: keys.into_iter().collect() })
-            }
-        };
-        let mut best = Vec::with_capacity(n.min(r.keys.len()));
-        for key in r.keys.iter().take(n) {
-            let k = list.at_name_rank(*key as u32);
-            if let Some(s) = self.answers.scores[k as usize] {
-                best.push((*key, s, k));
-            }
-        }
-        (best, r.keys.len())
-    }
-}
-
-/// Candidates of a resolved list that did not fit, as the list's table answered them for one
-/// filter: names, reasons and snapshots are looked up only when the reasons are rendered.
+/// Candidates of a resolved list that did not fit, as one filter answered them: names, reasons
+/// and snapshots are looked up only when the reasons are rendered.
 #[derive(Clone)]
 pub struct Listed {
     list: Arc<Resolution>,
-    answers: Arc<Answers>,
-    failed: usize,
+    /// Each known candidate that did not fit, by its place in the list, with why.
+    failed: Arc<Vec<(u32, Rejection)>>,
 }
 
 impl Listed {
-    /// `failed`: how many candidates did not fit (the unregistered ones included).
-    pub(super) fn new(list: Arc<Resolution>, answers: Arc<Answers>, failed: usize) -> Listed {
-        Listed { list, answers, failed }
+    pub(super) fn new(list: Arc<Resolution>, failed: Vec<(u32, Rejection)>) -> Listed {
+        Listed { list, failed: Arc::new(failed) }
     }
+    /// How many candidates did not fit, the unregistered ones included.
     pub(super) fn len(&self) -> usize {
-        self.failed
+        self.failed.len() + self.list.unregistered()
     }
-    /// Candidate `k`'s cell and rejection, when it failed.
-    fn failed_at(&self, k: u32) -> Option<(Option<&Arc<SnapCell>>, Rejection)> {
-        let cell = self.list.cell(k);
-        let rejection = match cell {
-            None => Rejection::NodeUnregistered,
-            Some(_) if self.answers.scores[k as usize].is_some() => return None,
-            Some(_) => self.answers.rejections[k as usize],
-        };
-        Some((cell, rejection))
+    /// Every failed candidate in list order: `(place, cell, rejection)`.
+    fn failed(&self) -> impl Iterator<Item = (u32, Option<&Arc<SnapCell>>, Rejection)> + '_ {
+        let mut known = self.failed.iter().peekable();
+        let mut unknown = self.list.unknown.iter().peekable();
+        std::iter::from_fn(move || match (known.peek(), unknown.peek()) {
+            (Some((k, _)), Some((u, _))) if u < k => {
+                unknown.next().map(|(u, _)| (*u, None, Rejection::NodeUnregistered))
+            }
+            (Some(_), _) => known.next().map(|(k, r)| (*k, self.list.cell(*k), *r)),
+            (None, Some(_)) => unknown.next().map(|(u, _)| (*u, None, Rejection::NodeUnregistered)),
+            (None, None) => None,
+        })
     }
     /// Each failed candidate and its rejection, without its snapshot (loading one is an atomic
     /// count on a handle every node actor writes, for each of what may be thousands of nodes).
     pub(super) fn reasons(&self) -> impl Iterator<Item = (&NodeName, Rejection)> + '_ {
-        (0..self.list.len() as u32).filter_map(move |k| self.failed_at(k).map(|(_, r)| (self.list.name(k), r)))
+        self.failed().map(|(k, _, r)| (self.list.name(k), r))
     }
     /// Each failed candidate's text (see `failure_text`), its current snapshot loaded only when
     /// the text needs it. The detail names a device by its place in the snapshot; a snapshot
     /// newer than the answer names the same device unless the node registered again in between.
     pub(super) fn texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
-        (0..self.list.len() as u32).filter_map(move |k| {
-            let (cell, rejection) = self.failed_at(k)?;
+        self.failed().map(move |(k, cell, rejection)| {
             let snap = cell.filter(|_| detail || rejection == Rejection::NodeUnusable).map(|c| c.load());
-            Some((self.list.name(k).to_string(), crate::sched::failure_text(&rejection, snap.as_deref(), detail)))
+            (self.list.name(k).to_string(), crate::sched::failure_text(&rejection, snap.as_deref(), detail))
         })
     }
 }

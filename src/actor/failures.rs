@@ -116,6 +116,17 @@ impl Failures {
         counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
         counts.iter().map(|(r, n)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
     }
+    /// The rejections of every failed node, summed.
+    pub fn counts(&self) -> crate::metrics::RejectionCounts {
+        let mut c = crate::metrics::RejectionCounts::default();
+        for (_, r, _) in &self.nodes {
+            c.add(r);
+        }
+        for (_, r) in self.listed.iter().flat_map(|l| l.reasons()) {
+            c.add(&r);
+        }
+        c
+    }
     pub fn len(&self) -> usize {
         self.nodes.len() + self.listed.as_ref().map_or(0, Listed::len)
     }

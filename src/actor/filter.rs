@@ -108,6 +108,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let (node, reserved) = match decision {
             Decision::Refused(refused) => {
                 self.add_refused(&mut failed, refused);
+                crate::metrics::rejections(&failed.counts());
                 self.tell_no_fit(&failed);
                 self.preempt(&failed).await;
                 return FilterOutcome::NoFit { failed };

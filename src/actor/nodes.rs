@@ -4,6 +4,7 @@
 //! holds each pod's allocation. Node actors write their own entries' snapshots and placements;
 //! everything here is read without a message.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use actix::{Actor, Addr, Arbiter};
 use dashmap::DashMap;
 
-use super::candidates::{Candidates, Resolution};
+use super::candidates::{Candidates, Directory, Resolution, Tables};
 use super::coordinator::Coordinator;
 use super::messages::{NodeRemoved, NodeReport, Report, Settle};
 use super::node::{self, Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
@@ -52,10 +53,15 @@ pub(super) struct NodeBook {
     pub placements: Arc<read_side::Placements>,
     /// Every node's snapshot generation, densely (Filter's answer tables read it).
     pub board: Arc<read_side::Board>,
-    /// Bumped after a node joins or leaves: resolutions made before are stale.
+    /// Bumped after a node joins or leaves: the directory and resolutions made before are stale.
     generation: AtomicU64,
-    /// Candidate lists Filter resolved lately (kube-scheduler sends the same list pod after pod).
+    /// Every node in name order, as of a membership generation (rebuilt on the first filter
+    /// after a node joined or left).
+    directory: RwLock<Arc<Directory>>,
+    /// Candidate lists Filter resolved lately, recognised when one comes again in the same text.
     resolved: RwLock<VecDeque<Arc<Resolution>>>,
+    /// Filter's answers per pod shape and node.
+    pub tables: Tables,
     /// Nodes the cluster deleted and has not shown again: pods still bound to them are not
     /// counted anywhere until the node comes back (then they are observed again).
     removed: DashMap<NodeName, ()>,
@@ -84,12 +90,15 @@ impl NodeBook {
             let (deadline, ttl) = (filter_deadline, reservation_ttl);
             Coordinator::start_in_arbiter(&arbiters[0].handle(), move |_| Coordinator::new(weak, deadline, ttl))
         };
+        let board = Arc::new(read_side::Board::default());
         NodeBook {
             book,
             placements: Arc::new(DashMap::new()),
-            board: Arc::new(read_side::Board::default()),
+            directory: RwLock::new(Arc::new(Directory::empty(board.clone()))),
+            board,
             generation: AtomicU64::new(0),
             resolved: RwLock::new(VecDeque::new()),
+            tables: Tables::default(),
             removed: DashMap::new(),
             arbiters,
             coordinator,
@@ -216,32 +225,67 @@ impl NodeBook {
         })
     }
 
-    /// Each candidate's snapshot handle (`None`: not a node the engine knows), from the lists
-    /// resolved lately when `names` is one of them and no node joined or left since.
-    pub fn resolve(&self, names: &Candidates<'_>) -> Arc<Resolution> {
+    /// Every node in name order as of the current membership generation.
+    fn directory(&self) -> Arc<Directory> {
         let generation = self.generation.load(Ordering::SeqCst);
+        {
+            let d = self.directory.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if d.generation == generation {
+                return d.clone();
+            }
+        }
+        // Read after the generation: a node that joins meanwhile is in the book already or bumps
+        // the generation again, and the next filter builds anew.
+        let nodes = self.book.iter().map(|e| (e.key().clone(), e.snap.clone())).collect();
+        let d = Arc::new(Directory::new(generation, nodes, self.board.clone()));
+        let mut w = self.directory.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.generation == u64::MAX || w.generation < generation {
+            *w = d.clone();
+        }
+        d
+    }
+
+    /// Each candidate's place in the directory, from the lists resolved lately when `names` is
+    /// one of them and no node joined or left since.
+    pub fn resolve(&self, names: &Candidates<'_>) -> Arc<Resolution> {
+        let dir = self.directory();
         let (list, raw) = match names {
-            Candidates::Known(r) if r.generation == generation => return r.clone(),
+            Candidates::Known(r) if r.generation() == dir.generation => return r.clone(),
             // Resolved before a node joined or left: its names are resolved again.
-            Candidates::Known(r) => (r.names(), r.raw()),
-            Candidates::Names { names, raw } => {
+            Candidates::Known(r) => (Cow::Owned(r.names()), r.raw()),
+            // Names read from JSON text that was not recognised are a new list.
+            Candidates::Names { names, raw: Some(raw) } => (Cow::Borrowed(&names[..]), Some(*raw)),
+            Candidates::Names { names, raw: None } => {
                 let recent = self.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Some(r) = recent.iter().find(|r| r.generation == generation && r.is_for(names)) {
+                if let Some(r) = recent.iter().find(|r| r.generation() == dir.generation && r.is_for(names)) {
                     return r.clone();
                 }
-                (names.to_vec(), *raw)
+                (Cow::Borrowed(&names[..]), None)
             }
         };
-        let r = Arc::new(Resolution::new(generation, &list, raw, self.board.clone(), |n| {
-            self.book.get(n).map(|e| e.snap.clone())
-        }));
+        self.remember(Arc::new(Resolution::new(dir, &list, raw)))
+    }
+
+    /// Keeps a list resolved just now among the recent ones.
+    fn remember(&self, r: Arc<Resolution>) -> Arc<Resolution> {
         let mut recent = self.resolved.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        recent.retain(|old| old.generation == generation);
+        recent.retain(|old| old.generation() == r.generation());
         if recent.len() == RESOLUTIONS_KEPT {
             recent.pop_front();
         }
         recent.push_back(r.clone());
         r
+    }
+
+    /// The candidates in the JSON array `raw`: the list resolved lately from the same text, or
+    /// the text read and resolved in one pass; `None` when it is not a plain array of strings
+    /// (then it is read with the JSON parser).
+    pub fn read_json<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
+        if let Some(known) = self.known(raw) {
+            return Some(known);
+        }
+        let r = Resolution::from_json(self.directory(), raw)?;
+        Some(Candidates::Known(self.remember(Arc::new(r))))
     }
 
     /// The list resolved lately from the JSON array `raw`, whose names then need not be read;

@@ -6,12 +6,15 @@
 //! anywhere else, is deleted, or the hold lapses (`--preemption-hold`), and only ever keeps
 //! devices from other pods, never counts them twice.
 
+pub mod plan;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use plan::Plan;
+
 use super::cycle::FilterCycle;
 use super::messages::{DropHold, Hold, Reserve, SetHold};
-use super::preempt::Plan;
 use super::{Engine, Failures, FilterOutcome, Inner};
 use crate::metrics::Preemption;
 use crate::model::{NodeName, PodUid, PodView};
@@ -98,7 +101,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 Ok(gone) => {
                     let message = format!(
                         "Preempted by pod {pref} (priority {}) on node {}: hami-rs frees its devices for it",
-                        super::preempt::priority(pod),
+                        plan::priority(pod),
                         plan.node
                     );
                     i.event(&victim, reasons::PREEMPTED, EventType::Warning, message);

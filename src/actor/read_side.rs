@@ -12,7 +12,8 @@
 //! - [`Placements`]: which node holds each pod's allocation. A pointer to the actor to ask; that
 //!   actor decides from what it holds.
 //!
-//! The answers kept inside a snapshot (`FitMemo`) die with it, and the namespace quota book is
+//! Filter's answer tables keep an answer only with the generation of the snapshot it was
+//! computed on and use it only while that generation is current, and the namespace quota book is
 //! checked and taken in one step per namespace, so neither can let two reservations through
 //! where one fits. docs/architecture.md draws the whole read side.
 //!

@@ -15,7 +15,7 @@ use crate::model::annotations as keys;
 use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
 use std::sync::Arc;
 
-use crate::model::refit::{go_list, go_quote};
+use crate::model::numa_alignment::{go_list, go_quote};
 
 /// The most allowed device ids a request may carry.
 pub const MAX_ALLOWED_DEVICES: usize = 512;

@@ -112,7 +112,7 @@ async fn until_expired(e: &Mem, pod: &str) {
 
 #[actix::test]
 async fn binpack_picks_the_fuller_node_and_spread_the_emptier_one() {
-    // scheduling.md §5.13: binpack takes the highest node score, spread the lowest.
+    // Binpack takes the highest node score, spread the lowest.
     let nodes = [node("a").gpus(1, 16384), node("b").gpus(1, 16384)];
     let busy = pod().gpu(1).mem_mib(4096).name("busy").placed("b", "GPU-b-0,NVIDIA,4096,0:;").bound_to("b");
 
@@ -129,7 +129,7 @@ async fn binpack_picks_the_fuller_node_and_spread_the_emptier_one() {
 
 #[actix::test]
 async fn ties_between_nodes_are_broken_by_name() {
-    // scheduling.md §14 row 18: HAMi breaks ties arbitrarily; hami-rs by node name.
+    // HAMi breaks ties arbitrarily; hami-rs by node name.
     let (e, b) = engine(&[node("b").gpus(1, 16384), node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(2048).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["b", "a"]).await), "a");
@@ -137,7 +137,7 @@ async fn ties_between_nodes_are_broken_by_name() {
 
 #[actix::test]
 async fn filter_writes_hamis_exact_annotation_set_and_label() {
-    // protocol.md §4.1: one merge patch with vgpu-node, vgpu-time, NVIDIA's to-allocate and
+    // One merge patch with vgpu-node, vgpu-time, NVIDIA's to-allocate and
     // allocated keys (identical values), and the hami.io/vgpu-node label.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).cores(30).name("p1");
@@ -164,7 +164,7 @@ async fn filter_writes_hamis_exact_annotation_set_and_label() {
     assert_eq!(view.metadata.labels.get(keys::ASSIGNED_NODE).map(String::as_str), Some("a"));
     assert_eq!(view.annotation(keys::NVIDIA_ALLOCATED), Some("GPU-a-0,NVIDIA,4096,30:;"));
 
-    // protocol.md §10: FilteringSucceed with the fitting nodes and their scores.
+    // FilteringSucceed with the fitting nodes and their scores.
     let ok = messages(&b, &p, reasons::FILTERING_SUCCEED);
     assert_eq!(ok.len(), 1);
     assert!(ok[0].starts_with("find fit node(a), 0 nodes not fit, 1 nodes fit(a:"), "{}", ok[0]);
@@ -173,7 +173,7 @@ async fn filter_writes_hamis_exact_annotation_set_and_label() {
 
 #[actix::test]
 async fn a_node_name_too_long_for_a_label_gets_the_annotation_without_the_label() {
-    // scheduling.md §14 row 15: HAMi's label patch fails for node names over 63 characters, so
+    // HAMi's label patch fails for node names over 63 characters, so
     // such nodes never get pods; hami-rs writes the annotation and skips the label.
     const LONG: &str = "a-node-name-that-is-much-longer-than-sixty-three-characters-allowed-in-labels";
     let (e, b) = engine(&[node(LONG).gpus(1, 16384)]).await;
@@ -186,7 +186,7 @@ async fn a_node_name_too_long_for_a_label_gets_the_annotation_without_the_label(
 
 #[actix::test]
 async fn a_repeated_filter_of_the_same_pod_does_not_count_it_twice() {
-    // scheduling.md §5.15: the earlier reservation of the same UID is released first, so the pod
+    // The earlier reservation of the same UID is released first, so the pod
     // does not compete with itself (10000 MiB twice would not fit in 16384 MiB).
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(10000).name("p1");
@@ -242,7 +242,7 @@ fn lock_node_for_holder(b: &MemoryBackend, node_name: &str) -> String {
 
 #[actix::test]
 async fn no_fitting_node_answers_failed_nodes_and_records_hamis_events() {
-    // scheduling.md §5.14: per-node reasons; one FilteringFailed per reason word of the
+    // Per-node reasons; one FilteringFailed per reason word of the
     // `<n>/<m> <Reason>` items, then `no available node, <candidates> nodes do not meet`.
     let nodes = [node("a").gpus(1, 4096), node("b").gpus(1, 8192), node("c").gpus(1, 32768)];
     let (e, b) = engine(&nodes).await;
@@ -310,7 +310,7 @@ fn a_device_need_fits_by_vendor_memory_share_and_cores() {
 
 #[actix::test]
 async fn a_pod_requesting_nothing_passes_through() {
-    // protocol.md §7.3: a pod with no HAMi request is answered with the input node names.
+    // A pod with no HAMi request is answered with the input node names.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().name("plain").limit("cpu", "2");
     assert_eq!(filter(&e, &b, &p, &["a"]).await, FilterOutcome::PassThrough);
@@ -321,7 +321,7 @@ async fn a_pod_requesting_nothing_passes_through() {
 
 #[actix::test]
 async fn a_stale_mig_allocation_from_an_earlier_decision_is_removed() {
-    // scheduling.md §14 row 10, protocol.md §4.1: HAMi leaves hami.io/vgpu-mig-allocations of an
+    // HAMi leaves hami.io/vgpu-mig-allocations of an
     // earlier MIG attempt on the pod; hami-rs removes vendor keys it does not write this time.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let stale = r#"[{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-old","profile":"1g.5gb","placement":{"start":0,"size":1}}]"#;
@@ -334,7 +334,7 @@ async fn a_stale_mig_allocation_from_an_earlier_decision_is_removed() {
 
 #[actix::test]
 async fn a_failing_pod_patch_releases_the_reservation_and_answers_the_error() {
-    // scheduling.md §5.15 step 3, §13: FilteringFailed with the error, reservation undone, `Error`.
+    // FilteringFailed with the error, reservation undone, `Error`.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(16384).name("p1");
     b.fail_patches(true);
@@ -353,7 +353,7 @@ async fn a_failing_pod_patch_releases_the_reservation_and_answers_the_error() {
 
 #[actix::test]
 async fn mig_reservations_beyond_a_pods_entries_stay_taken_and_the_next_pod_avoids_them() {
-    // scheduling.md §5.2 step 3: a reservation in `hami.io/vgpu-mig-allocations` that no device
+    // A reservation in `hami.io/vgpu-mig-allocations` that no device
     // entry consumed is restored: its placement stays taken for the next MIG pod.
     let n = node("a").gpu(gpu("GPU-aa11", 40960).mig(a100_profiles()));
     let (e, b) = engine(&[n]).await;
@@ -483,7 +483,7 @@ async fn engines_sharing_a_thread_each_decide_through_their_own_coordinator() {
 
 #[actix::test]
 async fn the_coordinator_falls_back_to_the_next_node_when_the_best_one_refuses() {
-    // STYLE.md "Actors": the Filter answer is advisory; when the winner's Reserve re-validation
+    // The Filter answer is advisory; when the winner's Reserve re-validation
     // says no, the coordinator tries the next best node and reports the refusal.
     let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
     let full = pod().gpu(1).mem_mib(16384).name("full").placed("a", "GPU-a-0,NVIDIA,16384,0:;").bound_to("a");
@@ -513,7 +513,7 @@ async fn the_coordinator_falls_back_to_the_next_node_when_the_best_one_refuses()
 
 #[actix::test]
 async fn concurrent_filters_never_overcommit_a_node() {
-    // scheduling.md §14 row 5: concurrent Filters reading the same snapshot all pick the same
+    // Concurrent Filters reading the same snapshot all pick the same
     // device; the owning actor accepts only what fits and the rest answer NoFit.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let pods: Vec<PodBuilder> = (0..40).map(|i| pod().gpu(1).mem_mib(1000).cores(10).name(&format!("p{i}"))).collect();
@@ -601,7 +601,7 @@ mod bind;
 mod bound_elsewhere;
 mod fast_path;
 mod filter_all;
-mod memo;
+mod kept_answers;
 mod mig;
 mod observe;
 mod preemption;

@@ -49,7 +49,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         tracing::warn!(pod = %pod_name, "filter: extender args have neither Nodes nor NodeNames");
         return Ok(json(&ExtenderFilterResult::error("extender args have neither Nodes nor NodeNames")));
     };
-    let names = match st.engine.known_candidates(names.get()) {
+    let names = match st.engine.read_candidates(names.get()) {
         Some(known) => known,
         None => Candidates::read(node_names(names).inspect_err(|_| refused())?, Some(names.get())),
     };

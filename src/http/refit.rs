@@ -20,7 +20,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use crate::actor::refit::{RefitArgs, RefitOutcome};
 use crate::backend::Backend;
 use crate::backend::access::service_account_user;
-use crate::model::refit::push_go_json_string;
+use crate::model::numa_alignment::push_go_json_string;
 
 use super::AppState;
 use super::error::{Error, read_body};

@@ -1,4 +1,4 @@
-//! The whole HTTP app in process (STYLE.md, "HTTP API"): extender JSON as kube-scheduler sends it
+//! The whole HTTP app in process: extender JSON as kube-scheduler sends it
 //! (Go field names, as HAMi's extender API has them), answers compared with exact JSON where the
 //! shape is the contract, and `/usage`, `/healthz`, `/readyz`. Every test starts its own engine
 //! over the in-memory backend.

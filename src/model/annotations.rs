@@ -35,7 +35,7 @@ pub const NODE_SCHEDULER_POLICY: &str = "hami.io/node-scheduler-policy";
 pub const GPU_SCHEDULER_POLICY: &str = "hami.io/gpu-scheduler-policy";
 pub const DEVICE_SCORING_WEIGHTS: &str = "hami.io/device-scoring-weights";
 /// How the device plugin reconciles kubelet's NUMA-aligned choice with the annotated devices:
-/// `best-effort` or `strict` (read by the webhook and the plugin; see `model::refit`).
+/// `best-effort` or `strict` (read by the webhook and the plugin; see `model::numa_alignment`).
 pub const NUMA_ALIGNMENT: &str = "hami.io/numa-alignment";
 /// PodGroup membership label: Bind retries lock contention.
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";

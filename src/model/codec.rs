@@ -30,7 +30,7 @@ pub enum Error {
     NodeLock { value: String, why: String },
     #[error("{0:?} is not a Go boolean literal")]
     Bool(String),
-    #[error("invalid hami.io/device-scoring-weights annotation {}: {why}", super::refit::go_quote(value))]
+    #[error("invalid hami.io/device-scoring-weights annotation {}: {why}", super::numa_alignment::go_quote(value))]
     Weights { value: String, why: String },
     #[error("pair scores: {0}")]
     PairScores(String),
@@ -661,7 +661,7 @@ impl Default for Weights {
 /// base-10 int64, not all zero; checked in HAMi's order with HAMi's texts (a duplicate before the
 /// value, the value before the key's name).
 pub fn parse_weights(value: &str) -> Result<Weights> {
-    use super::refit::go_quote;
+    use super::numa_alignment::go_quote;
     let err = |why: String| Error::Weights { value: value.to_owned(), why };
     let items: Vec<&str> = value.split(',').collect();
     if items.len() != 3 {

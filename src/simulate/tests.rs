@@ -154,7 +154,7 @@ async fn the_pod_that_fits_nowhere_says_why_for_every_gpu_node() {
 
 #[actix::test]
 async fn no_device_in_the_output_exceeds_its_capacity() {
-    // The invariant (STYLE.md "Tests"): every device stays within count, memory and cores.
+    // The invariant: every device stays within count, memory and cores.
     let (sim, _) = simulate_examples().await;
     for n in &sim.nodes {
         for d in &n.devices {

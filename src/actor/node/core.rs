@@ -24,7 +24,7 @@ use crate::model::pod::NodeView;
 use crate::model::{DeviceUsage, DeviceUuid, NodeName, PodDevices, PodRequest, PodUid, VendorId};
 use crate::sched::accounting::{self, Charge, Layout, Tag};
 use crate::sched::reason::{Reason, Tally};
-use crate::sched::{FitMemo, NodeSnapshot, Rejection, fit};
+use crate::sched::{NodeSnapshot, Rejection, fit};
 
 /// The namespace quota book, shared by every node actor.
 pub type SharedQuota = Arc<QuotaBook>;
@@ -179,7 +179,6 @@ impl NodeCore {
             extras: self.devices.extras.clone(),
             unusable: self.devices.unusable.clone(),
             generation: self.ledger.generation(),
-            memo: FitMemo::default(),
         }
     }
 

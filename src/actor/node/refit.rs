@@ -10,11 +10,11 @@ use crate::actor::with_scratch;
 use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::annotations as keys;
 use crate::model::codec;
-use crate::model::refit::{encode_container_devices, go_quote, replace_entry};
+use crate::model::numa_alignment::{encode_container_devices, go_quote, replace_entry};
 use crate::model::request::{ContainerRequest, ContainerRequests};
 use crate::sched::accounting;
 use crate::sched::quota_book::usage_of;
-use crate::sched::{FitMemo, NodeSnapshot, Rejection, fit};
+use crate::sched::{NodeSnapshot, Rejection, fit};
 
 fn quiet(reason: String) -> RefitFailure {
     RefitFailure { reason, event: false }
@@ -147,7 +147,6 @@ impl NodeCore {
             extras: self.devices.extras.clone(),
             unusable: None,
             generation: 0,
-            memo: FitMemo::default(),
         };
         let vendors = &self.cfg.vendors;
         let new = with_scratch(|s| {

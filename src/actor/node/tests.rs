@@ -129,7 +129,7 @@ fn observed(uid: &str, devices: PodDevices, bound: bool, ttl: Duration) -> PodOb
 
 #[actix::test]
 async fn reserve_revalidates_against_current_usage_not_the_filter_answer() {
-    // scheduling.md §14 row 5: HAMi stores the reservation without re-checking capacity, so two
+    // HAMi stores the reservation without re-checking capacity, so two
     // concurrent Filters can pick the same device; hami-rs re-runs the fit in Reserve.
     let h = Harness::start(one_gpu()).await;
     let p1 = pod().gpu(1).mem_mib(16384).name("p1");
@@ -160,7 +160,7 @@ async fn reserving_the_same_pod_again_replaces_its_earlier_reservation() {
 
 #[actix::test]
 async fn concurrent_reserves_never_exceed_a_devices_slots() {
-    // The invariant (STYLE.md "Tests"): 200 reservations race for a 10-slot device; exactly 10
+    // The invariant: 200 reservations race for a 10-slot device; exactly 10
     // are accepted and the published usage stays within count, memory and cores.
     let h = Harness::start(one_gpu()).await;
     let sends = (0..200).map(|i| {
@@ -230,7 +230,7 @@ async fn an_exact_reserve_is_validated_against_capacity() {
 
 #[actix::test]
 async fn an_uncommitted_reservation_expires_after_its_ttl() {
-    // scheduling.md §14 row 6: HAMi keeps reservations of pods that never bind until the pod is
+    // HAMi keeps reservations of pods that never bind until the pod is
     // filtered again or finishes; hami-rs expires them.
     tokio::time::pause();
     let h = Harness::start(one_gpu()).await;
@@ -341,7 +341,7 @@ async fn release_only_reserved_leaves_a_committed_pod_alone() {
 
 #[actix::test]
 async fn release_frees_a_reservation_and_its_placement() {
-    // scheduling.md §5.15 step 3: a failed patch undoes the reservation.
+    // A failed patch undoes the reservation.
     let h = Harness::start(one_gpu()).await;
     let p1 = pod().gpu(1).mem_mib(4096).name("p1");
     h.reserve(&p1, TTL).await.unwrap();
@@ -397,7 +397,7 @@ async fn dropping_a_pods_reservation_releases_the_lock_it_holds() {
 
 #[actix::test]
 async fn a_malformed_registration_marks_the_node_unusable_until_fixed() {
-    // scheduling.md §13 (malformed registration): hami-rs marks the node's devices unusable and
+    // Hami-rs marks the node's devices unusable and
     // says why, rather than scheduling on stale devices; a good annotation restores the node.
     let h = Harness::start(one_gpu()).await;
     let mut bad = one_gpu().view();

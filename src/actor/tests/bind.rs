@@ -5,7 +5,7 @@ use super::*;
 
 #[actix::test]
 async fn bind_writes_bind_phase_sets_the_node_commits_and_the_lock_is_released() {
-    // protocol.md §4.4, §7.4: bind-phase allocating and bind-time before the Binding, then
+    // Bind-phase allocating and bind-time before the Binding, then
     // BindingSucceed; the reservation no longer expires; the in-memory plugin releases the lock.
     let ttl = Duration::from_millis(100);
     let (e, b) = engine_with(cfg_ttl(ttl), &[node("a").gpus(1, 16384)]).await;
@@ -34,7 +34,7 @@ async fn bind_writes_bind_phase_sets_the_node_commits_and_the_lock_is_released()
 
 #[actix::test]
 async fn binding_a_pod_that_does_not_exist_fails_with_an_event() {
-    // scheduling.md §6 step 1: the lookup error, and any reservation under the UID dropped.
+    // The lookup error, and any reservation under the UID dropped.
     // HAMi records no Event here; hami-rs records BindingFailed on every failed bind.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).name("p1");
@@ -49,7 +49,7 @@ async fn binding_a_pod_that_does_not_exist_fails_with_an_event() {
 
 #[actix::test]
 async fn binding_to_an_unknown_node_fails_with_hamis_message_and_event() {
-    // scheduling.md §6 step 2: `failed to get node <n>` as BindingFailed, reservation dropped.
+    // `failed to get node <n>` as BindingFailed, reservation dropped.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).name("p1");
     assert_eq!(chosen(&filter(&e, &b, &p, &["a"]).await), "a");
@@ -66,7 +66,7 @@ async fn binding_to_an_unknown_node_fails_with_hamis_message_and_event() {
 
 #[actix::test]
 async fn a_failing_binding_releases_the_reservation_and_the_locks() {
-    // protocol.md §7.4: on a Binding error the node lock is released and BindingFailed recorded;
+    // On a Binding error the node lock is released and BindingFailed recorded;
     // hami-rs also releases the reservation so the devices are free for the requeued pod.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).name("p1");
@@ -90,7 +90,7 @@ async fn a_failing_binding_releases_the_reservation_and_the_locks() {
 
 #[actix::test]
 async fn a_node_locked_by_another_pod_fails_the_bind_with_contention() {
-    // protocol.md §3.8, scheduling.md §13: a fresh lock held by another live pod is contention;
+    // A fresh lock held by another live pod is contention;
     // with no wait configured the bind fails at once with HAMi's wording and releases what it took.
     let cfg = EngineConfig { arbiters: 2, bind_lock_wait: Duration::ZERO, ..Default::default() };
     let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
@@ -179,7 +179,7 @@ async fn a_lapsed_reservation_whose_devices_were_taken_during_the_lock_wait_fail
 
 #[actix::test]
 async fn a_pod_group_member_gives_up_after_the_retry_timeout_with_hamis_message() {
-    // scheduling.md §6 step 3: PodGroup members retry contention up to --node-lock-retry-timeout,
+    // PodGroup members retry contention up to --node-lock-retry-timeout,
     // then fail with `timed out after <d> waiting for node <n> to be unlocked: node lock contention`.
     let cfg = EngineConfig { arbiters: 2, node_lock_retry_timeout: Duration::from_millis(200), ..Default::default() };
     let (e, b) = engine_with(cfg, &[node("a").gpus(1, 16384)]).await;
@@ -209,7 +209,7 @@ async fn binding_twice_is_idempotent() {
 
 #[actix::test]
 async fn a_bind_after_the_reservation_expired_retakes_the_annotated_devices() {
-    // scheduling.md §14 row 6 (expiry) meets §6: the devices written on the pod are reserved
+    // The devices written on the pod are reserved
     // again, exactly, when still free.
     let (e, b) = engine_with(cfg_ttl(Duration::from_millis(30)), &[node("a").gpus(2, 16384)]).await;
     let p = pod().gpu(1).mem_mib(4096).cores(20).name("p1");

@@ -5,8 +5,8 @@ use super::*;
 
 #[actix::test]
 async fn a_finished_pod_frees_its_devices_and_a_terminating_one_keeps_them() {
-    // scheduling.md §8.1: Succeeded/Failed drop the pod's usage; terminating pods keep their
-    // devices until deleted, also when first seen after a restart (§14 row 7).
+    // Succeeded/Failed drop the pod's usage; terminating pods keep their
+    // devices until deleted, also when first seen after a restart.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let run = pod().gpu(1).mem_mib(4096).name("run").placed("a", "GPU-a-0,NVIDIA,4096,10:;").bound_to("a");
     observe(&e, &b, &run.clone().phase("Running")).await;
@@ -30,7 +30,7 @@ async fn a_finished_pod_frees_its_devices_and_a_terminating_one_keeps_them() {
 
 #[actix::test]
 async fn pods_without_the_node_annotation_or_with_malformed_devices_are_not_counted() {
-    // scheduling.md §8.1: only pods with hami.io/vgpu-node count; a decode error ignores the pod.
+    // Only pods with hami.io/vgpu-node count; a decode error ignores the pod.
     let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
     let plain = pod().gpu(1).mem_mib(4096).name("plain").bound_to("a");
     observe(&e, &b, &plain).await;
@@ -42,8 +42,8 @@ async fn pods_without_the_node_annotation_or_with_malformed_devices_are_not_coun
 
 #[actix::test]
 async fn a_restarted_engine_rebuilds_the_same_usage_from_the_pods() {
-    // scheduling.md §10: nothing is persisted; usage is rebuilt from the pods' allocated keys.
-    // Bound pods come back committed, a filtered but unbound one provisionally (§14 row 6).
+    // Nothing is persisted; usage is rebuilt from the pods' allocated keys.
+    // Bound pods come back committed, a filtered but unbound one provisionally.
     let nodes = [node("a").gpus(2, 16384), node("b").gpus(1, 8192)];
     let (e, b) = engine(&nodes).await;
     let pods = [

@@ -1,9 +1,9 @@
-//! Filter's answer tables per pod shape over a resolved candidate list, and the ranking of the
-//! best candidates selected from them.
+//! Filter's answer tables per pod shape and node, the directory candidate lists are resolved
+//! against, and the ranking of the best candidates selected from their answers.
 
 use proptest::prelude::*;
 
-use super::candidates::{Placed, Resolution, Table};
+use super::candidates::{Directory, NO_SLOT, Placed, Resolution, Table, Tables};
 use super::evaluate::{Evaluation, RANKED_FIRST};
 use super::*;
 use crate::actor::node::{NodeActor, SnapCell};
@@ -20,6 +20,11 @@ fn list_of(e: &Mem, names: &[Cow<'_, str>]) -> Arc<Resolution> {
     list
 }
 
+/// Candidate `k`'s board slot in `list`.
+fn slot(list: &Resolution, k: u32) -> u32 {
+    list.known().find(|(at, _, _)| *at == k).map(|(_, _, s)| s).unwrap()
+}
+
 #[actix::test]
 async fn only_the_node_that_changed_is_answered_again_and_unchanged_ones_keep_their_generation() {
     let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384), node("c").gpus(1, 16384)]).await;
@@ -27,17 +32,21 @@ async fn only_the_node_that_changed_is_answered_again_and_unchanged_ones_keep_th
     assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b", "c"]).await), "a");
     let list = list_of(&e, &names(&["a", "b", "c"]));
     let key = like("p2").request_with(&vendors()).fit_key;
-    let table = list.take_table(key);
-    let generation = |k: u32| list.generation(k).unwrap();
+    let tables = &e.inner.nodes.tables;
+    let table = tables.take(key);
+    let generation = |k: u32| list.generation_of(k).unwrap();
     // The board holds the generation of each handle's snapshot.
     assert!((0..3).all(|k| list.cell(k).unwrap().load().generation == generation(k)));
     // `a` took the reservation after it was answered: its answer is for an older snapshot.
-    assert!(!table.current(0, generation(0)));
-    assert!(table.current(1, generation(1)) && table.current(2, generation(2)));
-    list.put_table(table);
+    assert!(!table.current(slot(&list, 0), generation(0)));
+    assert!(table.current(slot(&list, 1), generation(1)) && table.current(slot(&list, 2), generation(2)));
+    tables.put(table);
     assert_eq!(chosen(&filter(&e, &b, &like("p2"), &["a", "b", "c"]).await), "b", "a is full now");
-    let table = list.take_table(key);
-    assert!((0..3).all(|k| table.current(k, generation(k)) == (k != 1)), "b took p2 after it was answered");
+    let table = tables.take(key);
+    assert!(
+        (0..3).all(|k| table.current(slot(&list, k), generation(k)) == (k != 1)),
+        "b took p2 after it was answered"
+    );
 }
 
 #[actix::test]
@@ -46,16 +55,18 @@ async fn a_filter_that_finds_its_table_in_use_answers_every_node_itself() {
     let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384)]).await;
     let like = |n: &str| pod().gpu(1).mem_mib(10000).name(n);
     assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b"]).await), "a");
-    let list = list_of(&e, &names(&["a", "b"]));
-    let held = list.take_table(like("p2").request_with(&vendors()).fit_key);
+    let tables = &e.inner.nodes.tables;
+    let held = tables.take(like("p2").request_with(&vendors()).fit_key);
     assert_eq!(chosen(&filter(&e, &b, &like("p2"), &["a", "b"]).await), "b");
     assert!(matches!(filter(&e, &b, &like("p3"), &["a", "b"]).await, FilterOutcome::NoFit { .. }));
-    // The stale table handed back later is replaced by the next filter's, never read as current.
-    list.put_table(held);
+    // The stale table handed back later is used by the next filter, but only where its
+    // generations are current: a and b changed since, and are answered again.
+    tables.put(held);
     let FilterOutcome::NoFit { failed } = filter(&e, &b, &like("p4"), &["a", "b"]).await else {
         panic!("both nodes are full");
     };
     assert_eq!(failed.hami()["a"], "1/1 CardInsufficientMemory", "{failed:?}");
+    assert_eq!(failed.hami()["b"], "1/1 CardInsufficientMemory", "{failed:?}");
 }
 
 #[actix::test]
@@ -77,22 +88,37 @@ async fn when_the_best_ranked_nodes_are_all_locked_a_free_node_further_down_is_c
 
 #[test]
 fn a_table_taken_twice_is_fresh_the_second_time_and_kept_once() {
-    let list = Resolution::new(0, &names(&["a", "b"]), None, Default::default(), |_| None);
+    let tables = Tables::default();
     let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
-    let mut first = list.take_table(key);
-    let snap = crate::sched::NodeSnapshot {
-        generation: 7,
-        ..NodeActor::initial_snapshot(&NodeName::new("a"), &vendors()).as_ref().clone()
-    };
-    first.set(0, &snap, Ok(1.0), 0);
-    let second = list.take_table(key);
+    let mut first = tables.take(key);
+    first.set(0, 7, Ok(1.0));
+    let second = tables.take(key);
     assert!(!second.current(0, 7), "a table in use is not shared");
-    list.put_table(second);
-    list.put_table(first);
-    let kept = list.take_table(key);
-    assert!(kept.current(0, 7), "the table put back last is kept");
-    assert!(!list.take_table(key).current(0, 7), "and only once");
-    assert_eq!(Table::fresh(key, 2).answer(1), Ok(0.0));
+    tables.put(second);
+    tables.put(first);
+    assert_eq!(tables.len(), 2, "both are kept");
+    let kept = tables.take(key);
+    assert!(kept.current(0, 7), "the table put back last is taken first");
+    assert!(!tables.take(key).current(0, 7), "and only once");
+    let other = pod().gpu(2).name("p").request_with(&vendors()).fit_key;
+    assert!(!tables.take(other).current(0, 7), "another shape has its own");
+    assert_eq!(Table::fresh(key).score(1), None, "a fresh table knows no answer");
+    assert!(!Table::fresh(key).current(NO_SLOT, 0), "a node without a slot is never current");
+}
+
+#[test]
+fn tables_kept_are_bounded_and_the_least_recently_used_makes_room() {
+    let tables = Tables::default();
+    let keys: Vec<_> =
+        (1..=40u64).map(|g| pod().gpu(1).mem_mib(g * 100).name("p").request_with(&vendors()).fit_key).collect();
+    for (g, key) in keys.iter().enumerate() {
+        let mut t = tables.take(*key);
+        t.set(0, g as u64, Ok(0.0));
+        tables.put(t);
+    }
+    assert!(tables.len() < keys.len(), "{} tables kept", tables.len());
+    assert!(tables.take(keys[keys.len() - 1]).current(0, keys.len() as u64 - 1), "the newest is kept");
+    assert!(!tables.take(keys[0]).current(0, 0), "the oldest made room");
 }
 
 /// A few answers of each kind: fits, device tallies of different reasons, node-level rejections.
@@ -120,23 +146,32 @@ fn any_answer() -> impl Strategy<Value = Result<f32, Rejection>> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-    /// The rejection counts a table keeps as answers change are those of the answers it holds.
+    /// A table answers each slot with the last answer set there, for the generation it was set
+    /// at; a slot never set is unanswered.
     #[test]
-    fn a_tables_rejection_counts_follow_its_answers(sets in prop::collection::vec((0u32..6, any_answer()), 0..40)) {
+    fn a_tables_answers_are_the_last_set(sets in prop::collection::vec((0u32..6, any_answer()), 0..40)) {
         let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
-        let mut table = Table::fresh(key, 6);
-        let base = NodeActor::initial_snapshot(&NodeName::new("a"), &vendors());
-        let mut held: Vec<Option<Result<f32, Rejection>>> = vec![None; 6];
-        for (g, (k, answer)) in sets.into_iter().enumerate() {
-            let snap = crate::sched::NodeSnapshot { generation: g as u64, ..base.as_ref().clone() };
-            table.set(k, &snap, answer, k);
-            held[k as usize] = Some(answer);
+        let mut table = Table::fresh(key);
+        let mut held: Vec<Option<(u64, Result<f32, Rejection>)>> = vec![None; 7];
+        for (g, (slot, answer)) in sets.into_iter().enumerate() {
+            table.set(slot, g as u64, answer);
+            held[slot as usize] = Some((g as u64, answer));
         }
-        let mut want = crate::metrics::RejectionCounts::default();
-        for r in held.iter().flatten().filter_map(|a| a.err()) {
-            want.add(&r);
+        table.set(NO_SLOT, 99, Ok(1.0));
+        for (slot, h) in held.iter().enumerate() {
+            let slot = slot as u32;
+            match h {
+                None => prop_assert_eq!(table.score(slot), None),
+                Some((g, answer)) => {
+                    prop_assert!(table.current(slot, *g) && !table.current(slot, g + 1));
+                    let score = table.score(slot).unwrap();
+                    match answer {
+                        Ok(s) => prop_assert_eq!(score, *s),
+                        Err(r) => prop_assert!(score.is_nan() && table.rejection(slot) == *r),
+                    }
+                }
+            }
         }
-        prop_assert_eq!(*table.counts(), want);
     }
 
     /// The best candidates a table keeps in order, as answers change turn after turn, and the
@@ -154,29 +189,16 @@ proptest! {
         let names: Vec<String> =
             (0..first.len()).map(|i| format!("n{:016x}", (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
         let board = Arc::new(read_side::Board::default());
-        let cells: std::collections::HashMap<String, Arc<SnapCell>> = names
+        let cells: Vec<(NodeName, Arc<SnapCell>)> = names
             .iter()
-            .map(|n| (n.clone(), SnapCell::on_board(NodeActor::initial_snapshot(&NodeName::new(n), &vendors()), &board)))
+            .map(|n| (NodeName::new(n), SnapCell::on_board(NodeActor::initial_snapshot(&NodeName::new(n), &vendors()), &board)))
             .collect();
-        let list = Arc::new(Resolution::new(0, &owned(&names), None, board, |n| cells.get(n).cloned()));
-        let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
-        let base = NodeActor::initial_snapshot(&NodeName::new("a"), &vendors());
-        let mut table = Table::fresh(key, names.len());
+        let dir = Arc::new(Directory::new(0, cells, board));
+        let list = Arc::new(Resolution::new(dir, &owned(&names), None));
         let mut held = first.clone();
-        let mut generation = 0;
-        let mut set = |table: &mut Table, k: usize, answer: Result<f32, Rejection>| {
-            generation += 1;
-            let snap = crate::sched::NodeSnapshot { generation, ..base.as_ref().clone() };
-            table.set(k as u32, &snap, answer, list.name_rank(k as u32));
-        };
-        for (k, a) in first.iter().enumerate() {
-            set(&mut table, k, *a);
-        }
-        for turn in turns {
+        for turn in std::iter::once(Vec::new()).chain(turns) {
             for (at, answer) in turn {
-                let k = at.index(names.len());
-                set(&mut table, k, answer);
-                held[k] = answer;
+                held[at.index(names.len())] = answer;
             }
             let mut want: Vec<(NodeName, f32, ())> = held
                 .iter()
@@ -184,15 +206,20 @@ proptest! {
                 .filter_map(|(k, a)| a.ok().map(|s| (list.name(k as u32).clone(), s, ())))
                 .collect();
             score::rank_nodes(&mut want, policy);
-            let (best, n_fit) = table.best(&list, policy, RANKED_FIRST);
-            prop_assert_eq!(n_fit, want.len());
+            let fits: Vec<Placed> = list
+                .known()
+                .filter_map(|(k, r, _)| held[k as usize].ok().map(|s| (score::rank_key(policy, s, r), s, k)))
+                .collect();
             let named = |p: &[Placed]| p.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect::<Vec<_>>();
             let cut = RANKED_FIRST.min(want.len());
-            prop_assert_eq!(&named(&best)[..], &want[..cut]);
-            let selected = Evaluation::select_best(list.placed(&table.answers(), policy));
-            prop_assert_eq!(&named(&selected)[..], &want[..cut]);
-            let mut eval = Evaluation::of_list(list.clone(), table.answers(), best, n_fit, policy);
+            let mut selected = fits.clone();
+            let first = Evaluation::select_best(&mut selected);
+            prop_assert_eq!(first, cut);
+            prop_assert_eq!(&named(&selected[..first])[..], &want[..cut]);
+            let mut eval = Evaluation::of_list(list.clone(), fits, Vec::new());
+            prop_assert_eq!(eval.n_fit, want.len());
             prop_assert_eq!(&eval.ranked[..], &want[..cut]);
+            prop_assert_eq!(eval.partly_ranked(), want.len() > cut);
             eval.rank_all();
             prop_assert_eq!(&eval.ranked[..], &want[..]);
         }
@@ -209,7 +236,9 @@ fn any_score_or_rejection() -> impl Strategy<Value = Result<f32, Rejection>> {
 
 #[test]
 fn a_list_is_recognised_only_by_the_same_names_in_the_same_order() {
-    let list = Resolution::new(1, &names(&["ab", "c", "node-10"]), None, Default::default(), |_| None);
+    let board = Arc::new(read_side::Board::default());
+    let dir = Arc::new(Directory::new(1, Vec::new(), board));
+    let list = Resolution::new(dir.clone(), &names(&["ab", "c", "node-10"]), None);
     assert!(list.is_for(&names(&["ab", "c", "node-10"])));
     for other in [
         &["a", "bc", "node-10"][..],
@@ -222,7 +251,7 @@ fn a_list_is_recognised_only_by_the_same_names_in_the_same_order() {
     ] {
         assert!(!list.is_for(&names(other)), "{other:?}");
     }
-    let empty = Resolution::new(1, &[], None, Default::default(), |_| None);
+    let empty = Resolution::new(dir, &[], None);
     assert!(empty.is_for(&[]) && !empty.is_for(&names(&[""])));
 }
 
@@ -242,22 +271,6 @@ async fn a_filters_failures_stay_as_answered_while_later_filters_change_the_tabl
     let first_failed = failed.render();
     assert_eq!(first_failed.keys().collect::<Vec<_>>(), ["c"], "the first filter's answers are its own");
     assert!(first_failed["c"].starts_with("1/1 CardInsufficientMemory"), "{first_failed:?}");
-}
-
-#[test]
-fn a_table_changed_while_its_answers_are_held_copies_them_first() {
-    let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
-    let mut table = Table::fresh(key, 2);
-    let base = NodeActor::initial_snapshot(&NodeName::new("a"), &vendors());
-    let at = |g: u64| crate::sched::NodeSnapshot { generation: g, ..base.as_ref().clone() };
-    table.set(0, &at(1), Err(Rejection::NodeUnusable), 0);
-    table.set(1, &at(1), Ok(2.0), 1);
-    let held = table.answers();
-    table.set(0, &at(2), Ok(3.0), 0);
-    table.set(1, &at(2), Err(Rejection::NodeUnusable), 1);
-    assert_eq!(held.scores(), [None, Some(2.0)]);
-    assert_eq!(table.answers().scores(), [Some(3.0), None]);
-    assert_eq!((table.answer(0), table.answer(1)), (Ok(3.0), Err(Rejection::NodeUnusable)));
 }
 
 #[actix::test]
@@ -281,5 +294,89 @@ async fn a_list_sent_again_in_the_same_text_is_known_without_reading_its_names()
     };
     assert_eq!(failed.len(), 2, "{failed:?}");
     let Some(Candidates::Known(again)) = e.known_candidates(raw) else { panic!("still known") };
-    assert_eq!(again.generation, e.inner.nodes.generation());
+    assert_eq!(again.generation(), e.inner.nodes.generation());
+}
+
+/// A directory of `known` over a fresh board.
+fn directory_of(known: &[&str]) -> Arc<Directory> {
+    let board = Arc::new(read_side::Board::default());
+    let cells = known
+        .iter()
+        .map(|n| {
+            let name = NodeName::new(n);
+            let cell = SnapCell::on_board(NodeActor::initial_snapshot(&name, &vendors()), &board);
+            (name, cell)
+        })
+        .collect();
+    Arc::new(Directory::new(0, cells, board))
+}
+
+/// What reading `raw` with the JSON parser and resolving the names gives.
+fn parsed(dir: &Arc<Directory>, raw: &str) -> Option<Resolution> {
+    let names: Vec<String> = serde_json::from_str(raw).ok()?;
+    Some(Resolution::new(dir.clone(), &owned(&names), Some(raw)))
+}
+
+fn same(a: &Resolution, b: &Resolution) -> bool {
+    a.len() == b.len() && (0..a.len() as u32).all(|k| a.name(k) == b.name(k) && a.rank(k) == b.rank(k))
+}
+
+#[test]
+fn a_json_array_is_read_and_resolved_in_one_pass_as_the_parser_reads_it() {
+    let dir = directory_of(&["a", "b", "node-1", "node-10", "ü"]);
+    for raw in [
+        r#"["a","b"]"#,
+        r#" [ "node-10" , "node-1","zz", "a" ] "#,
+        "[\n\"ü\",\t\"b\"\r]",
+        "[]",
+        " [ ] ",
+        r#"["node-1","node-1"]"#,
+        r#"[""]"#,
+    ] {
+        let read = Resolution::from_json(dir.clone(), raw).unwrap_or_else(|| panic!("{raw} is plain"));
+        assert!(same(&read, &parsed(&dir, raw).unwrap()), "{raw}");
+        assert!(read.was_read_from(raw));
+    }
+    // Escapes, and whatever is not an array of strings, are left to the parser.
+    for raw in [
+        r#"["a\u0062"]"#,
+        r#"["a\"b"]"#,
+        r#"["a","b"#,
+        r#"["a",]"#,
+        r#"["a" "b"]"#,
+        r#"["a"]x"#,
+        r#"[1]"#,
+        r#"{"a":1}"#,
+        "[\"a\tb\"]",
+        "",
+        "[",
+    ] {
+        assert!(Resolution::from_json(dir.clone(), raw).is_none(), "{raw:?} is not read in one pass");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Lists of known, unknown and escaped names, in any order and spacing, read again and again
+    /// (so the successor guesses of earlier lists are tried, right or wrong): each is read as
+    /// the parser reads it, or left to the parser where it holds an escape.
+    #[test]
+    fn lists_read_in_one_pass_resolve_as_parsed_ones(
+        lists in prop::collection::vec(prop::collection::vec(0usize..12, 0..20), 1..6),
+        pretty in any::<bool>(),
+    ) {
+        let known = ["n0", "n1", "n2", "n3", "n10", "n11", "gpu-a"];
+        let dir = directory_of(&known);
+        let pool = ["n0", "n1", "n2", "n3", "n10", "n11", "gpu-a", "n", "n1x", "a\"b", "tab\tname", ""];
+        for list in lists {
+            let names: Vec<&str> = list.iter().map(|i| pool[*i]).collect();
+            let raw = if pretty { serde_json::to_string_pretty(&names) } else { serde_json::to_string(&names) }.unwrap();
+            let want = parsed(&dir, &raw).unwrap();
+            match Resolution::from_json(dir.clone(), &raw) {
+                Some(read) => prop_assert!(same(&read, &want), "{}", raw),
+                None => prop_assert!(raw.contains('\\'), "{} is plain", raw),
+            }
+        }
+    }
 }

@@ -480,7 +480,7 @@ fn no_lock_always_healthy_nothing_to_clean() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The allocation invariant (STYLE.md, property tests)
+// The allocation invariant, as a property
 
 #[derive(Clone, Debug)]
 enum Ask {

@@ -438,7 +438,7 @@ fn node_score_follows_the_node_policy_and_the_device_count() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Property: accepted placements never overcommit a device (STYLE.md, tests/fit_invariant.rs)
+// Property: accepted placements never overcommit a device (as tests/fit_invariant.rs checks for every vendor)
 
 fn any_case() -> impl Strategy<Value = (u32, Vec<bool>, Vec<(bool, u32)>, &'static str)> {
     (1u32..=6).prop_flat_map(|n| {

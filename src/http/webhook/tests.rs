@@ -163,7 +163,7 @@ const PATCH_SCHEDULER_NAME: &str =
 // --- transport ---------------------------------------------------------------------------------
 
 #[actix_web::test]
-async fn a_v1_review_is_answered_exactly_as_the_toolchain_example() {
+async fn a_v1_review_is_answered_in_admission_v1s_exact_shape() {
     // As in HAMi, count and memory given, so no cores are injected; only spec.schedulerName
     // is added. The patch is padded standard base64.
     let hook = Hook::start(hami()).await;
@@ -206,7 +206,7 @@ async fn a_v1beta1_denial_carries_code_reason_and_message() {
 
 #[actix_web::test]
 async fn lower_cased_and_extra_fields_are_tolerated() {
-    // STYLE.md wire tests: Go matches field names case-insensitively; unknown fields are ignored.
+    // Go matches field names case-insensitively; unknown fields are ignored.
     let hook = Hook::start(hami()).await;
     let body = json!({
         "apiversion": V1,
@@ -228,7 +228,7 @@ async fn lower_cased_and_extra_fields_are_tolerated() {
 
 #[actix_web::test]
 async fn malformed_bodies_are_400_with_an_error_object() {
-    // STYLE.md "Errors": a body that is not an AdmissionReview has no request to answer.
+    // A body that is not an AdmissionReview has no request to answer.
     let hook = Hook::start(hami()).await;
     let cases: Vec<(&str, String)> = vec![
         ("empty body", String::new()),

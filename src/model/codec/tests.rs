@@ -1128,7 +1128,7 @@ fn parse_weights_rejects_everything_else_with_hamis_message() {
         assert!(matches!(&e, Error::Weights { value, .. } if value == input), "{input:?}: {e:?}");
         let want = format!(
             "invalid hami.io/device-scoring-weights annotation {}: {why}",
-            crate::model::refit::go_quote(input)
+            crate::model::numa_alignment::go_quote(input)
         );
         assert_eq!(e.to_string(), want, "{input:?}");
     }

@@ -6,7 +6,7 @@ use super::*;
 
 #[actix::test]
 async fn an_observed_bound_pod_is_committed() {
-    // scheduling.md §10: on restart the usage is rebuilt from the pods' allocated annotations;
+    // On restart the usage is rebuilt from the pods' allocated annotations;
     // a bound pod's devices are in use and do not expire.
     tokio::time::pause();
     let h = Harness::start(one_gpu()).await;
@@ -39,7 +39,7 @@ async fn observed_pods_share_the_nodes_copies_of_ids_and_words() {
 
 #[actix::test]
 async fn an_observed_unbound_unknown_pod_is_provisional_and_expires() {
-    // scheduling.md §14 row 6: after a restart HAMi re-counts every annotated Pending pod for
+    // After a restart HAMi re-counts every annotated Pending pod for
     // good; hami-rs holds it provisionally, for one TTL.
     tokio::time::pause();
     let h = Harness::start(one_gpu()).await;
@@ -125,7 +125,7 @@ async fn tombstones_are_bounded_without_node_updates_and_the_newest_are_kept() {
 
 #[actix::test]
 async fn an_observed_pod_replaces_its_devices() {
-    // scheduling.md §8.1: an already stored pod's devices are replaced by the newer object's.
+    // An already stored pod's devices are replaced by the newer object's.
     let h = Harness::start(node("a").gpu(gpu("GPU-0", 16384)).gpu(gpu("GPU-1", 16384))).await;
     h.addr.send(observed("uid-p1", on_gpu("GPU-0", 4096, 10), true, TTL)).await.unwrap();
     h.addr.send(observed("uid-p1", on_gpu("GPU-1", 2048, 20), true, TTL)).await.unwrap();
@@ -135,7 +135,7 @@ async fn an_observed_pod_replaces_its_devices() {
 
 #[actix::test]
 async fn pod_deleted_frees_its_devices() {
-    // scheduling.md §8.1: delete drops the pod's usage.
+    // Delete drops the pod's usage.
     let h = Harness::start(one_gpu()).await;
     h.addr.send(observed("uid-p1", on_gpu("GPU-0", 4096, 30), true, TTL)).await.unwrap();
     assert!(h.addr.send(PodDeleted { uid: PodUid::new("uid-p1") }).await.unwrap());

@@ -25,7 +25,7 @@ fn search(snap: &NodeSnapshot, holders: &[Holder<'_>], mem: u64, cores: u32) -> 
         let node = NodeSnapshot::new(snap.name.clone(), devs.to_vec(), snap.extras.clone());
         fit::fit_pod(&node, &req, &v, &NoQuota, &mut s).is_ok()
     };
-    victims(&snap.devices, holders, &mut fits)
+    fewest(&snap.devices, holders, &mut fits)
 }
 
 struct H {
@@ -161,7 +161,7 @@ proptest! {
             fit::fit_pod(&node, &req, &v, &NoQuota, &mut s).is_ok()
         };
         let evictable: Vec<usize> = (0..hs.len()).filter(|&i| hs[i].evictable).collect();
-        match victims(&snap.devices, &holders, &mut fits) {
+        match fewest(&snap.devices, &holders, &mut fits) {
             None => prop_assert!(evictable.is_empty() || !fits(&usage_without(&snap.devices, &holders, &evictable))),
             Some(set) => {
                 prop_assert!(!set.is_empty());

@@ -1,35 +1,9 @@
-//! Filter's answers kept per node snapshot (`sched::FitMemo`): like pods are answered from the
-//! memo of nodes that did not change, never from before a change.
+//! Filter's answers kept per pod shape and node: like pods are answered from the kept answers of
+//! nodes that did not change, never from before a change.
 
 use proptest::prelude::*;
 
 use super::*;
-
-fn memo_len(e: &Mem, node: &str) -> usize {
-    e.snapshot(node).unwrap().memo.len()
-}
-
-#[actix::test]
-async fn like_pods_are_answered_from_unchanged_nodes_and_a_changed_node_is_fitted_again() {
-    let (e, b) = engine(&[node("a").gpus(1, 16384), node("b").gpus(1, 16384), node("c").gpus(1, 16384)]).await;
-    let like = |n: &str| pod().gpu(1).mem_mib(10000).name(n);
-    assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b", "c"]).await), "a");
-    // a took the reservation: a new snapshot with nothing answered yet; b and c keep theirs.
-    let _ = e.reports().await;
-    assert_eq!((memo_len(&e, "a"), memo_len(&e, "b"), memo_len(&e, "c")), (0, 1, 1));
-    // a no longer has room for a like pod: fitted again, it says so, and keeps the answer.
-    assert_eq!(chosen(&filter(&e, &b, &like("p2"), &["a", "b", "c"]).await), "b");
-    let _ = e.reports().await;
-    assert_eq!((memo_len(&e, "a"), memo_len(&e, "b"), memo_len(&e, "c")), (1, 0, 1), "c answered from its memo");
-    assert_eq!(chosen(&filter(&e, &b, &like("p3"), &["a", "b", "c"]).await), "c");
-    let FilterOutcome::NoFit { failed } = filter(&e, &b, &like("p4"), &["a", "b", "c"]).await else {
-        panic!("no room left for a fourth");
-    };
-    assert_eq!(failed.len(), 3);
-    // Another shape is evaluated on its own, beside the kept answer.
-    assert_eq!(chosen(&filter(&e, &b, &pod().gpu(1).mem_mib(4000).name("q1"), &["a", "b"]).await), "a");
-    assert_eq!(memo_len(&e, "b"), 2);
-}
 
 #[actix::test]
 async fn a_pod_under_a_namespace_quota_is_always_evaluated() {
@@ -47,8 +21,12 @@ async fn a_pod_under_a_namespace_quota_is_always_evaluated() {
     assert_eq!(chosen(&filter(&e, &b, &like("p1"), &["a", "b"]).await), "a");
     assert!(matches!(filter(&e, &b, &like("p2"), &["a", "b"]).await, FilterOutcome::NoFit { .. }), "over quota");
     let _ = e.reports().await;
-    // Neither answered from nor kept in a memo.
-    assert_eq!((memo_len(&e, "a"), memo_len(&e, "b")), (0, 0));
+    // Neither answered from nor kept in a table.
+    assert_eq!(e.inner.nodes.tables.len(), 0);
+    // A pod of the same shape in a namespace without a quota is answered from a kept table.
+    let free = |n: &str| pod().gpu(1).mem_mib(8000).name(n).namespace("free");
+    assert_eq!(chosen(&filter(&e, &b, &free("f1"), &["a", "b"]).await), "a", "binpack: a has room");
+    assert_eq!(e.inner.nodes.tables.len(), 1);
 }
 
 /// One step of a random run: filter a pod of one of four shapes (and bind it), or delete the
@@ -112,7 +90,7 @@ fn run(mode: FilterMode, steps: &[Step]) -> (Vec<FilterOutcome>, Usage) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
-    fn filters_answered_from_memos_decide_as_the_node_actors_do(steps in prop::collection::vec(any_step(), 1..30)) {
+    fn filters_answered_from_kept_answers_decide_as_the_node_actors_do(steps in prop::collection::vec(any_step(), 1..30)) {
         // Messages mode asks each node actor, which evaluates its own state afresh: the oracle.
         prop_assert_eq!(run(FilterMode::Snapshot, &steps), run(FilterMode::Messages, &steps));
     }

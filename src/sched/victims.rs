@@ -67,7 +67,7 @@ pub fn usage_without(devices: &[DeviceUsage], holders: &[Holder<'_>], gone: &[us
 /// The victims (indexes into `holders`, ascending) whose release lets `fits` accept the node's
 /// usage, or `None` when even evicting every evictable holder would not. The fewest victims
 /// win, then the lowest priorities, then the most recently started (see [`Cost`]).
-pub fn victims(
+pub fn fewest(
     devices: &[DeviceUsage],
     holders: &[Holder<'_>],
     fits: &mut dyn FnMut(&[DeviceUsage]) -> bool,

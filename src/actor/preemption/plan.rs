@@ -4,15 +4,15 @@
 
 use std::collections::BTreeMap;
 
-use super::error::FilterError;
-use super::messages::Report;
-use super::{Engine, Failures, Inner, with_scratch};
+use super::super::error::FilterError;
+use super::super::messages::Report;
+use super::super::{Engine, Failures, Inner, with_scratch};
 use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::{DeviceUsage, DeviceUuid, PodRequest, PodView};
 use crate::port::Backend;
 use crate::port::PodRef;
-use crate::sched::preempt::{self, Cost, Holder};
 use crate::sched::report::{AllocReport, AllocState, NodeReport};
+use crate::sched::victims::{self, Cost, Holder};
 use crate::sched::{NodeSnapshot, fit};
 
 /// A pod a preemption would evict.
@@ -110,10 +110,10 @@ impl<B: Backend> Engine<B> {
                 .filter(|(_, a)| !uids.iter().any(|u| u == a.uid.as_str()))
                 .unzip();
             let extra = self.inner.with_fit(&r, &req, |fits| {
-                if fits(&preempt::usage_without(&r.snapshot.devices, &rest, &[])) {
+                if fits(&victims::usage_without(&r.snapshot.devices, &rest, &[])) {
                     Some(Vec::new())
                 } else {
-                    preempt::victims(&r.snapshot.devices, &rest, fits)
+                    victims::fewest(&r.snapshot.devices, &rest, fits)
                 }
             });
             if let Some(extra) = extra {
@@ -212,8 +212,8 @@ impl<B: Backend> Inner<B> {
                 h.evictable = false;
             }
         }
-        let set = self.with_fit(r, req, |fits| preempt::victims(&r.snapshot.devices, &holders, fits))?;
-        let cost = preempt::cost(&holders, &set);
+        let set = self.with_fit(r, req, |fits| victims::fewest(&r.snapshot.devices, &holders, fits))?;
+        let cost = victims::cost(&holders, &set);
         Some((cost, set.into_iter().map(|k| (k, holders[k].priority)).collect()))
     }
 }
