@@ -362,6 +362,8 @@ if E["kubeScheduler"]:
     if E["leaderElect"]:
         check(le.get("resourceName") == E["schedulerName"] and le.get("resourceNamespace") == NS and le.get("resourceLock") == "leases",
               f"leader Lease {le}")
+    check(cfg.get("percentageOfNodesToScore") == E["percentage"],
+          f"percentageOfNodesToScore={cfg.get('percentageOfNodesToScore')!r}, want {E['percentage']!r}")
     ext = cfg.get("extenders", [])
     check(len(ext) == 1, "exactly one extender")
     x = ext[0] if ext else {}
@@ -579,7 +581,7 @@ RENDERINGS=(
     "everything-on|devices.ascend.enabled=true,devices.iluvatar.enabled=true,scheduler.nodeLabelSelector.gpu=on,scheduler.nodeLabelSelector.zone=a,legacyMetrics=true,scheduler.admissionWebhook.customURL.enabled=true,scheduler.admissionWebhook.customURL.host=10.0.0.5,scheduler.admissionWebhook.failurePolicy=Fail,scheduler.admissionWebhook.whitelistNamespaces={kube-system,monitoring},scheduler.service.type=NodePort,global.annotations.owner=platform,global.imagePullSecrets={regcred},scheduler.extender.logFormat=json,scheduler.extender.filterResult=all,scheduler.kubeScheduler.extender.weight=3,scheduler.kubeScheduler.extender.preemptVerb=true,scheduler.extender.preemption.enabled=true,scheduler.replicas=3,serviceMonitor.enabled=true,dashboard.enabled=true,dashboard.namespace=monitoring|{\"filterResult\":\"all\",\"weight\":3,\"preemptVerb\":true,\"preemption\":true,\"ascend\":true,\"iluvatar\":true,\"nodeLabelSelector\":\"gpu=on,zone=a\",\"legacyMetrics\":true,\"customURL\":\"https://10.0.0.5:31998/webhook\",\"failurePolicy\":\"Fail\",\"whitelist\":[\"kube-system\",\"monitoring\"],\"replicas\":3,\"serviceMonitor\":true,\"dashboard\":true,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"hcu\",\"metax\",\"enflame\",\"mthreads\",\"iluvatars\",\"kunlun\",\"awsneuron\",\"amd\",\"vastai\",\"biren\",\"vnpus\"],\"mustManage\":[\"nvidia.com/gpu\",\"huawei.com/Ascend910B3\",\"huawei.com/Ascend910C-memory\",\"iluvatar.ai/BI-V150-vgpu\"]}"
     "minimal|scheduler.admissionWebhook.enabled=false,scheduler.kubeScheduler.enabled=false,scheduler.leaderElect=false,scheduler.patch.enabled=false,devices.amd.enabled=false,devices.biren.enabled=false|{\"webhook\":false,\"kubeScheduler\":false,\"leaderElect\":false,\"certgen\":false,\"sections\":[\"nvidia\",\"cambricon\",\"hygon\",\"hcu\",\"metax\",\"enflame\",\"mthreads\",\"kunlun\",\"awsneuron\",\"vastai\"]}"
     "webhook-off-certgen|scheduler.admissionWebhook.enabled=false|{\"webhook\":false}"
-    "doors|scheduler.extender.clientCASecret=kube-scheduler-ca,scheduler.extender.consoleAccess=any,scheduler.admissionWebhook.updateGuard.failurePolicy=Ignore,devicePlugin.serviceAccount.namespace=hami-system|{\"clientCA\":\"kube-scheduler-ca\",\"consoleAccess\":\"any\",\"guardFailurePolicy\":\"Ignore\",\"devicePluginNamespace\":\"hami-system\"}"
+    "doors|scheduler.kubeScheduler.percentageOfNodesToScore=null,scheduler.extender.clientCASecret=kube-scheduler-ca,scheduler.extender.consoleAccess=any,scheduler.admissionWebhook.updateGuard.failurePolicy=Ignore,devicePlugin.serviceAccount.namespace=hami-system|{\"percentage\":null,\"clientCA\":\"kube-scheduler-ca\",\"consoleAccess\":\"any\",\"guardFailurePolicy\":\"Ignore\",\"devicePluginNamespace\":\"hami-system\"}"
     "no-update-guard|scheduler.admissionWebhook.updateGuard.enabled=false|{\"guard\":false}"
     "hami-values||{$HAMI_EXPECT,\"notesHas\":$HAMI_NOTES}|$HAMI_VALUES_FILE"
     "hami-values-mapped|deviceConfig.configMapName=hami-scheduler-device,prometheus.enabled=true,scheduler.admissionWebhook.manageNamespaceSelector=false,scheduler.kubeScheduler.extraNewArgs={--config,/elsewhere.yaml,-v=5},devices.mthreads.customresources={mthreads.com/vgpu,example.com/extra},scheduler.extender.extraArgs={--v=3},scheduler.service.monitorTargetPort=9999|{$HAMI_EXPECT,\"verbosity\":\"3\",\"flagsPresent\":[],\"deviceConfigMap\":\"hami-scheduler-device\",\"serviceMonitor\":true,\"manageNamespaceSelector\":false,\"ksExtraArgs\":[\"-v=4\",\"-v=5\"],\"extraManaged\":[\"example.com/extra\"],\"notesHas\":[\"reads ConfigMap hami-scheduler-device\",\"monitorTargetPort (9999) is not used\"]}|$HAMI_VALUES_FILE"
@@ -595,7 +597,7 @@ DEFAULT_EXPECT=$(cat <<EOF
  "serviceMonitor": false, "dashboard": false, "ascend": false, "iluvatar": false, "legacyMetrics": false,
  "nodeLabelSelector": "", "customURL": "", "failurePolicy": "Ignore", "whitelist": [],
  "guard": true, "guardFailurePolicy": "Fail", "clientCA": "", "consoleAccess": "trusted", "devicePluginNamespace": "$NAMESPACE",
- "filterResult": "one", "weight": 1,
+ "filterResult": "one", "weight": 1, "percentage": 100,
  "image": "ghcr.io/hami-rs/hami-rs:$APP_VERSION", "certgenImage": "registry.k8s.io/ingress-nginx/kube-webhook-certgen:v1.5.3",
  "verbosity": "2", "livenessProbe": true, "flagsPresent": [], "ksExtraArgs": [], "manageNamespaceSelector": true,
  "notesHas": ["they must read the same device config"], "notesLacks": ["Ignored HAMi values", "HAMi's image", "global.imageTag", "TargetPort"],
@@ -702,6 +704,7 @@ REFUSALS=(
     "scheduler.extender.consoleAccess=everyone|consoleAccess must be trusted or any"
     "devicePlugin.serviceAccount.name=|must name the device plugin's ServiceAccount"
     "scheduler.runAsUser=0|must not be 0"
+    "scheduler.kubeScheduler.percentageOfNodesToScore=101|percentageOfNodesToScore must be 0-100"
     "schedulerName=|schedulerName must not be empty"
     "scheduler.metricsBindAddress=nowhere|must end in :<port>"
     "scheduler.typo=1|additional properties 'typo' not allowed"
