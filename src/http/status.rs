@@ -27,17 +27,11 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// A query value in a link.
+/// A query value in a link: everything but RFC 3986's unreserved characters percent-encoded.
 fn url(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    const QUERY: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+    percent_encoding::utf8_percent_encode(s, QUERY).to_string()
 }
 
 fn frac(used: u64, total: u64) -> f64 {
@@ -421,6 +415,14 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_values_keep_only_unreserved_characters() {
+        assert_eq!(url("node-1.zone_a~b"), "node-1.zone_a~b");
+        assert_eq!(url("a b/c&d=e?f#g"), "a%20b%2Fc%26d%3De%3Ff%23g");
+        assert_eq!(url("ü\"<"), "%C3%BC%22%3C");
+        assert_eq!(esc("<a href=\"x\">&</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;");
+    }
 
     fn dev(index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
         DeviceJson {
