@@ -523,6 +523,11 @@ impl Listed {
             (None, None) => None,
         })
     }
+    /// Each failed candidate, its snapshot handle (`None`: not a node the engine knows) and its
+    /// rejection, in list order.
+    pub(super) fn entries(&self) -> impl Iterator<Item = (&NodeName, Option<&Arc<SnapCell>>, Rejection)> + '_ {
+        self.failed().map(|(k, cell, r)| (self.list.name(k), cell, r))
+    }
     /// Each failed candidate and its rejection, without its snapshot (loading one is an atomic
     /// count on a handle every node actor writes, for each of what may be thousands of nodes).
     pub(super) fn reasons(&self) -> impl Iterator<Item = (&NodeName, Rejection)> + '_ {

@@ -42,7 +42,31 @@ impl Failures {
     /// What `FailedNodes` carries per node: HAMi's reason as HAMi writes it (see
     /// [`Rejection::answer`]).
     pub fn hami(&self) -> BTreeMap<String, String> {
-        self.texts(false)
+        // Most failed nodes share a few texts (`8/8 CardInsufficientMemory`): each distinct one is
+        // written once and copied for the others.
+        let mut written: Vec<(Rejection, String)> = Vec::new();
+        let mut text = |r: &Rejection, snap: &dyn Fn() -> Option<Arc<NodeSnapshot>>| -> String {
+            if let Some((_, t)) = written.iter().find(|(w, _)| w.same_answer(r)) {
+                return t.clone();
+            }
+            let t = failure_text(r, snap().as_deref(), false);
+            if *r != Rejection::NodeUnusable {
+                written.push((*r, t.clone()));
+            }
+            t
+        };
+        let mut out = Vec::with_capacity(self.len());
+        for (n, r, s) in &self.nodes {
+            out.push((n.to_string(), text(r, &|| s.clone())));
+        }
+        for (n, cell, r) in self.listed.iter().flat_map(|l| l.entries()) {
+            // Only an unusable node's text reads its snapshot.
+            let snap = || cell.filter(|_| r == Rejection::NodeUnusable).map(|c| c.load());
+            out.push((n.to_string(), text(&r, &snap)));
+        }
+        // Built at once from the sorted pairs rather than by an insertion per node; a node
+        // named twice keeps its last text, as inserting would.
+        out.into_iter().collect()
     }
     /// The nodes that failed for their devices (not unregistered, unusable, locked or silent),
     /// sorted: where releasing devices could make room.
@@ -70,23 +94,18 @@ impl Failures {
     /// The nodes each device reason was counted on, by reason word and sorted by name: what
     /// HAMi's per-reason `FilteringFailed` Events name. Rejections without a device count
     /// (`NodeInsufficientDevice`, `node unregistered`) have none, as in HAMi.
-    pub fn nodes_by_reason(&self) -> BTreeMap<&'static str, Vec<String>> {
-        let mut by: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-        let mut add = |n: &NodeName, r: &Rejection| {
+    pub fn nodes_by_reason(&self) -> BTreeMap<&'static str, Vec<&str>> {
+        let mut by: BTreeMap<&'static str, Vec<&str>> = BTreeMap::new();
+        let named = self.nodes.iter().map(|(n, r, _)| (n, *r));
+        for (n, r) in named.chain(self.listed.iter().flat_map(|l| l.reasons())) {
             if let Rejection::Devices(t) = r {
                 for (reason, _) in t.items() {
-                    by.entry(reason.as_str()).or_default().push(n.to_string());
+                    by.entry(reason.as_str()).or_default().push(n.as_str());
                 }
             }
-        };
-        for (n, r, _) in &self.nodes {
-            add(n, r);
-        }
-        for (n, r) in self.listed.iter().flat_map(|l| l.reasons()) {
-            add(n, &r);
         }
         for nodes in by.values_mut() {
-            nodes.sort();
+            nodes.sort_unstable();
             nodes.dedup();
         }
         by

@@ -146,9 +146,35 @@ impl Tally {
     }
     /// HAMi's reason list: `<n>/<m> <Reason>` items sorted as text, joined with `, `.
     pub fn hami_text(&self) -> String {
-        let mut items: Vec<String> = self.items().map(|(r, c)| format!("{c}/{} {}", self.total, r.as_str())).collect();
-        items.sort();
-        items.join(", ")
+        // Items written end to end into one buffer and sorted as spans of it: a no-fit answer
+        // writes one text per candidate node, thousands of them.
+        let mut buf = String::with_capacity(48);
+        let mut spans = [(0usize, 0usize); REASONS];
+        let mut n = 0;
+        for (r, c) in self.items() {
+            let start = buf.len();
+            let _ = write!(buf, "{c}/{} {}", self.total, r.as_str());
+            spans[n] = (start, buf.len());
+            n += 1;
+        }
+        if n <= 1 {
+            return buf;
+        }
+        let spans = &mut spans[..n];
+        spans.sort_unstable_by(|a, b| buf[a.0..a.1].cmp(&buf[b.0..b.1]));
+        let mut out = String::with_capacity(buf.len() + 2 * n);
+        for (k, (start, end)) in spans.iter().enumerate() {
+            if k > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&buf[*start..*end]);
+        }
+        out
+    }
+
+    /// Whether two tallies read the same in HAMi's text (the detail aside).
+    fn same_text(&self, other: &Tally) -> bool {
+        self.counts == other.counts && self.total == other.total && self.listed == other.listed
     }
 }
 
@@ -178,6 +204,16 @@ impl Rejection {
             Rejection::NodeUnregistered | Rejection::NodeUnusable => "node unregistered".into(),
             Rejection::Timeout => "node usage unavailable".into(),
             Rejection::NodeLocked => "node lock contention".into(),
+        }
+    }
+
+    /// Whether two rejections give the same `FailedNodes` text whatever the node (a node whose
+    /// registration is unusable says why, so its text is its own).
+    pub fn same_answer(&self, other: &Rejection) -> bool {
+        match (self, other) {
+            (Rejection::Devices(a), Rejection::Devices(b)) => a.same_text(b),
+            (Rejection::NodeUnusable, _) | (_, Rejection::NodeUnusable) => false,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }
 
@@ -244,6 +280,32 @@ mod tests {
         t.add(Reason::CardInsufficientMemory, 10);
         t.add(Reason::CardNotHealth, 2);
         assert_eq!(t.hami_text(), "10/10 CardInsufficientMemory, 2/10 CardNotHealth, 2/10 CardUuidMismatch");
+    }
+
+    proptest::proptest! {
+        /// The text is every listed item as `<n>/<m> <Reason>`, sorted as strings, joined with
+        /// `, `; two tallies said to answer alike have equal texts.
+        #[test]
+        fn the_text_is_the_items_sorted_as_strings(
+            total in 1usize..40,
+            counts in proptest::collection::vec((0usize..REASONS, 0usize..40, proptest::bool::ANY), 0..8),
+            other in proptest::collection::vec((0usize..REASONS, 0usize..40, proptest::bool::ANY), 0..8),
+        ) {
+            let tally = |items: &[(usize, usize, bool)]| {
+                let mut t = Tally::new(total);
+                for (r, n, set) in items {
+                    if *set { t.set(Reason::ALL[*r], *n) } else { t.add(Reason::ALL[*r], *n) }
+                }
+                t
+            };
+            let (a, b) = (tally(&counts), tally(&other));
+            let mut want: Vec<String> = a.items().map(|(r, c)| format!("{c}/{total} {}", r.as_str())).collect();
+            want.sort();
+            proptest::prop_assert_eq!(a.hami_text(), want.join(", "));
+            let same = Rejection::Devices(a).same_answer(&Rejection::Devices(b));
+            proptest::prop_assert!(!same || a.hami_text() == b.hami_text());
+            proptest::prop_assert!(Rejection::Devices(a).same_answer(&Rejection::Devices(a)));
+        }
     }
 
     #[test]
