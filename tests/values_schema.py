@@ -100,6 +100,33 @@ NULLABLE = {
 
 HELPERS = ROOT / "charts/hami-rs/templates/_helpers.tpl"
 
+# What a value may be, where a misspelt one would otherwise render and fail later (the scheduler
+# exits at start on a flag it cannot read, or a template says something less clear). Numbers and
+# durations also accept their text, since --set and HAMi's values may pass them as strings.
+GO_DURATION = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"
+DURATION = {"type": "string", "pattern": GO_DURATION,
+            "description": "a Go duration, e.g. 30s, 5m, 1h30m"}
+WHOLE = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+$"}],
+         "description": "a whole number"}
+PULL_POLICY = {"enum": ["Always", "IfNotPresent", "Never"]}
+VALUE_RULES = {
+    ("scheduler", "defaultSchedulerPolicy", "nodeSchedulerPolicy"): {"enum": ["binpack", "spread"]},
+    ("scheduler", "defaultSchedulerPolicy", "gpuSchedulerPolicy"):
+        {"enum": ["binpack", "spread", "topology-aware", "mutex", "numa"]},
+    ("scheduler", "replicas"): WHOLE,
+    ("scheduler", "nodeLockExpire"): DURATION,
+    ("scheduler", "kubeScheduler", "extender", "httpTimeout"): DURATION,
+    ("scheduler", "extender", "reservationTTL"): DURATION,
+    ("scheduler", "extender", "preemption", "hold"): DURATION,
+    ("scheduler", "extender", "bindLockWait"): DURATION,
+    ("scheduler", "extender", "nodeLockRetryTimeout"): DURATION,
+    ("scheduler", "kubeScheduler", "image", "pullPolicy"): PULL_POLICY,
+    ("scheduler", "extender", "image", "pullPolicy"): PULL_POLICY,
+    ("scheduler", "patch", "image", "pullPolicy"): PULL_POLICY,
+    ("scheduler", "admissionWebhook", "failurePolicy"): {"enum": ["Ignore", "Fail"]},
+    ("scheduler", "admissionWebhook", "updateGuard", "failurePolicy"): {"enum": ["Ignore", "Fail"]},
+}
+
 
 def schema_of(value, path):
     if isinstance(value, dict):
@@ -112,7 +139,7 @@ def schema_of(value, path):
         return {"type": "object", "additionalProperties": False, "properties": props}
     if isinstance(value, list):
         return {"type": "array"}
-    return {}
+    return dict(VALUE_RULES.get(path, {}))
 
 
 def allow_null(schema, path):
@@ -159,8 +186,18 @@ def check_notes_list():
         raise SystemExit("tests/values_schema.py and hami-rs.hamiIgnored disagree:\n  " + "\n  ".join(problems))
 
 
+def check_value_rules(values):
+    for path in VALUE_RULES:
+        node = values
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                raise SystemExit(f"VALUE_RULES: {'.'.join(path)} is not a value of values.yaml")
+            node = node[part]
+
+
 def render():
     values = yaml.safe_load(VALUES.read_text())
+    check_value_rules(values)
     schema = {"$schema": "https://json-schema.org/draft-07/schema#", "title": "hami-rs chart values"}
     schema.update(schema_of(values, ()))
     allow_null(schema, ())
