@@ -130,8 +130,11 @@ pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
         .service(scheduler_only("/bind").route(web::post().to(extender::bind::<B>)))
         .route("/refit", web::post().to(refit::refit::<B>))
         .route("/webhook", web::post().to(webhook::webhook::<B>))
+        // HEAD as GET (the server sends no body for it), for probes and link checkers.
         .route("/healthz", web::get().to(healthz))
+        .route("/healthz", web::head().to(healthz))
         .route("/readyz", web::get().to(readyz::<B>))
+        .route("/readyz", web::head().to(readyz::<B>))
         // The two large answers are compressed when the client asks; the extender's are not
         // (kube-scheduler's Go client asks for gzip on every call, and they are small). The gate
         // is the outer layer, so a refusal is never compressed work.
@@ -139,13 +142,15 @@ pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
             web::resource("/usage")
                 .wrap(Compress::default())
                 .wrap(from_fn(access::console::<B>))
-                .route(web::get().to(usage::<B>)),
+                .route(web::get().to(usage::<B>))
+                .route(web::head().to(usage::<B>)),
         )
         .service(
             web::resource("/")
                 .wrap(Compress::default())
                 .wrap(from_fn(access::console::<B>))
-                .route(web::get().to(status::page::<B>)),
+                .route(web::get().to(status::page::<B>))
+                .route(web::head().to(status::page::<B>)),
         );
 }
 

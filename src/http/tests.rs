@@ -749,6 +749,18 @@ async fn readyz_is_503_on_a_follower_or_before_the_caches_sync() {
 }
 
 #[actix_web::test]
+async fn head_is_answered_where_get_is_and_the_console_keeps_its_gate() {
+    let app = TestApp::new().start().await;
+    for uri in ["/", "/usage", "/healthz", "/readyz"] {
+        let (status, _) = app.call(TestRequest::default().method(actix_web::http::Method::HEAD).uri(uri)).await;
+        assert_eq!(status, StatusCode::OK, "HEAD {uri}");
+    }
+    let (status, _) =
+        app.call_from(TestRequest::default().method(actix_web::http::Method::HEAD).uri("/"), "10.0.0.9:5000").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "the console's gate holds for HEAD too");
+}
+
+#[actix_web::test]
 async fn unknown_routes_and_methods_are_not_served() {
     let app = TestApp::new().start().await;
     let (status, _) = app.call(TestRequest::get().uri("/filter")).await;
