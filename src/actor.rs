@@ -237,7 +237,8 @@ impl<B: Backend> Engine<B> {
 
     /// The list resolved lately from the JSON array `raw`, whose names then need not be read;
     /// `None` when no list came in that text lately.
-    pub fn known_candidates<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
+    #[cfg(test)]
+    pub(crate) fn known_candidates<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
         self.inner.nodes.known(raw)
     }
 

@@ -218,6 +218,15 @@ impl Directory {
         self.index.find(name)
     }
 
+    /// The rank of candidate `k`, `name`; `UNKNOWN`, with the name kept in `unknown`, when it is
+    /// not a node the engine knows.
+    fn rank_or_unknown(&self, name: &str, k: usize, unknown: &mut Vec<(u32, NodeName)>) -> u32 {
+        self.rank(name).unwrap_or_else(|| {
+            unknown.push((k as u32, NodeName::new(name)));
+            UNKNOWN
+        })
+    }
+
     /// The generation of the snapshot the node at `rank` holds now, and its board slot.
     #[inline]
     fn generation_at(&self, board: &mut Reader<'_>, rank: u32) -> (u64, u32) {
@@ -243,16 +252,7 @@ pub struct Resolution {
 impl Resolution {
     pub(super) fn new(dir: Arc<Directory>, names: &[Cow<'_, str>], raw: Option<&str>) -> Self {
         let mut unknown = Vec::new();
-        let ranks = names
-            .iter()
-            .enumerate()
-            .map(|(k, n)| {
-                dir.rank(n).unwrap_or_else(|| {
-                    unknown.push((k as u32, NodeName::new(n)));
-                    UNKNOWN
-                })
-            })
-            .collect();
+        let ranks = names.iter().enumerate().map(|(k, n)| dir.rank_or_unknown(n, k, &mut unknown)).collect();
         Resolution { dir, raw: raw.map(Box::from), ranks, unknown }
     }
 
@@ -296,10 +296,7 @@ impl Resolution {
                             return None;
                         }
                         let name = raw.get(start..start + len)?;
-                        let rank = dir.rank(name).unwrap_or_else(|| {
-                            unknown.push((ranks.len() as u32, NodeName::new(name)));
-                            UNKNOWN
-                        });
+                        let rank = dir.rank_or_unknown(name, ranks.len(), &mut unknown);
                         if rank != UNKNOWN {
                             dir.next[prev].store(rank, Ordering::Relaxed);
                         }

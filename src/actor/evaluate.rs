@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::candidates::{Listed, NO_SLOT, Placed, Resolution, Table};
+use super::candidates::{Listed, Placed, Resolution, Table};
 use super::coordinator::FanOut;
 use super::cycle::FilterCycle;
 use super::quota::QuotaBook;
@@ -42,9 +42,9 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let mut table = if keep { i.nodes.tables.take(req.fit_key) } else { Table::fresh(req.fit_key) };
         let policy = req.node_policy;
         let mut fits = Vec::with_capacity(list.len());
-        // Failed candidates by place and slot, in list order; their rejections are read from
-        // the table after it is complete.
-        let mut failed_at = Vec::new();
+        // Failed candidates by place and slot, in list order, with the rejection of those fitted
+        // now; the others' are read from the table once it is complete.
+        let mut failed_at: Vec<(u32, u32, Option<Rejection>)> = Vec::new();
         let mut moved = Vec::new();
         let mut snaps = Vec::new();
         // One pass: a candidate whose answer is current is placed now, the others are fitted
@@ -53,7 +53,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             if table.current(slot, g) {
                 let score = table.score(slot).unwrap_or(f32::NAN);
                 if score.is_nan() {
-                    failed_at.push((k, slot, Rejection::Timeout));
+                    failed_at.push((k, slot, None));
                 } else {
                     fits.push((score::rank_key(policy, score, r), score, k));
                 }
@@ -73,17 +73,15 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                     let score = if score.is_nan() { f32::MIN } else { *score };
                     fits.push((score::rank_key(policy, score, *r), score, *k));
                 }
-                Err(why) => failed_moved.push((*k, NO_SLOT, *why)),
+                Err(why) => failed_moved.push((*k, *slot, Some(*why))),
             }
         }
         if !failed_moved.is_empty() {
             failed_at.extend(failed_moved);
             failed_at.sort_unstable_by_key(|(k, _, _)| *k);
         }
-        let failed = failed_at
-            .into_iter()
-            .map(|(k, slot, why)| (k, if slot == NO_SLOT { why } else { table.rejection(slot) }))
-            .collect();
+        let failed =
+            failed_at.into_iter().map(|(k, slot, why)| (k, why.unwrap_or_else(|| table.rejection(slot)))).collect();
         if keep {
             i.nodes.tables.put(table);
         }

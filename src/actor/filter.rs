@@ -51,7 +51,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// [`Engine::filter`] over candidates as the extender read them (see
-    /// [`Engine::known_candidates`]).
+    /// [`Engine::read_candidates`]).
     pub async fn filter_candidates(&self, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
         let started = Instant::now();
         let outcome = match self.request_of(pod) {
