@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::devices::Vendors;
+use crate::metrics::Outcome;
 use crate::model::request::PolicyDefaults;
-use crate::model::{NodeName, PodDevices, PodRequest};
+use crate::model::{NodeName, PodDevices, PodRequest, PodUid};
 use crate::port::{Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
 use crate::sched::{NodeSnapshot, Scratch};
 
@@ -35,6 +36,7 @@ pub mod messages;
 pub mod node;
 mod nodes;
 mod observe;
+mod pending;
 mod pods;
 pub mod preemption;
 pub mod prioritize;
@@ -47,10 +49,11 @@ pub use crate::sched::quota_book as quota;
 
 pub use candidates::Candidates;
 pub use error::{BindError, FilterError};
-pub use failures::Failures;
+pub use failures::{Failures, NODE_LOCKED, NODE_UNREGISTERED, NODE_USAGE_UNAVAILABLE};
 use messages::*;
 use node::SharedQuota;
 use nodes::NodeBook;
+pub use pending::{PendingCounts, PendingPod};
 use pods::PodBook;
 use recent::NO_FIT_NODES;
 pub use recent::{DeviceNeed, Recent, RecentDecision};
@@ -254,6 +257,16 @@ impl<B: Backend> Engine<B> {
         self.inner.recent.list()
     }
 
+    /// Every pod the last filter left pending, longest pending first.
+    pub fn pending_pods(&self) -> Vec<PendingPod> {
+        self.inner.pods.pending.list()
+    }
+
+    /// The pending pods by outcome and reason (the pending-pods gauges).
+    pub fn pending_counts(&self) -> PendingCounts {
+        self.inner.pods.pending.counts()
+    }
+
     // --- reporting ----------------------------------------------------------------------------
 
     /// Waits until every node actor has applied what was sent to it before (observations
@@ -315,29 +328,65 @@ impl<B: Backend> Inner<B> {
         );
     }
 
-    /// A no-fit, with its first nodes' reasons and what it needs per device.
+    /// A no-fit, with its first nodes' reasons and what it needs per device; the pod is pending.
     fn remember_no_fit(&self, pod: &PodRef, req: &PodRequest, failed: &Failures) {
-        let needs = req
+        let needs: Vec<DeviceNeed> = req
             .containers
             .iter()
             .flatten()
             .filter(|c| c.nums > 0)
             .map(|c| DeviceNeed {
                 vendor: self.vendors.get(c.vendor).name().to_owned(),
+                vendor_id: c.vendor,
+                nums: c.nums,
                 mem: c.memreq.0,
                 mem_pct: if c.memreq.0 == 0 { c.mempct } else { 0 },
                 cores: c.cores,
+                params: req.vendor_params.get(c.vendor.0 as usize).cloned().flatten(),
+                shape: Some(req.fit_key),
             })
             .collect();
+        let now = unix_now().0;
+        let detail = format!("{} nodes do not meet: {}", failed.len(), failed.summary());
+        self.pods.pending.refused(
+            PodUid::new(&pod.uid),
+            PendingPod {
+                pod: pod.to_string(),
+                outcome: Outcome::NoFit.as_str(),
+                detail: detail.clone(),
+                reasons: failed.counts().labels(),
+                needs: needs.clone(),
+                since_s: now,
+                last_s: now,
+                attempts: 1,
+            },
+        );
         self.recent.push(RecentDecision {
             pod: pod.to_string(),
             node: None,
-            outcome: "no-fit",
-            detail: format!("{} nodes do not meet: {}", failed.len(), failed.summary()),
-            unix_s: unix_now().0,
+            outcome: Outcome::NoFit.as_str(),
+            detail,
+            unix_s: now,
             nodes: failed.first(NO_FIT_NODES),
             needs,
         });
+    }
+
+    /// A filter that failed: the pod is pending, with the error as its reason.
+    fn remember_error(&self, pod: &PodRef, error: String) {
+        let now = unix_now().0;
+        let p = PendingPod {
+            pod: pod.to_string(),
+            outcome: Outcome::Error.as_str(),
+            detail: error.clone(),
+            reasons: vec![Outcome::Error.as_str()],
+            needs: Vec::new(),
+            since_s: now,
+            last_s: now,
+            attempts: 1,
+        };
+        self.pods.pending.refused(PodUid::new(&pod.uid), p);
+        self.remember(pod, None, Outcome::Error.as_str(), error);
     }
 }
 

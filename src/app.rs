@@ -276,21 +276,25 @@ pub async fn run_http<B: Backend>(
     let metrics_handle = match metrics {
         Some(handle) => {
             let addr = parse_listen(&args.metrics_bind_address).map_err(Error::MetricsAddress)?;
-            let (engine, ready, legacy) = (state.engine.clone(), state.readiness.clone(), args.legacy_metrics);
+            let (engine, ready) = (state.engine.clone(), state.readiness.clone());
+            let series = crate::metrics::cluster::Series { legacy: args.legacy_metrics, pods: args.pod_device_metrics };
             // Only the leader exports cluster gauges; followers would duplicate them.
             let cluster: ClusterGauges = Arc::new(move || {
                 let (engine, ready) = (engine.clone(), ready.clone());
                 Box::pin(async move {
+                    let c = engine.pending_counts();
+                    let mut out = crate::metrics::cluster::render_pending(c.by_outcome, c.by_reason);
                     if !ready.leader.load(std::sync::atomic::Ordering::SeqCst) {
-                        return String::new();
+                        return out;
                     }
                     let reports = engine.reports().await;
-                    crate::metrics::cluster::render_cluster(
+                    out.push_str(&crate::metrics::cluster::render_cluster(
                         &reports,
                         engine.vendors(),
                         engine.quota().map(|q| &**q),
-                        legacy,
-                    )
+                        series,
+                    ));
+                    out
                 })
             });
             let h = web::Data::new(MetricsState { handle, cluster, readiness: state.readiness.clone() });

@@ -311,6 +311,10 @@ pub struct ServeArgs {
     #[arg(long = "legacy-metrics", env = "HAMI_LEGACY_METRICS", default_value = "false", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub legacy_metrics: bool,
 
+    /// Emit HAMi's per-pod device series (hami_vgpu_memory_allocated_bytes, hami_vgpu_core_allocated_ratio, and their legacy twins); false leaves them out, which keeps /metrics small on large clusters.
+    #[arg(long = "pod-device-metrics", env = "HAMI_POD_DEVICE_METRICS", default_value = "true", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub pod_device_metrics: bool,
+
     /// Only nodes with these labels (k=v,k2=v2) are registered.
     #[arg(long = "node-label-selector", env = "HAMI_NODE_LABEL_SELECTOR")]
     pub node_label_selector: Option<String>,

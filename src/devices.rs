@@ -289,6 +289,15 @@ pub trait Vendor: Send + Sync + 'static {
         None
     }
 
+    /// Whether the pod's parameters (from `pod_params`) let it use a device of type `ty` and id
+    /// `uuid`: what the console asks when it measures which free memory pending pods could use.
+    /// Vendors whose parameters are the common type and UUID selections need not override it.
+    fn selects(&self, params: Option<&request::VendorParams>, ty: &str, uuid: &str) -> bool {
+        params
+            .and_then(|p| p.downcast_ref::<common::Selections>())
+            .is_none_or(|s| s.types.allows(ty) && s.uuids.allows(uuid))
+    }
+
     /// The webhook's mutation of one container; `Ok(true)` when it recognised a request. The
     /// default is HAMi's rule for the vendors whose mutation changes nothing: the container is
     /// recognised iff its count is in limits.

@@ -38,6 +38,8 @@ pub const REQUESTS_REFUSED: &str = "hami_scheduler_requests_refused_total";
 pub const FILTER_UNWATCHED: &str = "hami_scheduler_filter_unwatched_pods_total";
 pub const LEADER: &str = "hami_scheduler_leader";
 pub const BUILD_INFO: &str = "hami_build_info";
+pub const PENDING_PODS: &str = "hami_scheduler_pending_pods";
+pub const UNSCHEDULABLE_PODS: &str = "hami_scheduler_unschedulable_pods";
 
 /// Latency buckets in seconds, from 50 µs to 30 s (filters are sub-millisecond; binds wait on the API).
 const BUCKETS: &[f64] = &[
@@ -109,6 +111,7 @@ pub fn describe() {
     );
     zero_counters();
     describe_gauge!(LEADER, "1 while this replica is the leader");
+    describe_gauge!(BUILD_INFO, "The build: version, revision, build date, compiler and platform (always 1)");
     gauge!(BUILD_INFO,
         "version" => env!("CARGO_PKG_VERSION"),
         "revision" => option_env!("HAMI_RS_REVISION").unwrap_or("unknown"),
@@ -170,7 +173,7 @@ fn zero_counters() {
     for o in [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error] {
         counter!(DECISIONS, "request" => "filter", "outcome" => o.as_str()).absolute(0);
     }
-    for o in [Outcome::Scheduled, Outcome::Error] {
+    for o in [Outcome::Bound, Outcome::Error] {
         counter!(DECISIONS, "request" => "bind", "outcome" => o.as_str()).absolute(0);
     }
     for outcome in ["moved", "unchanged", "refused"] {
@@ -191,7 +194,7 @@ fn zero_counters() {
     for o in [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error] {
         let _ = histogram!(FILTER_SECONDS, "outcome" => o.as_str());
     }
-    for o in [Outcome::Scheduled, Outcome::Error] {
+    for o in [Outcome::Bound, Outcome::Error] {
         let _ = histogram!(BIND_SECONDS, "outcome" => o.as_str());
     }
     for p in [Phase::Decode, Phase::FanOut, Phase::Reserve, Phase::LockWait, Phase::ApiWrite, Phase::BindBacklog] {
@@ -210,16 +213,20 @@ fn platform() -> &'static str {
 /// How a request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// A filter reserved a node for the pod.
     Scheduled,
     NoFit,
     PassThrough,
     Error,
+    /// A bind placed the pod (last: the filter's per-outcome handles are indexed by the others).
+    Bound,
 }
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Scheduled => "scheduled",
+            Outcome::Bound => "bound",
             Outcome::NoFit => "no_fit",
             Outcome::PassThrough => "pass_through",
             Outcome::Error => "error",
@@ -291,10 +298,11 @@ static HOT: std::sync::OnceLock<Hot> = std::sync::OnceLock::new();
 
 pub fn filter_done(outcome: Outcome, started: Instant) {
     let seconds = started.elapsed().as_secs_f64();
-    match HOT.get() {
-        Some(h) => {
-            h.filter_seconds[outcome as usize].record(seconds);
-            h.filter_decisions[outcome as usize].increment(1);
+    let k = outcome as usize;
+    match HOT.get().and_then(|h| Some((h.filter_seconds.get(k)?, h.filter_decisions.get(k)?))) {
+        Some((s, d)) => {
+            s.record(seconds);
+            d.increment(1);
         }
         None => {
             histogram!(FILTER_SECONDS, "outcome" => outcome.as_str()).record(seconds);
@@ -343,6 +351,13 @@ impl RejectionCounts {
             R::NodeUnregistered | R::NodeUnusable => self.unregistered += 1,
             R::Timeout | R::NodeLocked => self.other += 1,
         }
+    }
+
+    /// The reasons given at least once, as `hami_scheduler_rejections_total` labels them.
+    pub fn labels(&self) -> Vec<&'static str> {
+        let devices = Reason::ALL.iter().zip(self.devices.iter()).filter(|(_, n)| **n > 0).map(|(r, _)| r.as_str());
+        let node = [self.insufficient_device, self.unregistered, self.other];
+        devices.chain(NODE_REASONS.iter().zip(node).filter(|(_, n)| *n > 0).map(|(l, _)| *l)).collect()
     }
 }
 

@@ -38,8 +38,9 @@ done
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
   --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --window-size=1500,1000)
 "$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port/" >"$out/status-page.html" 2>/dev/null
-for want in node-a node-b node-c "Last decisions" "demo/web-1" "no-fit" "MiB" "Pending after their last decision (1)" \
-  "demo/huge" "CardInsufficientMemory" "<th>cordoned</th>" '<i class="c">' "fragmented" "<summary>per node</summary>"; do
+for want in node-a node-b node-c "Last decisions" "demo/web-1" "no_fit" "GiB" "Pending (1)" "1 × NVIDIA 900000 MiB" \
+  "demo/huge" "CardInsufficientMemory" "<th>cordoned</th>" '<i class="c">' "fragmented" "<summary>per node</summary>" \
+  "By device type"; do
   grep -q "$want" "$out/status-page.html" || { echo "status page: '$want' missing from the page" >&2; exit 1; }
 done
 # The node page of web-1's node lists it on its device, with the device's model and UUID.
@@ -63,16 +64,69 @@ html = open(sys.argv[1]).read()
 heads = re.search(r"<tr><th>devices</th>(.*?)</tr>", html).group(1)
 cells = re.search(r"<th>devices</th>.*?</tr><tr><td></td>(.*?)</tr>", html).group(1)
 heads = re.findall(r"<th[^>]*>(.*?)</th>", heads)
-cells = re.findall(r"<td>(.*?)</td>", cells)
+cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td>(.*?)</td>", cells)]
 row = dict(zip(heads, cells))
 assert row["cordoned"] == "1", row
-free, frag = int(row["free on shared devices"].split()[0]), int(row["fragmented"].split()[0])
+free, frag = float(row["free on shared devices"].split()[0]), float(row["fragmented memory"].split()[0])
 assert free > 0 and frag == free, row
 PY
+# HEAD is answered where GET is.
+code=$(curl -s -o /dev/null -w '%{http_code}' -I "http://127.0.0.1:$port/")
+[[ $code == 200 ]] || { echo "status page: HEAD / answered $code" >&2; exit 1; }
 "$browser" "${flags[@]}" --screenshot="$out/status-page.png" "http://127.0.0.1:$port/" >/dev/null 2>&1
 size=$(stat -c %s "$out/status-page.png" 2>/dev/null || echo 0)
 (( size > 10000 )) || { echo "status page: screenshot missing or empty ($size bytes)" >&2; exit 1; }
 echo "status page: ok, screenshot $out/status-page.png ($size bytes)"
+
+# Many decisions later: in a cluster of 50 nodes x 4 GPUs, a pod asking 900 000 MiB is filtered,
+# then 300 pods that fit are filtered and bound; the console still lists the pending pod with what
+# it asks, a search finds it, and the pending-pods gauge counts it.
+cluster50=$(mktemp)
+python3 - "$cluster50" <<'PY'
+import json, sys
+items = []
+for n in range(50):
+    gpus = [{"id": f"GPU-{n:04d}-{k}", "index": k, "count": 10, "devmem": 24576, "devcore": 100,
+             "type": "NVIDIA-A10", "mode": "hami-core", "health": True} for k in range(4)]
+    items.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"gpu-{n:02d}", "annotations": {
+        "hami.io/node-nvidia-register": json.dumps(gpus), "hami.io/node-handshake": "Requesting_2026-12-01 08:00:00"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "40"}}})
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(sys.argv[1], "w"))
+PY
+port3=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mport3=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$bin" serve --cluster-file "$cluster50" --http_bind "127.0.0.1:$port3" --metrics-bind-address "127.0.0.1:$mport3" \
+  >"$out/status-page-50.log" 2>&1 &
+pid3=$!
+trap 'kill $pid $pid3 2>/dev/null || true; rm -f "$cluster50"' EXIT
+for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port3/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+python3 - "$port3" <<'PY' || exit 1
+import json, sys, urllib.request
+port = sys.argv[1]
+names = [f"gpu-{n:02d}" for n in range(50)]
+def post(path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+def pod(name, mem):
+    return {"metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}"}, "spec": {"containers": [{"name": "c",
+            "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem)}}}]}}
+r = post("/filter", {"Pod": pod("huge", 900000), "NodeNames": names})
+assert not r.get("NodeNames") and r.get("FailedNodes"), r
+for k in range(300):
+    r = post("/filter", {"Pod": pod(f"fit-{k}", 1000), "NodeNames": names})
+    node = (r.get("NodeNames") or [None])[0]
+    assert node, r
+    b = post("/bind", {"PodName": f"fit-{k}", "PodNamespace": "team", "PodUID": f"uid-fit-{k}", "Node": node})
+    assert not b.get("Error"), b
+PY
+"$browser" "${flags[@]}" --dump-dom "http://127.0.0.1:$port3/?q=huge" >"$out/status-pending.html" 2>/dev/null
+for want in "Pending (1)" "<td>team/huge</td>" "1 × NVIDIA 900000 MiB" "50 nodes do not meet: 50 CardInsufficientMemory"; do
+  grep -qF "$want" "$out/status-pending.html" || { echo "pending after 300 pods: '$want' missing" >&2; exit 1; }
+done
+curl -fsS "http://127.0.0.1:$mport3/metrics" >"$out/status-pending.metrics"
+grep -qx 'hami_scheduler_pending_pods{outcome="no_fit"} 1' "$out/status-pending.metrics" ||
+  { echo "pending after 300 pods: the gauge does not count it" >&2; exit 1; }
+echo "status page: the pending pod is listed, found and counted after 300 pods placed"
 
 # At 5 000 nodes x 8 GPUs with 20 000 running pods (the load test's cluster): the front page stays
 # under 300 KB gzipped, every node is linked, and a node's page lists its devices.
@@ -85,7 +139,7 @@ mport2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 "$bin" serve --cluster-file "$gen/cluster.json" --http_bind "127.0.0.1:$port2" --metrics-bind-address "127.0.0.1:$mport2" \
   >"$out/status-page-5000.log" 2>&1 &
 pid2=$!
-trap 'kill $pid $pid2 2>/dev/null || true; rm -rf "$gen"' EXIT
+trap 'kill $pid $pid2 $pid3 2>/dev/null || true; rm -rf "$gen" "$cluster50"' EXIT
 for _ in $(seq 1 300); do curl -fsS "http://127.0.0.1:$port2/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -fsS -H 'Accept-Encoding: gzip' -o "$out/status-5000.html.gz" "http://127.0.0.1:$port2/"
 zipped=$(stat -c %s "$out/status-5000.html.gz")

@@ -24,16 +24,18 @@ impl<B: Backend> Engine<B> {
         let started = Instant::now();
         let r = BindCx::run(self, pod, node).await;
         crate::metrics::bind_done(
-            if r.is_ok() { crate::metrics::Outcome::Scheduled } else { crate::metrics::Outcome::Error },
+            if r.is_ok() { crate::metrics::Outcome::Bound } else { crate::metrics::Outcome::Error },
             started,
         );
         match &r {
-            Ok(()) => self.inner.remember(pod, Some(node.to_owned()), "bound", String::new()),
+            Ok(()) => {
+                self.inner.remember(pod, Some(node.to_owned()), crate::metrics::Outcome::Bound.as_str(), String::new())
+            }
             Err(e) => {
                 // Every failure is told on the pod, the early ones too: `kubectl describe` is
                 // where users look first when a pod stays pending.
                 self.inner.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.to_string());
-                self.inner.remember(pod, Some(node.to_owned()), "bind-failed", e.to_string());
+                self.inner.remember(pod, Some(node.to_owned()), crate::metrics::Outcome::Error.as_str(), e.to_string());
             }
         }
         r

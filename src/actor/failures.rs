@@ -8,6 +8,11 @@ use super::candidates::Listed;
 use crate::model::NodeName;
 use crate::sched::{NodeSnapshot, Rejection, failure_text};
 
+/// The summary's words for what is not a device reason.
+pub const NODE_UNREGISTERED: &str = "node unregistered";
+pub const NODE_USAGE_UNAVAILABLE: &str = "node usage unavailable";
+pub const NODE_LOCKED: &str = "node lock contention";
+
 /// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
 /// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).
 #[derive(Clone, Debug, Default)]
@@ -116,13 +121,17 @@ impl Failures {
         self.summary.get_or_init(|| self.count_reasons()).clone()
     }
     fn count_reasons(&self) -> String {
+        self.nodes_per_reason().iter().map(|(r, n)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
+    }
+    /// On how many nodes each reason was counted, most first (equal counts in name order).
+    pub fn nodes_per_reason(&self) -> Vec<(&'static str, usize)> {
         let mut by: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut add = |r: &Rejection| match r {
             Rejection::Devices(t) => t.items().for_each(|(reason, _)| *by.entry(reason.as_str()).or_default() += 1),
             Rejection::NodeInsufficientDevice { .. } => *by.entry("NodeInsufficientDevice").or_default() += 1,
-            Rejection::NodeUnregistered | Rejection::NodeUnusable => *by.entry("node unregistered").or_default() += 1,
-            Rejection::Timeout => *by.entry("node usage unavailable").or_default() += 1,
-            Rejection::NodeLocked => *by.entry("node lock contention").or_default() += 1,
+            Rejection::NodeUnregistered | Rejection::NodeUnusable => *by.entry(NODE_UNREGISTERED).or_default() += 1,
+            Rejection::Timeout => *by.entry(NODE_USAGE_UNAVAILABLE).or_default() += 1,
+            Rejection::NodeLocked => *by.entry(NODE_LOCKED).or_default() += 1,
         };
         for (_, r, _) in &self.nodes {
             add(r);
@@ -133,7 +142,7 @@ impl Failures {
         let mut counts: Vec<(&str, usize)> = by.into_iter().collect();
         // Stable: equal counts stay in name order.
         counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-        counts.iter().map(|(r, n)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
+        counts
     }
     /// The rejections of every failed node, summed.
     pub fn counts(&self) -> crate::metrics::RejectionCounts {

@@ -60,9 +60,13 @@ impl<B: Backend> Engine<B> {
             Ok(req) => FilterCycle { e: self, pod, pref: PodRef::of(pod), req, names }.run().await,
         };
         crate::metrics::filter_done(outcome.metric(), started);
-        if let FilterOutcome::Error(e) = &outcome {
-            // The status page shows errors beside the decisions: they leave a pod pending too.
-            self.inner.remember(&PodRef::of(pod), None, "error", e.to_string());
+        match &outcome {
+            // An error leaves the pod pending too; the console shows it beside the no-fits.
+            FilterOutcome::Error(e) => self.inner.remember_error(&PodRef::of(pod), e.to_string()),
+            FilterOutcome::Chosen { .. } | FilterOutcome::PassThrough => {
+                self.inner.pods.pending.gone(&crate::model::PodUid::new(&pod.metadata.uid))
+            }
+            FilterOutcome::NoFit { .. } => {}
         }
         outcome
     }

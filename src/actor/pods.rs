@@ -1,6 +1,7 @@
 //! The pod book: what the engine keeps about pods between their calls, by UID. A binding that
 //! failed without an answer (the pod may be bound), the hold a preemption keeps for a pod, and
-//! the scores a filter ranked for the prioritize call and the bind that follow. Which node holds
+//! the scores a filter ranked for the prioritize call and the bind that follow, and the pods the
+//! last filter left pending. Which node holds
 //! a pod's allocation is the node book's (its node actor writes it).
 
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dashmap::DashMap;
 
 use super::messages::Hold;
+use super::pending::PendingBook;
 use super::prioritize::ScoreBook;
 use crate::model::{NodeName, PodUid};
 
@@ -23,6 +25,8 @@ pub(super) struct PodBook {
     hold_ids: AtomicU64,
     /// What filters ranked (`--filter-result=all`).
     pub scores: ScoreBook,
+    /// Pods the last filter left pending.
+    pub pending: PendingBook,
 }
 
 impl PodBook {

@@ -230,6 +230,6 @@ async fn lapse<B: Backend>(e: &Engine<B>, hold: &Hold, pref: &PodRef) {
         );
         tracing::info!(pod = %pref, node = %held.node, "preemption hold lapsed");
         i.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message.clone());
-        i.remember(pref, Some(held.node.to_string()), "hold lapsed", message);
+        i.remember(pref, Some(held.node.to_string()), "hold_lapsed", message);
     }
 }

@@ -283,23 +283,66 @@ async fn a_no_fit_is_remembered_with_its_first_nodes_reasons_and_its_need_per_de
     let p = pod().gpu(1).mem_mib(10000).cores(30).name("p1");
     assert!(matches!(filter(&e, &b, &p, &["a", "b", "zz"]).await, FilterOutcome::NoFit { .. }));
     let last = e.recent_decisions().pop().expect("a decision");
-    assert_eq!((last.pod.as_str(), last.outcome), ("default/p1", "no-fit"));
+    assert_eq!((last.pod.as_str(), last.outcome), ("default/p1", "no_fit"));
     assert_eq!(last.detail, "3 nodes do not meet: 2 CardInsufficientMemory, 1 node unregistered");
     let mut nodes = last.nodes.clone();
     nodes.sort();
     assert_eq!(nodes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a", "b", "zz"]);
     assert!(nodes[0].1.starts_with("1/1 CardInsufficientMemory") && nodes[0].1.contains("GPU-a-0"), "{nodes:?}");
-    assert_eq!(last.needs, [crate::actor::DeviceNeed { vendor: "NVIDIA".into(), mem: 10000, mem_pct: 0, cores: 30 }]);
+    assert_eq!(last.needs, [crate::actor::DeviceNeed::new("NVIDIA", 1, 10000, 0, 30)]);
 
     let q = pod().gpu(2).mem_pct(60).name("q");
     assert!(matches!(filter(&e, &b, &q, &["a", "b"]).await, FilterOutcome::NoFit { .. }));
     let last = e.recent_decisions().pop().expect("a decision");
-    assert_eq!(last.needs, [crate::actor::DeviceNeed { vendor: "NVIDIA".into(), mem: 0, mem_pct: 60, cores: 0 }]);
+    assert_eq!(last.needs, [crate::actor::DeviceNeed::new("NVIDIA", 2, 0, 60, 0)]);
+}
+
+#[actix::test]
+async fn a_pod_is_pending_from_its_first_refused_filter_until_it_is_placed_bound_or_deleted() {
+    let (e, b) = engine(&[node("a").gpus(1, 16384)]).await;
+    // Within one second, longest pending first is name order.
+    let names = |e: &Mem| e.pending_pods().into_iter().map(|p| p.pod).collect::<Vec<_>>();
+    let huge = pod().gpu(1).mem_mib(900_000).name("huge").uid("u-huge");
+    let big = pod().gpu(1).mem_mib(20_000).name("big").uid("u-big");
+    let gone = pod().gpu(1).mem_mib(20_000).name("gone").uid("u-gone");
+    for p in [&huge, &big, &gone, &huge] {
+        assert!(matches!(filter(&e, &b, p, &["a"]).await, FilterOutcome::NoFit { .. }));
+    }
+    assert_eq!(names(&e), ["default/big", "default/gone", "default/huge"]);
+    let first = &e.pending_pods()[2];
+    assert_eq!(
+        (first.attempts, first.outcome, first.reasons.as_slice()),
+        (2, "no_fit", &["CardInsufficientMemory"][..])
+    );
+    assert_eq!(first.needs, [crate::actor::DeviceNeed::new("NVIDIA", 1, 900_000, 0, 0)]);
+    // Three hundred pods that fit, and their decisions, leave it where it is.
+    for k in 0..300 {
+        let p = pod().gpu(1).mem_mib(10).name(&format!("w{k}")).uid(&format!("u-w{k}"));
+        let o = filter(&e, &b, &p, &["a"]).await;
+        e.delete_pod(&PodUid::new(&format!("u-w{k}")));
+        assert!(matches!(o, FilterOutcome::Chosen { .. }), "{o:?}");
+    }
+    assert_eq!(names(&e), ["default/big", "default/gone", "default/huge"]);
+    let c = e.pending_counts();
+    assert_eq!((c.by_outcome.get("no_fit"), c.by_reason.get("CardInsufficientMemory")), (Some(&3), Some(&3)));
+
+    // Deleted: gone. Seen bound (the watch): gone. Placed by a later filter: gone.
+    e.delete_pod(&PodUid::new("u-gone"));
+    e.observe_pod(&big.clone().bound_to("a").view());
+    assert_eq!(names(&e), ["default/huge"]);
+    let small = huge.clone().mem_mib(1000);
+    assert!(matches!(filter(&e, &b, &small, &["a"]).await, FilterOutcome::Chosen { .. }));
+    assert!(e.pending_pods().is_empty());
+    // A filter that fails leaves its pod pending with the error.
+    let bad = pod().gpu(1).limit("nvidia.com/gpumem", "lots").name("bad").uid("u-bad");
+    assert!(matches!(filter(&e, &b, &bad, &["a"]).await, FilterOutcome::Error(_)));
+    let p = e.pending_pods();
+    assert_eq!((p[0].pod.as_str(), p[0].outcome, p[0].reasons.as_slice()), ("default/bad", "error", &["error"][..]));
 }
 
 #[test]
 fn a_device_need_fits_by_vendor_memory_share_and_cores() {
-    let need = |mem, mem_pct, cores| crate::actor::DeviceNeed { vendor: "NVIDIA".into(), mem, mem_pct, cores };
+    let need = |mem, mem_pct, cores| crate::actor::DeviceNeed::new("NVIDIA", 1, mem, mem_pct, cores);
     assert!(need(4000, 0, 20).fits("NVIDIA", 16384, 4000, 20));
     assert!(!need(4000, 0, 20).fits("NVIDIA", 16384, 3999, 20), "memory short");
     assert!(!need(4000, 0, 20).fits("NVIDIA", 16384, 4000, 19), "cores short");

@@ -210,6 +210,12 @@ impl Vendor for Nvidia {
         Ok(Some(ContainerRequest { vendor: id, nums, memreq: MemMiB(memreq), mempct, cores, mode: 0 }))
     }
 
+    fn selects(&self, params: Option<&VendorParams>, ty: &str, uuid: &str) -> bool {
+        params
+            .and_then(|p| p.downcast_ref::<Params>())
+            .is_none_or(|p| (p.types.is_empty() || p.types.allows(ty)) && (p.uuids.is_empty() || p.uuids.allows(uuid)))
+    }
+
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
         let a = |k: &str| pod.annotation(k);
         Some(Arc::new(Params {

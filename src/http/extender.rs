@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use crate::actor::{Candidates, FilterOutcome, Simulation};
 use crate::backend::{Backend, PodRef};
+use crate::metrics::Outcome;
 use crate::model::pod::NodeView;
 
 use super::AppState;
@@ -68,6 +69,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
     backend.learn_pod(&pod);
     let outcome = st.engine.filter_candidates(&pod, &names).await;
     let mut reasons = String::new();
+    let mut by_reason = Vec::new();
     let (res, node, verdict) = match outcome {
         FilterOutcome::PassThrough => {
             let res = ExtenderFilterResult {
@@ -77,7 +79,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
                 failed_and_unresolvable_nodes: None,
                 error: String::new(),
             };
-            (res, None, "pass-through")
+            (res, None, Outcome::PassThrough)
         }
         FilterOutcome::Chosen { node, others, failed } => {
             if tracing::enabled!(tracing::Level::DEBUG) {
@@ -96,10 +98,11 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
                 failed_and_unresolvable_nodes: None,
                 error: String::new(),
             };
-            (res, Some(node.to_string()), "scheduled")
+            (res, Some(node.to_string()), Outcome::Scheduled)
         }
         FilterOutcome::NoFit { failed } => {
             reasons = failed.summary();
+            by_reason = failed.nodes_per_reason();
             let res = ExtenderFilterResult {
                 nodes: None,
                 node_names: None,
@@ -107,18 +110,58 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
                 failed_and_unresolvable_nodes: None,
                 error: String::new(),
             };
-            (res, None, "no-fit")
+            (res, None, Outcome::NoFit)
         }
-        FilterOutcome::Error(e) => (ExtenderFilterResult::error(e.to_string()), None, "error"),
+        FilterOutcome::Error(e) => (ExtenderFilterResult::error(e.to_string()), None, Outcome::Error),
     };
     let latency_us = started.elapsed().as_micros() as u64;
     let node = node.as_deref().unwrap_or("-");
+    let outcome = verdict.as_str();
     match verdict {
-        "error" => tracing::error!(pod = %pod_name, node, outcome = verdict, latency_us, error = %res.error, "filter"),
-        "no-fit" => tracing::info!(pod = %pod_name, node, outcome = verdict, latency_us, %reasons, "filter"),
-        _ => tracing::info!(pod = %pod_name, node, outcome = verdict, latency_us, error = %res.error, "filter"),
+        Outcome::Error => tracing::error!(pod = %pod_name, node, outcome, latency_us, error = %res.error, "filter"),
+        Outcome::NoFit => log_no_fit(&pod_name, outcome, latency_us, &reasons, &by_reason),
+        _ => tracing::info!(pod = %pod_name, node, outcome, latency_us, error = %res.error, "filter"),
     }
     Ok(json(&res))
+}
+
+/// A no-fit's log line: the summary, and the number of nodes that gave each reason as a field of
+/// its own (`reason.CardInsufficientMemory=3`), so a JSON log can be queried by reason.
+fn log_no_fit(pod: &str, outcome: &str, latency_us: u64, reasons: &str, by: &[(&'static str, usize)]) {
+    use crate::actor::{NODE_LOCKED, NODE_UNREGISTERED, NODE_USAGE_UNAVAILABLE};
+    use crate::model::reason::Reason as R;
+    let n = |word: &str| by.iter().find(|(r, _)| *r == word).map(|(_, n)| *n as u64);
+    let d = |r: R| n(r.as_str());
+    tracing::info!(
+        pod,
+        node = "-",
+        outcome,
+        latency_us,
+        reasons,
+        "reason.CardNotHealth" = d(R::CardNotHealth),
+        "reason.CardCordoned" = d(R::CardCordoned),
+        "reason.CardTypeMismatch" = d(R::CardTypeMismatch),
+        "reason.CardUuidMismatch" = d(R::CardUuidMismatch),
+        "reason.NumaNotFit" = d(R::NumaNotFit),
+        "reason.CardTimeSlicingExhausted" = d(R::CardTimeSlicingExhausted),
+        "reason.ExclusiveDeviceAllocateConflict" = d(R::ExclusiveDeviceAllocateConflict),
+        "reason.ResourceQuotaNotFit" = d(R::ResourceQuotaNotFit),
+        "reason.CardInsufficientMemory" = d(R::CardInsufficientMemory),
+        "reason.CardInsufficientCore" = d(R::CardInsufficientCore),
+        "reason.CardComputeUnitsExhausted" = d(R::CardComputeUnitsExhausted),
+        "reason.CardMigTopologyInfeasible" = d(R::CardMigTopologyInfeasible),
+        "reason.CardNotFoundCustomFilterRule" = d(R::CardNotFoundCustomFilterRule),
+        "reason.AllocatedCardsInsufficientRequest" = d(R::AllocatedCardsInsufficientRequest),
+        "reason.ModeNotFit" = d(R::ModeNotFit),
+        "reason.CardUnhealthy" = d(R::CardUnhealthy),
+        "reason.CardQosPolicyMismatch" = d(R::CardQosPolicyMismatch),
+        "reason.CardAppClassMismatch" = d(R::CardAppClassMismatch),
+        "reason.NodeInsufficientDevice" = n("NodeInsufficientDevice"),
+        "reason.NodeUnregistered" = n(NODE_UNREGISTERED),
+        "reason.NodeUsageUnavailable" = n(NODE_USAGE_UNAVAILABLE),
+        "reason.NodeLocked" = n(NODE_LOCKED),
+        "filter"
+    );
 }
 
 /// kube-scheduler's prioritize verb (`--filter-result=all`): each node named in `NodeNames` with

@@ -1,27 +1,31 @@
 //! `GET /`: the operator's console, server-rendered with no scripts. The front page stays small at
-//! thousands of nodes: a summary (devices by state, memory and cores allocated, pods the last
-//! decisions left pending and why), the last decisions, a heat map with one cell per device and
-//! one link per node, and a search. `?node=<name>` shows one node's devices with the pods on each;
-//! `?q=<text>` lists the nodes, the pods holding devices and the decisions whose names contain it;
-//! `?refresh=<s>` reloads.
+//! thousands of nodes: a summary (devices by state, memory and cores allocated, fragmentation by
+//! device type), every pod left pending by its last filter with why and since when, the last
+//! decisions, a heat map with one cell per device and every node named, and a search.
+//! `?node=<name>` shows one node's devices with the pods on each; `?state=<state>` lists the
+//! devices in that state; `?sort=` orders the nodes; `?q=<text>` lists the nodes, the pods holding
+//! devices, the pending pods and the decisions whose names contain it; `?refresh=<s>` reloads.
+//! The colours are told apart without hue alone (blues by how full, orange, purple, vermillion
+//! and a striped grey), so colour-blind readers read the map too.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use actix_web::{HttpResponse, web};
 
-use crate::actor::{DeviceNeed, RecentDecision};
+use crate::actor::{DeviceNeed, PendingPod, RecentDecision};
 use crate::backend::Backend;
+use crate::devices::Vendors;
 use crate::report::{DeviceJson, NodeJson, PodsOnDevice};
 
 use super::AppState;
 
-/// Up to how many nodes the heat map names each one beside its cells.
-const NAMED_NODES: usize = 100;
-/// How many nodes, and how many pods, a search lists in full.
+mod fragmentation;
+
+use fragmentation::Fragmentation;
+
+/// How many rows a list shows in full (nodes and pods found, devices in a state, pending pods).
 const SEARCH_ROWS: usize = 200;
-/// How far back a pending pod's request counts when the console measures fragmentation.
-const PENDING_WINDOW_S: i64 = 3600;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -38,29 +42,55 @@ fn frac(used: u64, total: u64) -> f64 {
     if total == 0 { 0.0 } else { used as f64 / total as f64 }
 }
 
+/// MiB as GiB (or TiB from 1024 GiB), one decimal.
+fn gib(mib: u64) -> String {
+    let g = mib as f64 / 1024.0;
+    if g >= 1024.0 { format!("{:.1} TiB", g / 1024.0) } else { format!("{g:.1} GiB") }
+}
+
+/// How long ago, in its two largest units.
+fn age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
 /// A device's state, as the summary counts it and the heat map colours it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum State {
     Idle,
     Shared,
+    /// Shared, with free memory no pending pod's container could use.
+    Fragmented,
     Full,
-    Unhealthy,
+    /// On a node that holds its devices for a preemptor.
+    Held,
     /// Takes no new allocations, whatever it holds.
     Cordoned,
+    Unhealthy,
 }
 
-const STATES: [State; 5] = [State::Idle, State::Shared, State::Full, State::Unhealthy, State::Cordoned];
+const STATES: [State; 7] =
+    [State::Idle, State::Shared, State::Fragmented, State::Full, State::Held, State::Cordoned, State::Unhealthy];
 
 impl State {
-    fn of(d: &DeviceJson) -> State {
+    fn of(n: &NodeJson, d: &DeviceJson, fragmented: bool) -> State {
         if !d.healthy {
             State::Unhealthy
         } else if d.cordoned {
             State::Cordoned
+        } else if n.held_for.is_some() {
+            State::Held
         } else if d.used == 0 {
             State::Idle
-        } else if d.used >= d.count || d.mem_used >= d.mem_total || d.cores_used >= d.cores_total {
+        } else if !fragmentation::shared(n, d) {
             State::Full
+        } else if fragmented {
+            State::Fragmented
         } else {
             State::Shared
         }
@@ -69,18 +99,25 @@ impl State {
         match self {
             State::Idle => "idle",
             State::Shared => "shared",
+            State::Fragmented => "fragmented",
             State::Full => "full",
-            State::Unhealthy => "unhealthy",
+            State::Held => "held",
             State::Cordoned => "cordoned",
+            State::Unhealthy => "unhealthy",
         }
+    }
+    fn parse(s: &str) -> Option<State> {
+        STATES.into_iter().find(|st| st.word() == s)
     }
 }
 
-/// The heat map's class for a device: its state, and for a shared one how full (0-3).
-fn cell_class(d: &DeviceJson) -> &'static str {
-    match State::of(d) {
+/// The heat map's class for a device: its state, and for a shared one how full (1-3).
+fn cell_class(st: State, d: &DeviceJson) -> &'static str {
+    match st {
         State::Idle => "i",
         State::Full => "f",
+        State::Fragmented => "g",
+        State::Held => "h",
         State::Unhealthy => "u",
         State::Cordoned => "c",
         State::Shared => match frac(d.mem_used, d.mem_total).max(frac(d.cores_used.into(), d.cores_total.into())) {
@@ -88,6 +125,30 @@ fn cell_class(d: &DeviceJson) -> &'static str {
             f if f < 0.67 => "s2",
             _ => "s3",
         },
+    }
+}
+
+/// How the nodes are ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sort {
+    Name,
+    /// Most free device memory first.
+    Free,
+    /// Most device memory allocated first.
+    Used,
+    /// Most fragmented memory first.
+    Fragmented,
+}
+
+impl Sort {
+    const ALL: [Sort; 4] = [Sort::Name, Sort::Free, Sort::Used, Sort::Fragmented];
+    fn word(self) -> &'static str {
+        match self {
+            Sort::Name => "name",
+            Sort::Free => "free",
+            Sort::Used => "used",
+            Sort::Fragmented => "fragmented",
+        }
     }
 }
 
@@ -100,14 +161,32 @@ pub struct Query {
     pub q: Option<String>,
     /// Reload every so many seconds (5 at least).
     pub refresh: Option<u32>,
+    /// The devices in this state (`idle`, `shared`, `fragmented`, `full`, `held`, `cordoned`,
+    /// `unhealthy`).
+    pub state: Option<String>,
+    /// Node order: `name` (default), `free`, `used`, `fragmented`.
+    pub sort: Option<String>,
+}
+
+/// What the front page shows.
+pub struct View<'a> {
+    pub nodes: &'a [NodeJson],
+    /// Pods holding devices whose `namespace/name` contains the search, with their node.
+    pub pods: &'a [(String, String)],
+    pub recent: &'a [RecentDecision],
+    pub pending: &'a [PendingPod],
+    pub vendors: &'a Vendors,
+    pub leader: bool,
+    pub now_s: i64,
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1.2em;color:#222}h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.3em}\
 table{border-collapse:collapse}td,th{padding:.2em .5em;border:1px solid #ddd;font-size:.85em;vertical-align:top;text-align:left}\
-.muted{color:#777}.bad{color:#b71c1c}.map a{display:inline-block;margin:0 6px 3px 0;text-decoration:none;color:#333;font-size:.8em}\
-.map i{display:inline-block;width:7px;height:12px;margin-right:1px}.i{background:#e8f5e9}.s1{background:#a5d6a7}\
-.s2{background:#ffe082}.s3{background:#ffab91}.f{background:#e57373}.u{background:#555}.c{background:#90a4ae}.x{background:#b71c1c}\
-details{font-size:.95em}.k i{display:inline-block;width:9px;height:9px;margin:0 .2em 0 .8em}";
+.muted{color:#777}.bad{color:#b71c1c}.map a{display:inline-block;margin:0 6px 3px 0;text-decoration:none;color:#333;font-size:.75em}\
+.map i,.k i,.sw{display:inline-block;width:7px;height:12px;margin-right:1px;vertical-align:middle}.k i{margin-left:.8em}\
+.i{background:#fff;box-shadow:inset 0 0 0 1px #6b8fb3}.s1{background:#c6dbef}.s2{background:#6baed6}.s3{background:#2171b5}\
+.f{background:#08306b}.g{background:#e69f00}.h{background:#cc79a7}.u{background:#d55e00}\
+.c{background:repeating-linear-gradient(45deg,#999 0 2px,#ddd 2px 4px)}.x{background:#000}details{font-size:.95em}form{margin-top:1em}";
 
 fn head(s: &mut String, title: &str, refresh: Option<u32>) {
     let _ = write!(s, r#"<!doctype html><html><head><meta charset="utf-8"><title>{}</title>"#, esc(title));
@@ -121,109 +200,187 @@ fn time(unix_s: i64) -> String {
     chrono::DateTime::from_timestamp(unix_s, 0).map_or_else(|| unix_s.to_string(), |t| t.format("%H:%M:%S").to_string())
 }
 
-/// Memory free on shared devices (MiB), and how much of it no request pending since
-/// `since_s` could use: a shared device (one with a slot left) is of use to a request when it has
-/// the memory and the cores that one container asks of one device.
-fn fragmentation(devices: &[&DeviceJson], pending: &[&RecentDecision], since_s: i64) -> (u64, u64) {
-    let needs: Vec<&DeviceNeed> = pending.iter().filter(|d| d.unix_s >= since_s).flat_map(|d| &d.needs).collect();
-    let mut free = 0;
-    let mut stranded = 0;
-    for d in devices.iter().filter(|d| State::of(d) == State::Shared) {
-        let mem = d.mem_total.saturating_sub(d.mem_used);
-        let cores = d.cores_total.saturating_sub(d.cores_used);
-        free += mem;
-        if !needs.iter().any(|n| n.fits(&d.vendor, d.mem_total, mem, cores)) {
-            stranded += mem;
-        }
-    }
-    (free, stranded)
+/// Every device's state, by node then device.
+fn states(nodes: &[NodeJson], frag: &Fragmentation) -> Vec<Vec<State>> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            n.devices.iter().enumerate().map(|(i, d)| State::of(n, d, frag.fragmented.contains(&(k, i)))).collect()
+        })
+        .collect()
 }
 
-/// The front page, or with `q` the nodes, pods and decisions matching it; `pods` are the pods
-/// holding devices whose `namespace/name` contains `q`, with their node.
-pub fn render(
-    nodes: &[NodeJson],
-    pods: &[(String, String)],
-    recent: &[RecentDecision],
-    leader: bool,
-    q: &Query,
-    now_s: i64,
-) -> String {
+/// The front page, or with `q` the nodes, pods, pending pods and decisions matching it, or with
+/// `state` the devices in that state.
+pub fn render(v: &View<'_>, q: &Query) -> String {
     let mut s = String::new();
     head(&mut s, "hami-rs", q.refresh);
-    let devices: Vec<&DeviceJson> = nodes.iter().flat_map(|n| &n.devices).collect();
-    let mut states: BTreeMap<State, usize> = BTreeMap::new();
-    for d in &devices {
-        *states.entry(State::of(d)).or_default() += 1;
+    let needs: Vec<&DeviceNeed> = v.pending.iter().flat_map(|p| &p.needs).collect();
+    let frag = fragmentation::measure(v.nodes, &needs, v.vendors);
+    let states = states(v.nodes, &frag);
+    let mut counts: BTreeMap<State, usize> = BTreeMap::new();
+    for st in states.iter().flatten() {
+        *counts.entry(*st).or_default() += 1;
     }
-    let (mem_used, mem_total) = devices.iter().fold((0u64, 0u64), |(u, t), d| (u + d.mem_used, t + d.mem_total));
+    let devices = || v.nodes.iter().flat_map(|n| &n.devices);
+    let (mem_used, mem_total) = devices().fold((0u64, 0u64), |(u, t), d| (u + d.mem_used, t + d.mem_total));
     let (cores_used, cores_total) =
-        devices.iter().fold((0u64, 0u64), |(u, t), d| (u + u64::from(d.cores_used), t + u64::from(d.cores_total)));
-    // Pods the latest decision about which left them pending, with why.
-    let mut latest: BTreeMap<&str, &RecentDecision> = BTreeMap::new();
-    for d in recent {
-        latest.insert(d.pod.as_str(), d);
-    }
-    let pending: Vec<&RecentDecision> =
-        latest.values().copied().filter(|d| d.outcome == "no-fit" || d.outcome == "error").collect();
-    let (free_shared, stranded) = fragmentation(&devices, &pending, now_s - PENDING_WINDOW_S);
-    let unusable = nodes.iter().filter(|n| n.unusable.is_some()).count();
+        devices().fold((0u64, 0u64), |(u, t), d| (u + u64::from(d.cores_used), t + u64::from(d.cores_total)));
+    let unusable = v.nodes.iter().filter(|n| n.unusable.is_some()).count();
     let _ = write!(
         s,
         r#"<h1>hami-rs</h1><p>{} nodes{}, {} devices; this replica is {}; as of {} UTC. <a href="?refresh=10">refresh every 10 s</a></p>"#,
-        nodes.len(),
+        v.nodes.len(),
         if unusable > 0 { format!(r#" (<span class="bad">{unusable} unusable</span>)"#) } else { String::new() },
-        devices.len(),
-        if leader { "the leader" } else { "a follower" },
-        time(now_s)
+        states.iter().map(Vec::len).sum::<usize>(),
+        if v.leader { "the leader" } else { "a follower" },
+        time(v.now_s)
     );
+    let total = frag.total();
     s.push_str("<table><tr><th>devices</th>");
     for st in STATES {
         let _ = write!(s, "<th>{}</th>", st.word());
     }
     s.push_str(concat!(
         "<th>memory allocated</th><th>cores allocated</th><th>free on shared devices</th>",
-        r#"<th title="free memory on shared devices that no request pending in the last hour could use">fragmented</th></tr><tr><td></td>"#
+        r#"<th title="free memory on shared devices that no pending pod's container could use">fragmented memory</th></tr><tr><td></td>"#
     ));
     for st in STATES {
-        let _ = write!(s, "<td>{}</td>", states.get(&st).copied().unwrap_or(0));
+        let n = counts.get(&st).copied().unwrap_or(0);
+        let _ = write!(s, r#"<td><a href="?state={}">{n}</a></td>"#, st.word());
     }
     let _ = write!(
         s,
-        "<td>{mem_used} / {mem_total} MiB ({:.0}%)</td><td>{cores_used} / {cores_total} ({:.0}%)</td><td>{free_shared} MiB</td><td>{stranded} MiB</td></tr></table>",
+        "<td>{} / {} ({:.0}%)</td><td>{cores_used} / {cores_total} ({:.0}%)</td><td>{}</td><td>{}</td></tr></table>",
+        gib(mem_used),
+        gib(mem_total),
         frac(mem_used, mem_total) * 100.0,
-        frac(cores_used, cores_total) * 100.0
+        frac(cores_used, cores_total) * 100.0,
+        gib(total.shared_free_mib),
+        gib(total.fragmented_mib),
     );
+    by_type(&mut s, &frag);
 
     let needle = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    let pending: Vec<&RecentDecision> =
-        pending.into_iter().filter(|d| needle.is_none_or(|t| d.pod.contains(t))).collect();
-    let _ = write!(s, "<h2>Pending after their last decision ({})</h2>", pending.len());
-    if pending.is_empty() {
-        s.push_str(r#"<p class="muted">none</p>"#);
-    } else {
-        s.push_str("<table><tr><th>pod</th><th>outcome</th><th>why</th></tr>");
-        for d in pending {
-            let _ = write!(s, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&d.pod), d.outcome, esc(&d.detail));
-        }
-        s.push_str("</table>");
-    }
-
+    pending(&mut s, v.pending, needle, v.now_s);
     let _ = write!(
         s,
         r#"<form><input name="q" placeholder="node, namespace or pod" value="{}"> <button>search</button></form>"#,
         esc(needle.unwrap_or(""))
     );
-    decisions(&mut s, recent, needle);
+    if let Some(st) = q.state.as_deref() {
+        in_state(&mut s, v.nodes, &states, st);
+    }
+    decisions(&mut s, v.recent, needle);
+    let sort = q.sort.as_deref().and_then(|w| Sort::ALL.into_iter().find(|x| x.word() == w)).unwrap_or(Sort::Name);
+    let order = node_order(v.nodes, &frag, sort);
     match needle {
         Some(t) => {
-            pod_rows(&mut s, pods, t);
-            node_rows(&mut s, nodes, t);
+            pod_rows(&mut s, v.pods, t);
+            node_rows(&mut s, v.nodes, &order, t);
         }
-        None => heat_map(&mut s, nodes),
+        None => heat_map(&mut s, v.nodes, &states, &order, sort),
     }
     s.push_str("</body></html>");
     s
+}
+
+/// Fragmentation per device type, beside the whole devices free.
+fn by_type(s: &mut String, frag: &Fragmentation) {
+    if frag.by_type.is_empty() {
+        return;
+    }
+    s.push_str(concat!(
+        "<h2>By device type</h2><table><tr><th>vendor</th><th>type</th><th>devices</th>",
+        "<th>idle (whole devices free)</th><th>free on shared devices</th>",
+        r#"<th title="free memory on shared devices that no pending pod's container could use">fragmented</th></tr>"#
+    ));
+    for ((vendor, ty), r) in &frag.by_type {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{} on {} devices</td></tr>",
+            esc(vendor),
+            esc(ty),
+            r.devices,
+            r.idle,
+            gib(r.idle_mib),
+            gib(r.shared_free_mib),
+            gib(r.fragmented_mib),
+            r.fragmented
+        );
+    }
+    s.push_str("</table>");
+}
+
+/// What one container asks of each device, as the pod asked it.
+fn need_text(n: &DeviceNeed) -> String {
+    let mem = if n.mem > 0 { format!("{} MiB", n.mem) } else { format!("{}% of memory", n.mem_pct) };
+    format!("{} × {} {mem}, {} cores", n.nums, esc(&n.vendor), n.cores)
+}
+
+/// Every pod the last filter left pending (those matching the search, with one), longest first.
+fn pending(s: &mut String, pending: &[PendingPod], needle: Option<&str>, now_s: i64) {
+    let hits: Vec<&PendingPod> = pending.iter().filter(|p| needle.is_none_or(|t| p.pod.contains(t))).collect();
+    let _ = write!(s, "<h2>Pending ({})</h2>", hits.len());
+    if hits.is_empty() {
+        s.push_str(r#"<p class="muted">none</p>"#);
+        return;
+    }
+    s.push_str("<table><tr><th>pod</th><th>pending for</th><th>filters</th><th>outcome</th><th>asks per device</th><th>why</th></tr>");
+    for p in hits.iter().take(SEARCH_ROWS) {
+        let class = if p.outcome == "error" { r#" class="bad""# } else { "" };
+        let asks: Vec<String> = p.needs.iter().map(need_text).collect();
+        let _ = write!(
+            s,
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&p.pod),
+            age(now_s - p.since_s),
+            p.attempts,
+            p.outcome,
+            asks.join("<br>"),
+            esc(&p.detail)
+        );
+    }
+    end_search_table(s, hits.len(), 6);
+}
+
+/// The devices in state `word`, node by node.
+fn in_state(s: &mut String, nodes: &[NodeJson], states: &[Vec<State>], word: &str) {
+    let Some(want) = State::parse(word) else {
+        let words: Vec<&str> = STATES.iter().map(|st| st.word()).collect();
+        let _ = write!(s, r#"<p class="bad">no state “{}”: one of {}</p>"#, esc(word), words.join(", "));
+        return;
+    };
+    let hits: Vec<(&NodeJson, &DeviceJson)> = nodes
+        .iter()
+        .zip(states)
+        .flat_map(|(n, st)| n.devices.iter().zip(st).filter(|(_, st)| **st == want).map(move |(d, _)| (n, d)))
+        .collect();
+    let _ = write!(
+        s,
+        "<h2>Devices {} ({})</h2><table><tr><th>node</th><th>#</th><th>type</th><th>memory</th><th>cores</th><th>tasks</th></tr>",
+        want.word(),
+        hits.len()
+    );
+    for (n, d) in hits.iter().take(SEARCH_ROWS) {
+        let _ = write!(
+            s,
+            r#"<tr><td><a href="?node={}">{}</a></td><td>{}</td><td>{} {}</td><td>{} / {}</td><td>{}/{}</td><td>{}/{}</td></tr>"#,
+            url(&n.name),
+            esc(&n.name),
+            d.index,
+            esc(&d.vendor),
+            esc(&d.ty),
+            gib(d.mem_used),
+            gib(d.mem_total),
+            d.cores_used,
+            d.cores_total,
+            d.used,
+            d.count
+        );
+    }
+    end_search_table(s, hits.len(), 6);
 }
 
 fn decisions(s: &mut String, recent: &[RecentDecision], needle: Option<&str>) {
@@ -261,24 +418,50 @@ fn decisions(s: &mut String, recent: &[RecentDecision], needle: Option<&str>) {
     s.push_str("</table>");
 }
 
-/// One cell per device, one link per node; the title says the node and its devices' states.
-fn heat_map(s: &mut String, nodes: &[NodeJson]) {
-    s.push_str(
-        r#"<h2>Devices</h2><p class="k">one cell per device:<i class="i"></i>idle<i class="s1"></i><i class="s2"></i><i class="s3"></i>shared, by how full<i class="f"></i>full<i class="u"></i>unhealthy<i class="c"></i>cordoned<i class="x"></i>node unusable</p><div class="map">"#,
-    );
-    for n in nodes {
-        let _ = write!(s, r#"<a href="?node={}" title="{}">"#, url(&n.name), esc(&n.name));
+/// The nodes' indexes in the order asked for (name order is the reports' own).
+fn node_order(nodes: &[NodeJson], frag: &Fragmentation, sort: Sort) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    let mem = |k: usize, f: fn(&DeviceJson) -> u64| nodes[k].devices.iter().map(f).sum::<u64>();
+    let stranded = |k: usize| {
+        let n = &nodes[k];
+        (0..n.devices.len())
+            .filter(|i| frag.fragmented.contains(&(k, *i)))
+            .map(|i| n.devices[i].mem_total.saturating_sub(n.devices[i].mem_used))
+            .sum::<u64>()
+    };
+    match sort {
+        Sort::Name => {}
+        Sort::Free => order.sort_by_key(|k| std::cmp::Reverse(mem(*k, |d| d.mem_total.saturating_sub(d.mem_used)))),
+        Sort::Used => order.sort_by_key(|k| std::cmp::Reverse(mem(*k, |d| d.mem_used))),
+        Sort::Fragmented => order.sort_by_key(|k| std::cmp::Reverse(stranded(*k))),
+    }
+    order
+}
+
+/// One cell per device and the node's name, one link per node, in the order asked for.
+fn heat_map(s: &mut String, nodes: &[NodeJson], states: &[Vec<State>], order: &[usize], sort: Sort) {
+    s.push_str(concat!(
+        r#"<h2>Devices</h2><p class="k">one cell per device:<i class="i"></i>idle<i class="s1"></i><i class="s2"></i><i class="s3"></i>shared, by how full"#,
+        r#"<i class="g"></i>fragmented<i class="f"></i>full<i class="h"></i>held for a preemptor<i class="c"></i>cordoned<i class="u"></i>unhealthy<i class="x"></i>node unusable</p><p>sort nodes by:"#
+    ));
+    for x in Sort::ALL {
+        if x == sort {
+            let _ = write!(s, " <b>{}</b>", x.word());
+        } else {
+            let _ = write!(s, r#" <a href="?sort={0}">{0}</a>"#, x.word());
+        }
+    }
+    s.push_str(r#"</p><div class="map">"#);
+    for &k in order {
+        let n = &nodes[k];
+        let _ = write!(s, r#"<a href="?node={}">"#, url(&n.name));
         if n.unusable.is_some() {
             s.push_str(r#"<i class="x"></i>"#);
         }
-        for d in &n.devices {
-            let _ = write!(s, r#"<i class="{}"></i>"#, cell_class(d));
+        for (d, st) in n.devices.iter().zip(&states[k]) {
+            let _ = write!(s, r#"<i class="{}"></i>"#, cell_class(*st, d));
         }
-        // Names beside the cells while they fit on a screen; beyond, the link's title says it.
-        if nodes.len() <= NAMED_NODES {
-            let _ = write!(s, "{} ", esc(&n.name));
-        }
-        s.push_str("</a>");
+        let _ = write!(s, "{}</a>", esc(&n.name));
     }
     s.push_str("</div>");
 }
@@ -296,7 +479,7 @@ fn pod_rows(s: &mut String, pods: &[(String, String)], needle: &str) {
     end_search_table(s, pods.len(), 2);
 }
 
-/// Closes a search table of `hits` rows shown up to `SEARCH_ROWS`, saying how many were left out.
+/// Closes a table of `hits` rows shown up to `SEARCH_ROWS`, saying how many were left out.
 fn end_search_table(s: &mut String, hits: usize, columns: usize) {
     if hits > SEARCH_ROWS {
         let _ = write!(
@@ -308,9 +491,10 @@ fn end_search_table(s: &mut String, hits: usize, columns: usize) {
     s.push_str("</table>");
 }
 
-/// The nodes whose name contains `needle`, one row each, at most `SEARCH_ROWS`.
-fn node_rows(s: &mut String, nodes: &[NodeJson], needle: &str) {
-    let hits: Vec<&NodeJson> = nodes.iter().filter(|n| n.name.contains(needle)).collect();
+/// The nodes whose name contains `needle`, one row each in the order asked for, at most
+/// `SEARCH_ROWS`.
+fn node_rows(s: &mut String, nodes: &[NodeJson], order: &[usize], needle: &str) {
+    let hits: Vec<&NodeJson> = order.iter().map(|k| &nodes[*k]).filter(|n| n.name.contains(needle)).collect();
     let _ = write!(
         s,
         "<h2>Nodes matching “{}” ({})</h2><table><tr><th>node</th><th>devices</th><th>memory</th><th>cores</th></tr>",
@@ -325,20 +509,23 @@ fn node_rows(s: &mut String, nodes: &[NodeJson], needle: &str) {
             .fold((0u64, 0u64), |(u, t), d| (u + u64::from(d.cores_used), t + u64::from(d.cores_total)));
         let _ = write!(
             s,
-            r#"<tr><td><a href="?node={}">{}</a>{}</td><td>{}</td><td>{mu}/{mt} MiB</td><td>{cu}/{ct}</td></tr>"#,
+            r#"<tr><td><a href="?node={}">{}</a>{}</td><td>{}</td><td>{} / {}</td><td>{cu}/{ct}</td></tr>"#,
             url(&n.name),
             esc(&n.name),
             n.unusable
                 .as_deref()
                 .map_or(String::new(), |u| format!(r#" <span class="bad">unusable: {}</span>"#, esc(u))),
-            n.devices.len()
+            n.devices.len(),
+            gib(mu),
+            gib(mt),
         );
     }
     end_search_table(s, hits.len(), 4);
 }
 
 /// One node's page: each device with its model, UUID, usage and the pods on it.
-pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, refresh: Option<u32>, now_s: i64) -> String {
+/// `fragmented` says which devices hold memory no pending pod could use (none when empty).
+pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, fragmented: &[bool], refresh: Option<u32>, now_s: i64) -> String {
     let mut s = String::new();
     head(&mut s, &format!("hami-rs: {}", n.name), refresh);
     let _ = write!(s, r#"<p><a href="./">all nodes</a></p><h1>{}</h1><p>as of {} UTC</p>"#, esc(&n.name), time(now_s));
@@ -353,7 +540,8 @@ pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, refresh: Option<u32>, now_
         );
     }
     s.push_str("<table><tr><th>#</th><th>model</th><th>UUID</th><th>state</th><th>memory (MiB)</th><th>cores</th><th>tasks</th><th>pods</th></tr>");
-    for d in &n.devices {
+    for (i, d) in n.devices.iter().enumerate() {
+        let st = State::of(n, d, fragmented.get(i).copied().unwrap_or(false));
         let on = pods.get(&d.uuid).map_or(String::new(), |ps| {
             ps.iter().map(|(p, m, c)| format!("{} ({m} MiB, {c} cores)", esc(p))).collect::<Vec<_>>().join("<br>")
         });
@@ -364,8 +552,8 @@ pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, refresh: Option<u32>, now_
             esc(&d.vendor),
             esc(&d.ty),
             esc(&d.uuid),
-            cell_class(d),
-            State::of(d).word(),
+            cell_class(st, d),
+            st.word(),
             d.mem_used,
             d.mem_total,
             d.cores_used,
@@ -385,6 +573,9 @@ pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, refresh: Option<u32>, now_
 pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) -> HttpResponse {
     let reports = st.engine.reports().await;
     let now = chrono::Utc::now().timestamp();
+    let pending = st.engine.pending_pods();
+    let needs: Vec<&DeviceNeed> = pending.iter().flat_map(|p| &p.needs).collect();
+    let vendors = st.engine.vendors();
     let html = |body: String| HttpResponse::Ok().content_type("text/html; charset=utf-8").body(body);
     if let Some(name) = q.node.as_deref() {
         let Some(r) = reports.iter().find(|r| r.name.as_str() == name) else {
@@ -393,9 +584,12 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
                 .body(format!(r#"<!doctype html><p>no node {}. <a href="./">all nodes</a></p>"#, esc(name)));
         };
         let pods = crate::report::pods_on_devices(r);
-        return html(render_node(&crate::report::node_json(r, st.engine.vendors()), &pods, q.refresh, now));
+        let n = crate::report::node_json(r, vendors);
+        let frag = fragmentation::measure(std::slice::from_ref(&n), &needs, vendors);
+        let fragmented: Vec<bool> = (0..n.devices.len()).map(|i| frag.fragmented.contains(&(0, i))).collect();
+        return html(render_node(&n, &pods, &fragmented, q.refresh, now));
     }
-    let nodes: Vec<NodeJson> = reports.iter().map(|r| crate::report::node_json(r, st.engine.vendors())).collect();
+    let nodes: Vec<NodeJson> = reports.iter().map(|r| crate::report::node_json(r, vendors)).collect();
     let leader = st.readiness.leader.load(std::sync::atomic::Ordering::SeqCst);
     let mut pods = Vec::new();
     if let Some(t) = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
@@ -409,7 +603,9 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
         }
         pods.sort();
     }
-    html(render(&nodes, &pods, &st.engine.recent_decisions(), leader, &q, now))
+    let recent = st.engine.recent_decisions();
+    let view = View { nodes: &nodes, pods: &pods, recent: &recent, pending: &pending, vendors, leader, now_s: now };
+    html(render(&view, &q))
 }
 
 #[cfg(test)]
@@ -422,6 +618,17 @@ mod tests {
         assert_eq!(url("a b/c&d=e?f#g"), "a%20b%2Fc%26d%3De%3Ff%23g");
         assert_eq!(url("ü\"<"), "%C3%BC%22%3C");
         assert_eq!(esc("<a href=\"x\">&</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;");
+    }
+
+    #[test]
+    fn memory_reads_in_gib_and_ages_in_their_two_largest_units() {
+        assert_eq!(gib(16384), "16.0 GiB");
+        assert_eq!(gib(500), "0.5 GiB");
+        assert_eq!(gib(3_276_144_640 / 1000), "3.1 TiB");
+        assert_eq!(age(59), "59s");
+        assert_eq!(age(3600), "1h 0m");
+        assert_eq!(age(3 * 86400 + 7200 + 5), "3d 2h");
+        assert_eq!(age(-5), "0s", "a clock that stepped back");
     }
 
     fn dev(index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
@@ -450,96 +657,183 @@ mod tests {
         RecentDecision { pod: pod.into(), outcome, detail: detail.into(), ..RecentDecision::default() }
     }
 
+    fn pending(pod: &str, outcome: &'static str, needs: Vec<DeviceNeed>, since_s: i64) -> PendingPod {
+        PendingPod {
+            pod: pod.into(),
+            outcome,
+            detail: "3 nodes do not meet: 3 CardInsufficientMemory".into(),
+            reasons: vec!["CardInsufficientMemory"],
+            needs,
+            since_s,
+            last_s: since_s,
+            attempts: 4,
+        }
+    }
+
+    /// The front page of `nodes` with these pending pods and decisions, at `now_s`.
+    fn page(nodes: &[NodeJson], pending: &[PendingPod], recent: &[RecentDecision], q: &Query, now_s: i64) -> String {
+        let vendors = crate::testing::vendors();
+        render(&View { nodes, pods: &[], recent, pending, vendors: &vendors, leader: true, now_s }, q)
+    }
+
+    /// The summary's cells by heading.
+    fn summary(html: &str) -> BTreeMap<String, String> {
+        let start = html.find("<tr><th>devices</th>").expect("a summary");
+        let rest = &html[start..];
+        let end = rest.find("</table>").expect("the summary ends");
+        let rows: Vec<&str> = rest[..end].split("</tr>").collect();
+        let heads: Vec<String> =
+            rows[0].split("<th").skip(1).map(|c| c[c.find('>').unwrap() + 1..].replace("</th>", "")).collect();
+        let cells: Vec<String> = rows[1].split("<td>").skip(1).map(|c| c.replace("</td>", "")).collect();
+        let strip = |c: &str| match c.find('>') {
+            Some(i) if c.starts_with("<a") => c[i + 1..].trim_end_matches("</a>").to_string(),
+            _ => c.to_string(),
+        };
+        heads.into_iter().zip(cells).map(|(h, c)| (h, strip(&c))).collect()
+    }
+
     #[test]
     fn the_summary_counts_devices_by_state_and_the_map_colours_them() {
         let mut sick = dev(3, 0, 0, 0);
         sick.healthy = false;
         let nodes = vec![node("n<1>", vec![dev(0, 0, 0, 0), dev(1, 4096, 10, 1), dev(2, 16384, 100, 1), sick])];
-        let html = render(&nodes, &[], &[], true, &Query::default(), 0);
-        assert!(html.contains("<th>idle</th><th>shared</th><th>full</th><th>unhealthy</th>"), "{html}");
-        assert!(html.contains("<td>1</td><td>1</td><td>1</td><td>1</td>"), "one of each: {html}");
-        assert!(
-            html.contains("20480 / 65536 MiB (31%)") && html.contains("12288 MiB"),
-            "allocated and stranded: {html}"
+        let html = page(&nodes, &[], &[], &Query::default(), 0);
+        let row = summary(&html);
+        let count = |w: &str| row[w].clone();
+        assert_eq!(
+            ["idle", "shared", "fragmented", "full", "held", "cordoned", "unhealthy"].map(count),
+            ["1", "0", "1", "1", "0", "0", "1"],
+            "nothing pending: the shared device's free memory is fragmented: {html}"
         );
-        assert!(html.contains(r#"<a href="?node=n%3C1%3E" title="n&lt;1&gt;"><i class="i"></i><i class="s1"></i><i class="f"></i><i class="u"></i>n&lt;1&gt; </a>"#), "{html}");
+        assert_eq!(row["memory allocated"], "20.0 GiB / 64.0 GiB (31%)");
+        assert_eq!(
+            (row["free on shared devices"].as_str(), row["fragmented memory"].as_str()),
+            ("12.0 GiB", "12.0 GiB")
+        );
+        assert!(html.contains(r#"<a href="?state=full">1</a>"#), "each count lists its devices: {html}");
+        assert!(
+            html.contains(r#"<a href="?node=n%3C1%3E"><i class="i"></i><i class="g"></i><i class="f"></i><i class="u"></i>n&lt;1&gt;</a>"#),
+            "{html}"
+        );
         assert!(!html.contains("<script"), "no scripts");
     }
 
     #[test]
-    fn pending_pods_show_their_last_reason_and_errors_stand_out() {
-        let recent = vec![
-            decision("a/p", "no-fit", "2 nodes do not meet: 2 CardInsufficientMemory"),
-            decision("a/q", "no-fit", "1 < 2"),
-            decision("a/q", "scheduled", "2 of 2 nodes fit"),
-            decision("a/r", "error", "nvidia.com/gpumem: 16Gi does not read"),
-        ];
-        let html = render(&[], &[], &recent, true, &Query::default(), 0);
-        assert!(html.contains("Pending after their last decision (2)"), "q was placed after: {html}");
-        assert!(html.contains("<td>a/p</td><td>no-fit</td><td>2 nodes do not meet: 2 CardInsufficientMemory</td>"));
-        assert!(html.contains(r#"<tr class="bad"><td>00:00:00</td><td>a/r</td>"#), "{html}");
-        assert!(html.contains("1 &lt; 2"), "escaped");
+    fn a_pending_pod_stays_with_its_needs_and_age_however_many_decisions_and_hours_pass() {
+        let huge = pending("team/huge", "no_fit", vec![DeviceNeed::new("NVIDIA", 1, 900_000, 0, 10)], 1_000);
+        let broken = PendingPod {
+            detail: "nvidia.com/gpumem: 16Gi does not read".into(),
+            ..pending("team/bad", "error", vec![], 2_000)
+        };
+        // An hour of decisions about other pods since.
+        let recent: Vec<RecentDecision> =
+            (0..50).map(|i| decision(&format!("team/web-{i}"), "scheduled", "8 of 8 nodes fit")).collect();
+        let html = page(&[], &[huge, broken], &recent, &Query::default(), 1_000 + 3600);
+        assert!(html.contains("<h2>Pending (2)</h2>"), "{html}");
+        assert!(
+            html.contains("<tr><td>team/huge</td><td>1h 0m</td><td>4</td><td>no_fit</td><td>1 × NVIDIA 900000 MiB, 10 cores</td><td>3 nodes do not meet: 3 CardInsufficientMemory</td></tr>"),
+            "longest pending first, with what it asks: {html}"
+        );
+        assert!(html.contains(r#"<tr class="bad"><td>team/bad</td><td>43m 20s</td>"#), "errors stand out: {html}");
+        let q = Query { q: Some("huge".into()), ..Query::default() };
+        let html = page(&[], &[pending("team/huge", "no_fit", vec![], 0)], &recent, &q, 0);
+        assert!(
+            html.contains("<h2>Pending (1)</h2><table><tr><th>pod</th>") && html.contains("<td>team/huge</td>"),
+            "{html}"
+        );
     }
 
     #[test]
-    fn a_search_lists_the_matching_nodes_and_decisions_only() {
+    fn a_search_lists_the_matching_nodes_pending_pods_and_decisions_only() {
         let nodes = vec![node("gpu-a", vec![dev(0, 1000, 0, 1)]), node("gpu-b", vec![])];
-        let recent = vec![decision("ns/train", "no-fit", "x"), decision("ns/web", "no-fit", "y")];
+        let recent = vec![decision("ns/train", "no_fit", "x"), decision("ns/web", "no_fit", "y")];
+        let waiting = [pending("ns/train", "no_fit", vec![], 0), pending("ns/web", "no_fit", vec![], 0)];
         let q = Query { q: Some("gpu-a".into()), ..Query::default() };
-        let html = render(&nodes, &[], &recent, true, &q, 0);
+        let html = page(&nodes, &waiting, &recent, &q, 0);
         assert!(html.contains(r#"<a href="?node=gpu-a">gpu-a</a>"#) && !html.contains(">gpu-b<"), "{html}");
-        assert!(!html.contains("ns/web"), "{html}");
+        assert!(!html.contains("ns/web") && html.contains("<h2>Pending (0)</h2>"), "{html}");
         let q = Query { q: Some("train".into()), ..Query::default() };
-        let html = render(&nodes, &[], &recent, true, &q, 0);
+        let html = page(&nodes, &waiting, &recent, &q, 0);
         assert!(html.contains("ns/train") && !html.contains("<td>ns/web</td>"), "{html}");
     }
 
     #[test]
-    fn a_cordoned_device_counts_apart_and_is_not_shared_memory() {
+    fn cordoned_unhealthy_and_held_devices_count_apart_and_strand_nothing() {
         let mut c = dev(1, 4096, 10, 1);
         c.cordoned = true;
         let mut sick = dev(2, 0, 0, 0);
         (sick.healthy, sick.cordoned) = (false, true);
-        let html = render(&[node("n", vec![dev(0, 0, 0, 0), c, sick])], &[], &[], true, &Query::default(), 0);
-        assert!(html.contains("<th>unhealthy</th><th>cordoned</th>"), "{html}");
-        assert!(html.contains("<td>1</td><td>0</td><td>0</td><td>1</td><td>1</td>"), "unhealthy first: {html}");
-        assert!(html.contains("<td>0 MiB</td><td>0 MiB</td>"), "a cordoned device strands nothing: {html}");
+        let mut held = node("h", vec![dev(0, 4096, 10, 1), dev(1, 0, 0, 0)]);
+        held.held_for = Some("uid-urgent".into());
+        let html = page(&[node("n", vec![dev(0, 0, 0, 0), c, sick]), held], &[], &[], &Query::default(), 0);
+        let row = summary(&html);
+        assert_eq!(["idle", "held", "cordoned", "unhealthy"].map(|w| row[w].clone()), ["1", "2", "1", "1"], "{row:?}");
+        assert_eq!(row["fragmented memory"], "0.0 GiB", "{row:?}");
         assert!(html.contains(r#"<i class="i"></i><i class="c"></i><i class="u"></i>"#), "{html}");
+        assert!(html.contains(r#"<i class="h"></i><i class="h"></i>h</a>"#), "{html}");
     }
 
     #[test]
-    fn fragmentation_is_the_free_memory_of_shared_devices_no_recent_pending_request_could_use() {
-        // Free on shared devices: 12288 (a) and 2384 (b); a full and an idle device count for nothing.
-        let devices = [dev(0, 4096, 10, 1), dev(1, 14000, 10, 1), dev(2, 8192, 10, 10), dev(3, 0, 0, 0)];
-        let nodes = vec![node("n", devices.to_vec())];
-        let need = |mem, mem_pct, cores| DeviceNeed { vendor: "NVIDIA".into(), mem, mem_pct, cores };
-        let pending = |needs: Vec<DeviceNeed>, unix_s| RecentDecision {
-            pod: format!("ns/p{unix_s}"),
-            outcome: "no-fit",
-            needs,
-            unix_s,
-            ..RecentDecision::default()
+    fn fragmentation_reads_the_pending_pods_needs_per_device_type() {
+        // Free on shared devices: 12288 (a) and 2384 (b); the full and the idle device count for nothing.
+        let devices = vec![dev(0, 4096, 10, 1), dev(1, 14000, 10, 1), dev(2, 8192, 10, 10), dev(3, 0, 0, 0)];
+        let nodes = vec![node("n", devices)];
+        let needing = |mem| vec![pending("ns/p", "no_fit", vec![DeviceNeed::new("NVIDIA", 1, mem, 0, 0)], 0)];
+        let html = page(&nodes, &needing(4000), &[], &Query::default(), 0);
+        let row = summary(&html);
+        assert_eq!(
+            (row["free on shared devices"].as_str(), row["fragmented memory"].as_str()),
+            ("14.3 GiB", "2.3 GiB")
+        );
+        assert_eq!((row["shared"].as_str(), row["fragmented"].as_str()), ("1", "1"));
+        assert!(
+            html.contains("<tr><td>NVIDIA</td><td>NVIDIA-T4</td><td>4</td><td>1 (16.0 GiB)</td><td>14.3 GiB</td><td>2.3 GiB on 1 devices</td></tr>"),
+            "{html}"
+        );
+        let row = summary(&page(&nodes, &needing(2000), &[], &Query::default(), 0));
+        assert_eq!(row["fragmented memory"], "0.0 GiB", "either could take it");
+    }
+
+    #[test]
+    fn a_state_lists_its_devices_and_an_unknown_one_names_the_states() {
+        let nodes =
+            vec![node("a", vec![dev(0, 16384, 100, 1), dev(1, 0, 0, 0)]), node("b", vec![dev(0, 8192, 100, 1)])];
+        let q = Query { state: Some("full".into()), ..Query::default() };
+        let html = page(&nodes, &[], &[], &q, 0);
+        assert!(html.contains("<h2>Devices full (2)</h2>"), "{html}");
+        assert!(html.contains(r#"<tr><td><a href="?node=a">a</a></td><td>0</td><td>NVIDIA NVIDIA-T4</td><td>16.0 GiB / 16.0 GiB</td><td>100/100</td><td>1/10</td></tr>"#), "{html}");
+        let q = Query { state: Some("ful".into()), ..Query::default() };
+        let html = page(&nodes, &[], &[], &q, 0);
+        assert!(
+            html.contains("no state “ful”: one of idle, shared, fragmented, full, held, cordoned, unhealthy"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn nodes_sort_by_free_used_or_fragmented_memory() {
+        let nodes = vec![
+            node("a", vec![dev(0, 1000, 10, 1)]),
+            node("b", vec![dev(0, 9000, 10, 1)]),
+            node("c", vec![dev(0, 0, 0, 0)]),
+        ];
+        let order = |sort: &str| {
+            let html = page(&nodes, &[], &[], &Query { sort: Some(sort.into()), ..Query::default() }, 0);
+            let map = &html[html.find(r#"<div class="map">"#).unwrap()..];
+            map.split(r#"<a href="?node="#).skip(1).map(|a| a[..1].to_string()).collect::<Vec<_>>().join("")
         };
-        let frag = |recent: &[RecentDecision]| {
-            let refs: Vec<&DeviceJson> = nodes[0].devices.iter().collect();
-            let pending: Vec<&RecentDecision> = recent.iter().collect();
-            fragmentation(&refs, &pending, 10_000 - PENDING_WINDOW_S)
-        };
-        assert_eq!(frag(&[]), (14672, 14672), "nothing pending: all of it");
-        assert_eq!(frag(&[pending(vec![need(4000, 0, 0)], 10_000)]), (14672, 2384), "a could take it");
-        assert_eq!(frag(&[pending(vec![need(2000, 0, 95)], 10_000)]), (14672, 14672), "no device has the cores");
-        assert_eq!(frag(&[pending(vec![need(2000, 0, 0)], 10_000)]), (14672, 0), "either could");
-        assert_eq!(frag(&[pending(vec![need(0, 50, 0)], 10_000)]), (14672, 2384), "half a device: a");
-        assert_eq!(frag(&[pending(vec![need(2000, 0, 0)], 10_000 - 3601)]), (14672, 14672), "over an hour old");
-        let html = render(&nodes, &[], &[pending(vec![need(4000, 0, 0)], 10_000)], true, &Query::default(), 10_000);
-        assert!(html.contains("<td>14672 MiB</td><td>2384 MiB</td>"), "{html}");
+        assert_eq!(order("name"), "abc");
+        assert_eq!(order("free"), "cab");
+        assert_eq!(order("used"), "bac");
+        assert_eq!(order("fragmented"), "abc", "a strands 15384 MiB, b 7384, c nothing");
+        assert_eq!(order("nonsense"), "abc", "an unknown order is the name order");
     }
 
     #[test]
     fn a_no_fit_decision_unfolds_its_per_node_reasons() {
-        let mut d = decision("ns/p", "no-fit", "2 nodes do not meet: 2 CardInsufficientMemory");
+        let mut d = decision("ns/p", "no_fit", "2 nodes do not meet: 2 CardInsufficientMemory");
         d.nodes = vec![("a<".into(), "1/1 CardInsufficientMemory".into()), ("b".into(), "node unregistered".into())];
-        let html = render(&[], &[], &[d], true, &Query::default(), 0);
+        let html = page(&[], &[], &[d], &Query::default(), 0);
         assert!(
             html.contains("<details><summary>per node</summary>a&lt;: 1/1 CardInsufficientMemory<br>b: node unregistered<br></details>"),
             "{html}"
@@ -550,20 +844,24 @@ mod tests {
     fn a_search_lists_the_pods_holding_devices_with_their_node() {
         let pods = vec![("team/train-1".to_string(), "gpu-a".to_string())];
         let q = Query { q: Some("train".into()), ..Query::default() };
-        let html = render(&[node("gpu-a", vec![])], &pods, &[], true, &q, 0);
+        let vendors = crate::testing::vendors();
+        let nodes = [node("gpu-a", vec![])];
+        let view =
+            View { nodes: &nodes, pods: &pods, recent: &[], pending: &[], vendors: &vendors, leader: true, now_s: 0 };
+        let html = render(&view, &q);
         assert!(html.contains("Pods holding devices matching “train” (1)"), "{html}");
         assert!(html.contains(r#"<td>team/train-1</td><td><a href="?node=gpu-a">gpu-a</a></td>"#), "{html}");
     }
 
     #[test]
-    fn a_node_page_lists_each_device_with_model_uuid_and_pods() {
-        let mut n = node("n", vec![dev(0, 3000, 30, 1), dev(1, 0, 0, 0)]);
-        n.unusable = None;
+    fn a_node_page_lists_each_device_with_model_uuid_state_and_pods() {
+        let n = node("n", vec![dev(0, 3000, 30, 1), dev(1, 0, 0, 0)]);
         let mut pods = PodsOnDevice::new();
         pods.insert("GPU-<x>-0".into(), vec![("team/train-0".into(), 3000, 30)]);
-        let html = render_node(&n, &pods, Some(1), 0);
+        let html = render_node(&n, &pods, &[true], Some(1), 0);
         assert!(html.contains("NVIDIA NVIDIA-T4") && html.contains("GPU-&lt;x&gt;-0"), "{html}");
         assert!(html.contains("team/train-0 (3000 MiB, 30 cores)") && html.contains("3000/16384"), "{html}");
+        assert!(html.contains(r#"<i class="g" style"#) && html.contains("</i> fragmented</td>"), "{html}");
         assert!(html.contains(r#"content="5""#), "refresh no faster than 5 s");
     }
 
@@ -571,20 +869,22 @@ mod tests {
     fn an_unusable_node_says_why() {
         let mut n = node("n", vec![]);
         n.unusable = Some("bad JSON".into());
-        assert!(render_node(&n, &PodsOnDevice::new(), None, 0).contains("unusable: bad JSON"));
-        assert!(render(&[n], &[], &[], false, &Query::default(), 0).contains(r#"<i class="x"></i>"#));
+        assert!(render_node(&n, &PodsOnDevice::new(), &[], None, 0).contains("unusable: bad JSON"));
+        assert!(page(&[n], &[], &[], &Query::default(), 0).contains(r#"<i class="x"></i>"#));
     }
 
     #[test]
     fn a_node_holding_devices_for_a_preemptor_says_for_whom() {
         let mut n = node("n", vec![]);
-        assert!(!render_node(&n, &PodsOnDevice::new(), None, 0).contains("held for a preemptor"));
+        assert!(!render_node(&n, &PodsOnDevice::new(), &[], None, 0).contains("held for a preemptor"));
         n.held_for = Some("uid-urgent".into());
-        assert!(render_node(&n, &PodsOnDevice::new(), None, 0).contains("held for a preemptor (pod UID uid-urgent)"));
+        assert!(
+            render_node(&n, &PodsOnDevice::new(), &[], None, 0).contains("held for a preemptor (pod UID uid-urgent)")
+        );
     }
 
     #[test]
-    fn the_front_page_stays_under_300_kb_compressed_at_5000_nodes_of_8_devices() {
+    fn the_front_page_stays_under_300_kb_compressed_at_5000_nodes_of_8_devices_every_node_named() {
         use std::io::Write as _;
         let nodes: Vec<NodeJson> = (0..5000)
             .map(|i| {
@@ -596,14 +896,21 @@ mod tests {
             .collect();
         let recent: Vec<RecentDecision> = (0..50)
             .map(|i| {
-                decision(&format!("team-{i}/pod-{i}"), "no-fit", "5000 nodes do not meet: 5000 CardInsufficientMemory")
+                decision(&format!("team-{i}/pod-{i}"), "no_fit", "5000 nodes do not meet: 5000 CardInsufficientMemory")
             })
             .collect();
-        let html = render(&nodes, &[], &recent, true, &Query::default(), 0);
+        let waiting: Vec<PendingPod> = (0..1000)
+            .map(|i| {
+                pending(&format!("team-{i}/big-{i}"), "no_fit", vec![DeviceNeed::new("NVIDIA", 2, 12000, 0, 0)], i)
+            })
+            .collect();
+        let html = page(&nodes, &waiting, &recent, &Query::default(), 2000);
         let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(html.as_bytes()).unwrap();
         let zipped = z.finish().unwrap().len();
         assert!(zipped < 300 * 1024, "{zipped} bytes compressed, {} plain", html.len());
         assert_eq!(html.matches("<a href=\"?node=").count(), 5000, "every node reachable");
+        assert!(html.contains("</i>gpu-node-04999</a>"), "named beside its cells");
+        assert!(html.contains("… 800 more: narrow the search"), "pending pods beyond the first 200 counted");
     }
 }

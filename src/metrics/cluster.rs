@@ -33,14 +33,24 @@ pub fn render_state(is_leader: bool, synced: bool) -> String {
     out
 }
 
+/// Which of HAMi's series a scrape carries beyond the device and quota gauges.
+#[derive(Clone, Copy, Debug)]
+pub struct Series {
+    /// HAMi's old metric names too (`--legacy-metrics`).
+    pub legacy: bool,
+    /// The per-pod device series (`--pod-device-metrics`).
+    pub pods: bool,
+}
+
 /// HAMi's device, pod and quota gauges from the node actors' reports, in that order. With
-/// `legacy`, HAMi's old metric names follow. Also sets the outstanding-reservations gauge, so the
-/// recorder's render shows it as of this scrape.
-pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&QuotaBook>, legacy: bool) -> String {
+/// `series.legacy`, HAMi's old metric names follow; without `series.pods`, no per-pod series.
+/// Also sets the outstanding-reservations gauge, so the recorder's render shows it as of this
+/// scrape.
+pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&QuotaBook>, series: Series) -> String {
     let mut devices = DeviceGauges::new();
     let mut pods = PodGauges::new();
     let mut quotas = QuotaGauges::new();
-    let mut old = legacy.then(Legacy::default);
+    let mut old = series.legacy.then(Legacy::default);
     let mut outstanding = 0u64;
     for r in reports {
         let node = r.name.as_str();
@@ -54,6 +64,9 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
         for a in &r.allocs {
             if a.state == AllocState::Reserved {
                 outstanding += 1;
+            }
+            if !series.pods {
+                continue;
             }
             for held in PodDevice::each(node, a) {
                 pods.sample(&held);
@@ -77,6 +90,36 @@ pub fn render_cluster(reports: &[NodeReport], vendors: &Vendors, quota: Option<&
     if let Some(old) = old {
         old.finish(&mut out);
     }
+    out
+}
+
+/// The pending-pods gauges, on every replica (a follower filters nothing, so reports none):
+/// pods the last filter left pending by outcome, every outcome shown, and by each reason of
+/// that filter, as kube-scheduler's `scheduler_pending_pods` and `scheduler_unschedulable_pods`
+/// count its own queue.
+pub fn render_pending<'a>(
+    by_outcome: impl IntoIterator<Item = (&'a str, u64)>,
+    by_reason: impl IntoIterator<Item = (&'a str, u64)>,
+) -> String {
+    let mut pending = Family::new(
+        super::PENDING_PODS,
+        "Pods this scheduler's last filter found no node for (no_fit) or failed (error), until they are placed, bound or deleted",
+    );
+    let mut counts: BTreeMap<&str, u64> = [("no_fit", 0), ("error", 0)].into_iter().collect();
+    counts.extend(by_outcome);
+    for (outcome, n) in counts {
+        pending.sample(&[("outcome", outcome)], n as f64);
+    }
+    let mut reasons = Family::new(
+        super::UNSCHEDULABLE_PODS,
+        "Pending pods by each reason their last filter gave (a pod counts under every reason it was given)",
+    );
+    for (reason, n) in by_reason {
+        reasons.sample(&[("reason", reason)], n as f64);
+    }
+    let mut out = String::new();
+    pending.finish(&mut out);
+    reasons.finish(&mut out);
     out
 }
 

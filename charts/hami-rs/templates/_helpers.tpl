@@ -279,6 +279,7 @@ sets its own --config. Repeats are dropped. */}}
 {{- $a = append $a (printf "--node-label-selector=%s" (join "," $pairs)) -}}
 {{- end -}}
 {{- if .Values.legacyMetrics }}{{ $a = append $a "--legacy-metrics=true" }}{{ end -}}
+{{- if eq (toString .Values.podDeviceMetrics) "false" }}{{ $a = append $a "--pod-device-metrics=false" }}{{ end -}}
 {{- $a = append $a (printf "--node-lock-timeout=%v" $s.nodeLockExpire) -}}
 {{- $a = append $a (printf "--node-lock-retry-timeout=%v" $ex.nodeLockRetryTimeout) -}}
 {{- $a = append $a (printf "--bind-lock-wait=%v" $ex.bindLockWait) -}}

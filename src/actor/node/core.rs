@@ -252,13 +252,14 @@ impl NodeCore {
     pub(super) fn expire_due(&mut self) {
         let due = self.ledger.due(Deadline::now());
         for uid in &due {
-            tracing::debug!(node = %self.cfg.name, pod = %uid, "reservation expired without a bind");
             crate::metrics::reservation_expired();
             let pod = self
                 .ledger
                 .get(uid)
                 .and_then(|a| self.parts(uid, a))
                 .map_or_else(|| uid.to_string(), |p| format!("{}/{}", p.namespace, p.name));
+            // An operator asks where a pod's devices went: each lapse is a line of its own.
+            tracing::info!(node = %self.cfg.name, %pod, uid = %uid, outcome = "expired", "reservation expired without a bind; its devices are free again");
             self.drop_alloc(uid);
             self.cfg.recent.push(crate::actor::RecentDecision {
                 pod,

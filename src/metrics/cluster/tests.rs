@@ -27,7 +27,7 @@ fn report(v: &Vendors) -> NodeReport {
 fn device_gauges_keep_hamis_names_labels_and_units() {
     // As in HAMi, every gauge but hami_build_info carries zone="vGPU", and memory is in bytes.
     let v = vendors();
-    let text = render_cluster(&[report(&v)], &v, None, false);
+    let text = render_cluster(&[report(&v)], &v, None, Series { legacy: false, pods: true });
     let line = |prefix: &str| {
         text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in\n{text}")).to_owned()
     };
@@ -54,7 +54,7 @@ fn device_gauges_keep_hamis_names_labels_and_units() {
 fn legacy_names_are_grouped_by_family() {
     // With --legacy-metrics HAMi emits its old metric names in addition to the new ones.
     let v = vendors();
-    let text = render_cluster(&[report(&v), report(&v)], &v, None, true);
+    let text = render_cluster(&[report(&v), report(&v)], &v, None, Series { legacy: true, pods: true });
     assert!(text.contains("GPUDeviceMemoryLimit{nodeid=\"n1\",deviceuuid=\"GPU-0\",deviceidx=\"0\",devicetype=\"NVIDIA-Tesla V100-PCIE-32GB\"} 17179869184"));
     assert!(text.contains("vGPUMemoryAllocated{podnamespace=\"team-a\",nodename=\"n1\",podname=\"p1\",containeridx=\"0\",deviceuuid=\"GPU-0\"}"));
     // All samples of one family are contiguous.
@@ -79,7 +79,7 @@ fn quota_gauges_name_the_quota_and_its_limit() {
         &[("limits.nvidia.com/gpumem".into(), 8000), ("limits.nvidia.com/gpucores".into(), 200)],
     );
     q.add("team-a", &vec![(VendorId(0), 3000, 50)]);
-    let text = render_cluster(&[], &v, Some(&q), true);
+    let text = render_cluster(&[], &v, Some(&q), Series { legacy: true, pods: true });
     // HAMi's labels: the quota is named by the resource it limits, so memory and cores are two series.
     assert!(text.contains("hami_resource_quota_used{namespace=\"team-a\",quota_name=\"nvidia.com/gpumem\",limit=\"8000\",zone=\"vGPU\"} 3000"), "{text}");
     assert!(text.contains("hami_resource_quota_used{namespace=\"team-a\",quota_name=\"nvidia.com/gpucores\",limit=\"200\",zone=\"vGPU\"} 50"), "{text}");
@@ -115,4 +115,37 @@ fn state_gauges_say_leader_and_synced_and_a_follower_is_never_synced() {
     let follower = text(false, true);
     assert!(follower.contains("hami_scheduler_is_leader{zone=\"vGPU\"} 0\n"), "{follower}");
     assert!(follower.contains("hami_scheduler_cache_synced{zone=\"vGPU\"} 0\n"), "{follower}");
+}
+
+#[test]
+fn without_pod_device_metrics_no_per_pod_series_is_rendered_and_the_device_gauges_stay() {
+    let v = vendors();
+    let text = render_cluster(&[report(&v)], &v, None, Series { legacy: true, pods: false });
+    for gone in [
+        "hami_vgpu_memory_allocated_bytes",
+        "hami_vgpu_core_allocated_ratio",
+        "vGPUMemoryAllocated",
+        "vGPUCoreAllocated",
+    ] {
+        assert!(!text.contains(gone), "{gone} left in:\n{text}");
+    }
+    assert!(text.contains("hami_gpu_memory_allocated_bytes{node=\"n1\",device_uuid=\"GPU-0\""), "{text}");
+    assert!(text.contains("GPUDeviceMemoryLimit{"), "{text}");
+}
+
+#[test]
+fn pending_pods_are_counted_by_outcome_every_outcome_shown_and_by_reason() {
+    let text = render_pending([("no_fit", 3)], [("CardInsufficientMemory", 2), ("NodeUnregistered", 1)]);
+    assert_eq!(
+        text,
+        "# HELP hami_scheduler_pending_pods Pods this scheduler's last filter found no node for (no_fit) or failed (error), until they are placed, bound or deleted\n\
+         # TYPE hami_scheduler_pending_pods gauge\n\
+         hami_scheduler_pending_pods{outcome=\"error\"} 0\n\
+         hami_scheduler_pending_pods{outcome=\"no_fit\"} 3\n\
+         # HELP hami_scheduler_unschedulable_pods Pending pods by each reason their last filter gave (a pod counts under every reason it was given)\n\
+         # TYPE hami_scheduler_unschedulable_pods gauge\n\
+         hami_scheduler_unschedulable_pods{reason=\"CardInsufficientMemory\"} 2\n\
+         hami_scheduler_unschedulable_pods{reason=\"NodeUnregistered\"} 1\n"
+    );
+    assert!(render_pending([], []).contains("hami_scheduler_pending_pods{outcome=\"no_fit\"} 0"), "zero when none");
 }
