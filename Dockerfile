@@ -23,8 +23,9 @@ ARG HAMI_RS_BUILD_DATE=unknown
 # of the layer, hence the copy out in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --profile dist --locked --bin hami-rs \
-    && install -D -m 0755 target/dist/hami-rs /out/hami-rs
+    cargo build --profile dist --locked --bin hami-rs --bin kubectl-hami \
+    && install -D -m 0755 target/dist/hami-rs /out/hami-rs \
+    && install -D -m 0755 target/dist/kubectl-hami /out/kubectl-hami
 
 FROM build AS build-loadtest
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -47,8 +48,11 @@ CMD ["--help"]
 # certificates and nothing else: no shell, no package manager. 65532 is its nonroot user and the
 # chart's scheduler.runAsUser; numeric, so runAsNonRoot can be checked without an /etc/passwd lookup.
 # Nothing is written outside /tmp (an emptyDir in the chart), so a read-only root filesystem works.
+# kubectl-hami is there too, so `kubectl exec deploy/hami-rs -- kubectl-hami top nodes` works with
+# the scheduler's own ServiceAccount (it reads what the scheduler reads).
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/hami-rs /usr/local/bin/hami-rs
+COPY --from=build /out/kubectl-hami /usr/local/bin/kubectl-hami
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hami-rs"]
 CMD ["--help"]

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{Event, Node, Pod, ResourceQuota};
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
@@ -28,6 +30,10 @@ pub enum Error {
     Engine(#[from] crate::app::Error),
     #[error("pod {0} not found")]
     NoPod(String),
+    #[error("the scheduler's flags: {0}")]
+    Flags(String),
+    #[error("pod {name} is in several namespaces ({namespaces}): name one with -n")]
+    Ambiguous { name: String, namespaces: String },
     #[error("pod {pod} does not read: {source}")]
     Pod {
         pod: String,
@@ -83,92 +89,381 @@ pub async fn engine(flags: &SchedulerFlags, cluster: ClusterObjects) -> Result<E
     Ok(crate::app::memory_engine(flags, cluster).await?)
 }
 
+/// The scheduler's configuration as the cluster runs it: the arguments of the hami-rs container of
+/// the Deployment labelled `app.kubernetes.io/name=hami-rs` (in `namespace`, or the first found in
+/// any), with its device config read from the ConfigMap mounted where `--device-config-file`
+/// points. `why` fits with it, so its answer is the scheduler's.
+pub struct SchedulerConfig {
+    pub flags: SchedulerFlags,
+    /// Where the flags came from, for the reader.
+    pub source: String,
+    /// The device config, written where `flags` point, kept while the flags are used.
+    _device_config: Option<tempfile::NamedTempFile>,
+}
+
+/// `hami-rs serve`'s arguments, as the plugin reads a Deployment's.
+#[derive(clap::Parser, Debug)]
+#[command(name = "hami-rs")]
+struct Deployed {
+    #[command(flatten)]
+    serve: crate::config::ServeArgs,
+}
+
+impl SchedulerConfig {
+    /// The defaults (and the HAMI_* environment), saying why; an error only when the
+    /// environment holds a value that does not read.
+    pub fn defaults(why: &str) -> Result<SchedulerConfig, Error> {
+        let flags = <Deployed as clap::Parser>::try_parse_from(["hami-rs"])
+            .map_err(|e| Error::Flags(e.to_string().lines().next().unwrap_or_default().to_owned()))?
+            .serve
+            .sched;
+        Ok(SchedulerConfig { flags, source: format!("the scheduler's defaults ({why})"), _device_config: None })
+    }
+}
+
+/// Reads the scheduler's configuration from its Deployment (see [`SchedulerConfig`]); the
+/// defaults, saying why, when there is none or it cannot be read.
+pub async fn scheduler_config(client: &kube::Client, namespace: Option<&str>) -> Result<SchedulerConfig, Error> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let api: Api<Deployment> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let lp = ListParams::default().labels("app.kubernetes.io/name=hami-rs");
+    let list = match api.list(&lp).await {
+        Ok(l) => l.items,
+        Err(e) => return SchedulerConfig::defaults(&format!("the hami-rs Deployment could not be read: {e}")),
+    };
+    let Some(d) = list.into_iter().next() else {
+        return SchedulerConfig::defaults("no Deployment labelled app.kubernetes.io/name=hami-rs");
+    };
+    let ns = d.metadata.namespace.clone().unwrap_or_default();
+    let name = format!("{ns}/{}", d.metadata.name.clone().unwrap_or_default());
+    let spec = d.spec.and_then(|s| s.template.spec);
+    let Some(c) = spec.as_ref().and_then(|s| s.containers.iter().find(|c| c.name == "hami-rs")) else {
+        return SchedulerConfig::defaults(&format!("Deployment {name} has no hami-rs container"));
+    };
+    let args: Vec<&str> = c.args.iter().flatten().map(String::as_str).skip_while(|a| *a == "serve").collect();
+    let deployed = match <Deployed as clap::Parser>::try_parse_from(std::iter::once("hami-rs").chain(args)) {
+        Ok(d) => d,
+        Err(e) => {
+            let first = e.to_string().lines().next().unwrap_or_default().to_owned();
+            return SchedulerConfig::defaults(&format!("Deployment {name}'s arguments do not read: {first}"));
+        }
+    };
+    let mut flags = deployed.serve.sched;
+    let mut file = None;
+    if let Some(path) = flags.device_config_file.clone() {
+        // The ConfigMap volume mounted at that path, or at its directory.
+        let mounted = c.volume_mounts.iter().flatten().find_map(|m| {
+            let at = std::path::Path::new(&m.mount_path);
+            let key = match &m.sub_path {
+                Some(k) if at == path => Some(k.clone()),
+                None if path.parent() == Some(at) => path.file_name().map(|f| f.to_string_lossy().into_owned()),
+                _ => None,
+            }?;
+            let vol = spec.as_ref()?.volumes.iter().flatten().find(|v| v.name == m.name)?;
+            Some((vol.config_map.as_ref()?.name.clone(), key))
+        });
+        let text = match mounted {
+            Some((cm, key)) => Api::<ConfigMap>::namespaced(client.clone(), &ns)
+                .get(&cm)
+                .await
+                .ok()
+                .and_then(|c| c.data)
+                .and_then(|mut d| d.remove(&key)),
+            None => None,
+        };
+        match text.map(|t| write_temp(&t)) {
+            Some(Ok(f)) => {
+                flags.device_config_file = Some(f.path().to_path_buf());
+                file = Some(f);
+            }
+            _ => {
+                flags.device_config_file = None;
+                return Ok(SchedulerConfig {
+                    flags,
+                    source: format!("Deployment {name} (its device config could not be read: the chart's defaults)"),
+                    _device_config: None,
+                });
+            }
+        }
+    }
+    Ok(SchedulerConfig { flags, source: format!("Deployment {name}"), _device_config: file })
+}
+
+fn write_temp(text: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::io::Write as _;
+    let mut f = tempfile::NamedTempFile::new()?;
+    f.write_all(text.as_bytes())?;
+    Ok(f)
+}
+
 fn pct(used: u64, total: u64) -> String {
     (used.saturating_mul(100)).checked_div(total).map_or_else(|| "-".into(), |p| format!("{p}%"))
 }
 
-/// One line per node: its devices, memory, cores and slots taken, and the pods holding them.
-pub fn top_nodes(engine: &Engine<MemoryBackend>, reports: &[NodeReport]) -> String {
-    let mut rows = vec![[
-        "NODE".to_owned(),
-        "DEVICES".into(),
-        "MEMORY (MiB)".into(),
-        "CORES".into(),
-        "SLOTS".into(),
-        "PODS".into(),
-    ]];
-    for r in reports {
-        let n = node_json(r, engine.vendors());
-        if n.devices.is_empty() {
-            continue;
-        }
-        let sum = |f: fn(&crate::report::DeviceJson) -> u64| n.devices.iter().map(f).sum::<u64>();
-        let (mu, mt) = (sum(|d| d.mem_used), sum(|d| d.mem_total));
-        let (cu, ct) = (sum(|d| d.cores_used.into()), sum(|d| d.cores_total.into()));
-        let (su, st) = (sum(|d| d.used.into()), sum(|d| d.count.into()));
-        let name = match &n.unusable {
-            Some(_) => format!("{} (unusable)", n.name),
-            None => n.name.clone(),
-        };
-        rows.push([
-            name,
-            n.devices.len().to_string(),
-            format!("{mu}/{mt} {}", pct(mu, mt)),
-            format!("{cu}/{ct}"),
-            format!("{su}/{st}"),
-            r.allocs.len().to_string(),
-        ]);
-    }
-    table(&rows)
+/// Which pods and nodes `top` shows, and in what order.
+#[derive(Debug, Default)]
+pub struct TopFilter {
+    /// Only this node.
+    pub node: Option<String>,
+    /// Only pods of this namespace in the pod lists and counts.
+    pub namespace: Option<String>,
+    /// `name` (default), `memory` (most allocated first), `free` (most free first), `pods`.
+    pub sort_by: Option<String>,
 }
 
-/// One line per device: what it holds and which pods hold it.
-pub fn top_gpus(engine: &Engine<MemoryBackend>, reports: &[NodeReport]) -> String {
-    let mut rows = vec![[
-        "NODE".to_owned(),
-        "INDEX".into(),
-        "UUID".into(),
-        "TYPE".into(),
-        "MEMORY (MiB)".into(),
-        "CORES".into(),
-        "SLOTS".into(),
-        "PODS".into(),
-    ]];
-    for r in reports {
+/// The orders `--sort-by` takes.
+pub const SORT_KEYS: [&str; 4] = ["name", "memory", "free", "pods"];
+
+/// One node, as `top nodes` shows it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRow {
+    pub node: String,
+    pub devices: usize,
+    pub types: Vec<String>,
+    #[serde(rename = "memoryUsedMiB")]
+    pub memory_used_mib: u64,
+    #[serde(rename = "memoryTotalMiB")]
+    pub memory_total_mib: u64,
+    pub cores_used: u64,
+    pub cores_total: u64,
+    pub slots_used: u64,
+    pub slots_total: u64,
+    pub pods: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_for: Option<String>,
+}
+
+/// One device, as `top gpus` shows it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuRow {
+    pub node: String,
+    pub index: u32,
+    pub uuid: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub numa: i32,
+    pub state: &'static str,
+    #[serde(rename = "memoryUsedMiB")]
+    pub memory_used_mib: u64,
+    #[serde(rename = "memoryTotalMiB")]
+    pub memory_total_mib: u64,
+    pub cores_used: u32,
+    pub cores_total: u32,
+    pub slots_used: u32,
+    pub slots_total: u32,
+    pub pods: Vec<PodOnGpu>,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodOnGpu {
+    pub pod: String,
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u64,
+    pub cores: u32,
+}
+
+/// An unknown node or order.
+#[derive(Debug, thiserror::Error)]
+pub enum TopError {
+    #[error("node {0} not found")]
+    NoNode(String),
+    #[error("--sort-by {0:?}: one of {keys}", keys = SORT_KEYS.join(", "))]
+    SortKey(String),
+}
+
+fn in_namespace(pod: &str, ns: Option<&str>) -> bool {
+    ns.is_none_or(|ns| pod.split_once('/').is_some_and(|(p, _)| p == ns))
+}
+
+fn check(reports: &[NodeReport], f: &TopFilter) -> Result<(), TopError> {
+    if let Some(n) = &f.node
+        && !reports.iter().any(|r| r.name.as_str() == n)
+    {
+        return Err(TopError::NoNode(n.clone()));
+    }
+    match f.sort_by.as_deref() {
+        Some(k) if !SORT_KEYS.contains(&k) => Err(TopError::SortKey(k.to_owned())),
+        _ => Ok(()),
+    }
+}
+
+/// One row per node with devices, or whose devices are unusable (it registered something that
+/// does not read); nodes without devices otherwise are left out.
+pub fn node_rows(
+    engine: &Engine<MemoryBackend>,
+    reports: &[NodeReport],
+    f: &TopFilter,
+) -> Result<Vec<NodeRow>, TopError> {
+    check(reports, f)?;
+    let mut rows = Vec::new();
+    for r in reports.iter().filter(|r| f.node.as_deref().is_none_or(|n| r.name.as_str() == n)) {
+        let n = node_json(r, engine.vendors());
+        if n.devices.is_empty() && n.unusable.is_none() && f.node.is_none() {
+            continue;
+        }
+        let sum = |g: fn(&crate::report::DeviceJson) -> u64| n.devices.iter().map(g).sum::<u64>();
+        let mut types: Vec<String> = n.devices.iter().map(|d| d.ty.clone()).collect();
+        types.dedup();
+        let mut pods: Vec<String> = r
+            .allocs
+            .iter()
+            .map(|a| format!("{}/{}", a.namespace, a.name))
+            .filter(|p| in_namespace(p, f.namespace.as_deref()))
+            .collect();
+        pods.sort();
+        rows.push(NodeRow {
+            node: n.name.clone(),
+            devices: n.devices.len(),
+            types,
+            memory_used_mib: sum(|d| d.mem_used),
+            memory_total_mib: sum(|d| d.mem_total),
+            cores_used: sum(|d| d.cores_used.into()),
+            cores_total: sum(|d| d.cores_total.into()),
+            slots_used: sum(|d| d.used.into()),
+            slots_total: sum(|d| d.count.into()),
+            pods,
+            unusable: n.unusable.clone(),
+            held_for: n.held_for.clone(),
+        });
+    }
+    let free = |r: &NodeRow| r.memory_total_mib.saturating_sub(r.memory_used_mib);
+    match f.sort_by.as_deref() {
+        Some("memory") => rows.sort_by_key(|r| std::cmp::Reverse(r.memory_used_mib)),
+        Some("free") => rows.sort_by_key(|r| std::cmp::Reverse(free(r))),
+        Some("pods") => rows.sort_by_key(|r| std::cmp::Reverse(r.pods.len())),
+        _ => {}
+    }
+    Ok(rows)
+}
+
+/// One row per device.
+pub fn gpu_rows(
+    engine: &Engine<MemoryBackend>,
+    reports: &[NodeReport],
+    f: &TopFilter,
+) -> Result<Vec<GpuRow>, TopError> {
+    check(reports, f)?;
+    let mut rows = Vec::new();
+    for r in reports.iter().filter(|r| f.node.as_deref().is_none_or(|n| r.name.as_str() == n)) {
         let on = crate::report::pods_on_devices(r);
         let n = node_json(r, engine.vendors());
         for d in &n.devices {
-            rows.push([
-                n.name.clone(),
-                d.index.to_string(),
-                d.uuid.clone(),
-                d.ty.clone(),
-                format!("{}/{} {}", d.mem_used, d.mem_total, pct(d.mem_used, d.mem_total)),
-                format!("{}/{}", d.cores_used, d.cores_total),
-                format!(
-                    "{}/{}{}",
-                    d.used,
-                    d.count,
-                    match (d.healthy, d.cordoned) {
-                        (false, _) => " unhealthy",
-                        (true, true) => " cordoned",
-                        (true, false) => "",
-                    }
-                ),
-                on.get(&d.uuid)
-                    .map(|ps| {
-                        ps.iter().map(|(p, m, c)| format!("{p} ({m} MiB, {c} cores)")).collect::<Vec<_>>().join(", ")
-                    })
-                    .unwrap_or_default(),
-            ]);
+            let state = match (d.healthy, d.cordoned, n.held_for.is_some()) {
+                (false, _, _) => "unhealthy",
+                (true, true, _) => "cordoned",
+                (true, false, true) => "held",
+                _ if d.used >= d.count || d.mem_used >= d.mem_total || d.cores_used >= d.cores_total => "full",
+                _ if d.used > 0 => "shared",
+                _ => "idle",
+            };
+            let pods = on
+                .get(&d.uuid)
+                .into_iter()
+                .flatten()
+                .filter(|(p, _, _)| in_namespace(p, f.namespace.as_deref()))
+                .map(|(p, m, c)| PodOnGpu { pod: p.clone(), memory_mib: *m, cores: *c })
+                .collect();
+            rows.push(GpuRow {
+                node: n.name.clone(),
+                index: d.index,
+                uuid: d.uuid.clone(),
+                ty: d.ty.clone(),
+                numa: d.numa,
+                state,
+                memory_used_mib: d.mem_used,
+                memory_total_mib: d.mem_total,
+                cores_used: d.cores_used,
+                cores_total: d.cores_total,
+                slots_used: d.used,
+                slots_total: d.count,
+                pods,
+            });
         }
     }
-    table(&rows)
+    let free = |r: &GpuRow| r.memory_total_mib.saturating_sub(r.memory_used_mib);
+    match f.sort_by.as_deref() {
+        Some("memory") => rows.sort_by_key(|r| std::cmp::Reverse(r.memory_used_mib)),
+        Some("free") => rows.sort_by_key(|r| std::cmp::Reverse(free(r))),
+        Some("pods") => rows.sort_by_key(|r| std::cmp::Reverse(r.pods.len())),
+        _ => {}
+    }
+    Ok(rows)
+}
+
+/// `top nodes` as a table; `wide` adds the device types and the pods.
+pub fn node_table(rows: &[NodeRow], wide: bool) -> String {
+    let mut head = vec!["NODE", "DEVICES", "MEMORY (MiB)", "CORES", "SLOTS", "PODS"];
+    if wide {
+        head.extend(["TYPES", "POD NAMES"]);
+    }
+    let mut t = vec![head.into_iter().map(str::to_owned).collect::<Vec<_>>()];
+    for r in rows {
+        let name = match (&r.unusable, &r.held_for) {
+            (Some(why), _) => format!("{} (unusable: {why})", r.node),
+            (None, Some(uid)) => format!("{} (held for {uid})", r.node),
+            (None, None) => r.node.clone(),
+        };
+        let mut row = vec![
+            name,
+            r.devices.to_string(),
+            format!("{}/{} {}", r.memory_used_mib, r.memory_total_mib, pct(r.memory_used_mib, r.memory_total_mib)),
+            format!("{}/{}", r.cores_used, r.cores_total),
+            format!("{}/{}", r.slots_used, r.slots_total),
+            r.pods.len().to_string(),
+        ];
+        if wide {
+            row.extend([r.types.join(","), r.pods.join(",")]);
+        }
+        t.push(row);
+    }
+    table(&t)
+}
+
+/// `top gpus` as a table; `wide` adds the NUMA node and each pod's share.
+pub fn gpu_table(rows: &[GpuRow], wide: bool) -> String {
+    let mut head = vec!["NODE", "INDEX", "UUID", "TYPE", "STATE", "MEMORY (MiB)", "CORES", "SLOTS", "PODS"];
+    if wide {
+        head.insert(5, "NUMA");
+    }
+    let mut t = vec![head.into_iter().map(str::to_owned).collect::<Vec<_>>()];
+    for r in rows {
+        let pods: Vec<String> = if wide {
+            r.pods.iter().map(|p| format!("{} ({} MiB, {} cores)", p.pod, p.memory_mib, p.cores)).collect()
+        } else {
+            r.pods.iter().map(|p| p.pod.clone()).collect()
+        };
+        let mut row = vec![
+            r.node.clone(),
+            r.index.to_string(),
+            r.uuid.clone(),
+            r.ty.clone(),
+            r.state.to_owned(),
+            format!("{}/{} {}", r.memory_used_mib, r.memory_total_mib, pct(r.memory_used_mib, r.memory_total_mib)),
+            format!("{}/{}", r.cores_used, r.cores_total),
+            format!("{}/{}", r.slots_used, r.slots_total),
+            pods.join(", "),
+        ];
+        if wide {
+            row.insert(5, r.numa.to_string());
+        }
+        t.push(row);
+    }
+    table(&t)
 }
 
 /// Columns padded to their widest cell, as kubectl prints them.
-fn table<const N: usize>(rows: &[[String; N]]) -> String {
-    let mut width = [0usize; N];
+fn table(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut width = vec![0usize; n];
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
@@ -178,7 +473,7 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
     for r in rows {
         let mut line = String::new();
         for (i, c) in r.iter().enumerate() {
-            if i + 1 == N {
+            if i + 1 == r.len() {
                 line.push_str(c);
             } else {
                 let _ = write!(line, "{c:<w$}   ", w = width[i]);
@@ -190,57 +485,215 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
     out
 }
 
-/// Why `namespace/name` is where it is, or pending: its Events, then the fit run afresh against
-/// the cluster as read (the pod's own placement, if any, left out), naming each node's reason.
-pub async fn why(client: &kube::Client, flags: &SchedulerFlags, namespace: &str, name: &str) -> Result<String, Error> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let pod = pods
-        .get_opt(name)
-        .await
-        .map_err(|source| Error::Api { what: "the pod", source })?
-        .ok_or_else(|| Error::NoPod(format!("{namespace}/{name}")))?;
-    let mut out = String::new();
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
-    let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "Pod {namespace}/{name}: {phase}, {}",
-        node.as_deref().map_or("not bound".into(), |n| format!("bound to {n}"))
-    );
+/// Finds the pod: in `namespace`, or with `all_namespaces` in whichever namespace has one of
+/// that name (an error when several do).
+pub async fn find_pod(client: &kube::Client, namespace: &str, all_namespaces: bool, name: &str) -> Result<Pod, Error> {
+    if !all_namespaces {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        return pods
+            .get_opt(name)
+            .await
+            .map_err(|source| Error::Api { what: "the pod", source })?
+            .ok_or_else(|| Error::NoPod(format!("{namespace}/{name}")));
+    }
+    let lp = ListParams::default().fields(&format!("metadata.name={name}"));
+    let mut found =
+        Api::<Pod>::all(client.clone()).list(&lp).await.map_err(|source| Error::Api { what: "pods", source })?.items;
+    match found.len() {
+        0 => Err(Error::NoPod(format!("{name} (in any namespace)"))),
+        1 => Ok(found.remove(0)),
+        _ => {
+            let all: Vec<String> = found.iter().map(|p| p.metadata.namespace.clone().unwrap_or_default()).collect();
+            Err(Error::Ambiguous { name: name.to_owned(), namespaces: all.join(", ") })
+        }
+    }
+}
 
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+/// What `why` found, as `-o json|yaml` prints it.
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Why {
+    pub pod: String,
+    pub phase: String,
+    /// The node it is bound to, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_to: Option<String>,
+    /// A bound pod's devices, as the scheduler recorded them (`uuid (MiB, cores)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
+    /// Where the scheduler's configuration came from.
+    pub configuration: String,
+    pub events: Vec<WhyEvent>,
+    /// For a pod not bound: the fit against the cluster as it is now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fit>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct WhyEvent {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub reason: String,
+    pub source: String,
+    pub message: String,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fit {
+    /// The node hami-rs would choose now, if any fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_choose: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// On how many nodes each reason was given, most first.
+    pub reasons: Vec<(String, usize)>,
+    /// The nodes that came closest, with what they lack.
+    pub closest: Vec<Closest>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<Preemption>,
+    /// Every node that did not fit, with its reason.
+    pub nodes: BTreeMap<String, String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Closest {
+    pub node: String,
+    pub reason: String,
+    /// How much of what the pod asks of one device the closest device lacks, when the reason says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Preemption {
+    pub node: String,
+    pub victims: Vec<String>,
+}
+
+/// How many nodes the summary names as the closest.
+const CLOSEST: usize = 3;
+
+/// The reason words of one node's text (`1/4 CardCordoned, 3/4 CardInsufficientMemory (…)` or
+/// `node unregistered (…)`).
+fn reason_words(text: &str) -> Vec<String> {
+    let head = text.split(" (").next().unwrap_or(text);
+    let words: Vec<String> = head
+        .split(", ")
+        .filter_map(|item| {
+            let (count, word) = item.split_once(' ')?;
+            count.contains('/').then(|| word.trim().to_owned())
+        })
+        .collect();
+    if words.is_empty() { vec![head.trim().to_owned()] } else { words }
+}
+
+/// What one device was asked, how much of it was missing, and the unit.
+type Shortfall = (u64, u64, String);
+
+/// What the detail says the device lacked: `requested R <unit>, free F <unit>` read as R - F.
+fn shortfall(text: &str) -> Option<Shortfall> {
+    let at = text.find("requested ")?;
+    let rest = &text[at + "requested ".len()..];
+    let mut it = rest.split([' ', ',', ')']).filter(|w| !w.is_empty());
+    let asked: u64 = it.next()?.parse().ok()?;
+    let unit = it.next()?.to_owned();
+    let free_at = rest.find("free ")?;
+    let free: u64 = rest[free_at + 5..].split([' ', ',', ')']).next()?.parse().ok()?;
+    Some((asked, asked.saturating_sub(free), unit))
+}
+
+/// The summary of the failed nodes: reasons counted, and the nodes closest to fitting (the
+/// smallest shortfall relative to what was asked; nodes whose reason says no amount come last).
+pub fn summarize(failed: &BTreeMap<String, String>) -> (Vec<(String, usize)>, Vec<Closest>) {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for text in failed.values() {
+        for w in reason_words(text) {
+            *by.entry(w).or_default() += 1;
+        }
+    }
+    let mut reasons: Vec<(String, usize)> = by.into_iter().collect();
+    reasons.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let mut ranked: Vec<(&String, &String, Option<Shortfall>)> =
+        failed.iter().map(|(n, t)| (n, t, shortfall(t))).collect();
+    ranked.sort_by(|a, b| {
+        let key = |s: &Option<Shortfall>| s.as_ref().map(|(asked, short, _)| *short as f64 / (*asked).max(1) as f64);
+        match (key(&a.2), key(&b.2)) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        }
+        .then_with(|| a.0.cmp(b.0))
+    });
+    let closest = ranked
+        .into_iter()
+        .take(CLOSEST)
+        .map(|(n, t, s)| Closest {
+            node: n.clone(),
+            reason: t.clone(),
+            short: s.map(|(_, short, unit)| format!("{short} {unit} short")),
+        })
+        .collect();
+    (reasons, closest)
+}
+
+/// Why `namespace/name` is where it is, or pending: its Events and, when it is not bound, the fit
+/// run afresh against the cluster as read with the scheduler's configuration, summarized.
+pub async fn why(client: &kube::Client, cfg: &SchedulerConfig, pod: &Pod) -> Result<Why, Error> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+    let mut out = Why {
+        pod: format!("{namespace}/{name}"),
+        phase: pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
+        bound_to: node.clone(),
+        configuration: cfg.source.clone(),
+        ..Why::default()
+    };
+
+    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
     let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
     let mut events = events.list(&lp).await.map_err(|source| Error::Api { what: "events", source })?.items;
     events.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0).or(e.event_time.clone().map(|t| t.0)));
-    let _ = writeln!(out, "\nEvents:");
-    if events.is_empty() {
-        let _ = writeln!(out, "  (none)");
-    }
-    for e in events.iter().rev().take(12).rev() {
-        let source = e
-            .source
-            .as_ref()
-            .and_then(|s| s.component.clone())
-            .filter(|c| !c.is_empty())
-            .or_else(|| e.reporting_component.clone())
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  {:<8} {:<24} {:<16} {}",
-            e.type_.as_deref().unwrap_or(""),
-            e.reason.as_deref().unwrap_or(""),
-            source,
-            e.message.as_deref().unwrap_or("").replace('\n', " ")
-        );
-    }
+    out.events = events
+        .iter()
+        .rev()
+        .take(12)
+        .rev()
+        .map(|e| WhyEvent {
+            kind: e.type_.clone().unwrap_or_default(),
+            reason: e.reason.clone().unwrap_or_default(),
+            source: e
+                .source
+                .as_ref()
+                .and_then(|s| s.component.clone())
+                .filter(|c| !c.is_empty())
+                .or_else(|| e.reporting_component.clone())
+                .unwrap_or_default(),
+            message: e.message.clone().unwrap_or_default().replace('\n', " "),
+        })
+        .collect();
 
+    let mut view: crate::model::PodView = serde_json::to_value(pod)
+        .and_then(serde_json::from_value)
+        .map_err(|source| Error::Pod { pod: out.pod.clone(), source })?;
+    if node.is_some() {
+        // Bound: what it holds, as the scheduler recorded it; no fit to run.
+        let vendors = crate::app::vendors_from(&cfg.flags)?;
+        if let Ok(devices) = vendors.decode_allocation(&view) {
+            for (_, containers) in &devices.0 {
+                for d in containers.iter().flatten() {
+                    out.holds.push(format!("{} ({} MiB, {} cores)", d.uuid, d.usedmem.0, d.usedcores));
+                }
+            }
+        }
+        return Ok(out);
+    }
     let mut cluster = read_cluster(client).await?;
     // The pod is fitted as if it were new: whatever it holds now is left out of the cluster.
     cluster.pods.retain(|p| !(p.metadata.namespace == namespace && p.metadata.name == name));
-    let engine = engine(flags, cluster).await?;
-    let mut view: crate::model::PodView = serde_json::to_value(&pod)
-        .and_then(serde_json::from_value)
-        .map_err(|source| Error::Pod { pod: format!("{namespace}/{name}"), source })?;
+    let engine = engine(&cfg.flags, cluster).await?;
     view.spec.node_name = None;
     // What the scheduler wrote on it goes too, as on a pod being created.
     for k in engine.vendors().scheduler_keys() {
@@ -248,30 +701,90 @@ pub async fn why(client: &kube::Client, flags: &SchedulerFlags, namespace: &str,
     }
     let webhook = crate::admission::Config { quota: engine.quota().cloned(), ..Default::default() };
     let sim = crate::simulate::simulate_pods_with(&engine, &webhook, vec![view], true).await?;
-    let _ = writeln!(out, "\nFit against the cluster as it is now (read-only, this pod's own devices left out):");
-    if let Some(r) = sim.pods.first() {
-        match (&r.node, &r.error, &r.preempted) {
-            (Some(_), _, Some(plan)) => {
-                let victims: Vec<String> = plan.victims.iter().map(ToString::to_string).collect();
-                let _ = writeln!(
-                    out,
-                    "  no node fits; evicting these pods of lower priority on {} would let it fit there: {}",
-                    plan.node,
-                    victims.join(", ")
-                );
-            }
-            (Some(n), _, None) => {
-                let _ = writeln!(out, "  fits: hami-rs would choose {n}");
-            }
-            (None, e, _) => {
-                let _ = writeln!(out, "  {}", e.as_deref().unwrap_or("no node fits"));
-            }
-        }
-        for (node, reason) in &r.failed_nodes {
-            let _ = writeln!(out, "  {node}: {reason}");
-        }
+    if let Some(r) = sim.pods.into_iter().next() {
+        let (reasons, closest) = summarize(&r.failed_nodes);
+        let preemption = match (&r.node, r.preempted) {
+            (Some(_), Some(plan)) => Some(Preemption {
+                node: plan.node.clone(),
+                victims: plan.victims.iter().map(ToString::to_string).collect(),
+            }),
+            _ => None,
+        };
+        out.fit = Some(Fit {
+            would_choose: r.node.filter(|_| preemption.is_none()),
+            error: r.error,
+            reasons,
+            closest,
+            preemption,
+            nodes: r.failed_nodes,
+        });
     }
     Ok(out)
+}
+
+/// `why` as text: the pod, its Events, and for a pending pod the summary (all nodes with `all`).
+pub fn why_text(w: &Why, all: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Pod {}: {}, {}",
+        w.pod,
+        w.phase,
+        w.bound_to.as_deref().map_or("not bound".into(), |n| format!("bound to {n}"))
+    );
+    if !w.holds.is_empty() {
+        let _ = writeln!(out, "  holds: {}", w.holds.join(", "));
+    }
+    let _ = writeln!(out, "\nEvents:");
+    if w.events.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for e in &w.events {
+        let _ = writeln!(out, "  {:<8} {:<24} {:<16} {}", e.kind, e.reason, e.source, e.message);
+    }
+    let Some(f) = &w.fit else {
+        if w.bound_to.is_some() {
+            let _ = writeln!(out, "\nIt is placed: nothing pending to explain.");
+        }
+        return out;
+    };
+    let _ = writeln!(out, "\nFit against the cluster as it is now (read-only, with {}):", w.configuration);
+    match (&f.would_choose, &f.preemption, &f.error) {
+        (_, Some(p), _) => {
+            let _ = writeln!(
+                out,
+                "  no node fits; evicting these pods of lower priority on {} would let it fit there: {}",
+                p.node,
+                p.victims.join(", ")
+            );
+        }
+        (Some(n), None, _) => {
+            let _ = writeln!(out, "  fits now: hami-rs would choose {n} (kube-scheduler has not filtered it since)");
+        }
+        (None, None, e) => {
+            let _ = writeln!(out, "  {}", e.as_deref().unwrap_or("no node fits"));
+        }
+    }
+    if !f.reasons.is_empty() {
+        let counted: Vec<String> = f.reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        let _ = writeln!(out, "  {} nodes do not fit: {}", f.nodes.len(), counted.join(", "));
+    }
+    if !f.closest.is_empty() {
+        let _ = writeln!(out, "  closest:");
+        for c in &f.closest {
+            let short = c.short.as_deref().map_or(String::new(), |s| format!(" [{s}]"));
+            let _ = writeln!(out, "    {}: {}{short}", c.node, c.reason);
+        }
+    }
+    if all {
+        let _ = writeln!(out, "  every node:");
+        for (node, reason) in &f.nodes {
+            let _ = writeln!(out, "    {node}: {reason}");
+        }
+    } else if f.nodes.len() > f.closest.len() {
+        let _ = writeln!(out, "  (--all lists every node)");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -281,10 +794,77 @@ mod tests {
     #[test]
     fn tables_pad_every_column_but_the_last_to_its_widest_cell() {
         let rows = [
-            ["NODE".to_owned(), "MEMORY".into(), "PODS".into()],
-            ["gpu-long-name".to_owned(), "1/2".into(), "a, b".into()],
+            vec!["NODE".to_owned(), "MEMORY".into(), "PODS".into()],
+            vec!["gpu-long-name".to_owned(), "1/2".into(), "a, b".into()],
         ];
         assert_eq!(table(&rows), "NODE            MEMORY   PODS\ngpu-long-name   1/2      a, b\n");
+    }
+
+    #[test]
+    fn the_summary_counts_reasons_by_node_and_names_the_closest_nodes_first() {
+        let failed: BTreeMap<String, String> = [
+            ("a", "1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory (GPU-a: requested 30000 MiB, free 24768 MiB)"),
+            ("b", "1/4 CardCordoned, 3/4 CardInsufficientMemory (GPU-b: requested 30000 MiB, free 29000 MiB)"),
+            ("c", "2/2 CardInsufficientCore (GPU-c: requested 60 cores, free 10 cores)"),
+            ("cpu", "node unregistered (no devices registered)"),
+            ("d", "1/1 CardInsufficientMemory"),
+        ]
+        .into_iter()
+        .map(|(n, t)| (n.to_owned(), t.to_owned()))
+        .collect();
+        let (reasons, closest) = summarize(&failed);
+        assert_eq!(
+            reasons,
+            [
+                ("CardInsufficientMemory".to_owned(), 3),
+                ("AllocatedCardsInsufficientRequest".to_owned(), 1),
+                ("CardCordoned".to_owned(), 1),
+                ("CardInsufficientCore".to_owned(), 1),
+                ("node unregistered".to_owned(), 1),
+            ]
+        );
+        let names: Vec<(&str, Option<&str>)> = closest.iter().map(|c| (c.node.as_str(), c.short.as_deref())).collect();
+        assert_eq!(
+            names,
+            [("b", Some("1000 MiB short")), ("a", Some("5232 MiB short")), ("c", Some("50 cores short"))]
+        );
+    }
+
+    #[test]
+    fn a_pending_pods_text_leads_with_the_summary_and_lists_every_node_only_when_asked() {
+        let failed: BTreeMap<String, String> =
+            (0..50).map(|k| (format!("n{k:02}"), "1/1 CardInsufficientMemory".to_owned())).collect();
+        let (reasons, closest) = summarize(&failed);
+        let w = Why {
+            pod: "team/huge".into(),
+            phase: "Pending".into(),
+            configuration: "Deployment kube-system/hami-rs".into(),
+            fit: Some(Fit { reasons, closest, nodes: failed, ..Fit::default() }),
+            ..Why::default()
+        };
+        let text = why_text(&w, false);
+        assert!(text.contains("  50 nodes do not fit: 50 CardInsufficientMemory\n"), "{text}");
+        assert!(text.contains("(read-only, with Deployment kube-system/hami-rs)"), "{text}");
+        assert_eq!(text.matches("CardInsufficientMemory").count(), 4, "the count and the three closest: {text}");
+        assert!(text.contains("(--all lists every node)"), "{text}");
+        assert_eq!(why_text(&w, true).matches("1/1 CardInsufficientMemory").count(), 53, "and every node");
+    }
+
+    #[test]
+    fn a_bound_pod_is_described_as_bound_with_what_it_holds_and_no_fit() {
+        let w = Why {
+            pod: "team/web".into(),
+            phase: "Running".into(),
+            bound_to: Some("gpu-7".into()),
+            holds: vec!["GPU-1 (3000 MiB, 30 cores)".into()],
+            ..Why::default()
+        };
+        let text = why_text(&w, true);
+        assert!(
+            text.starts_with("Pod team/web: Running, bound to gpu-7\n  holds: GPU-1 (3000 MiB, 30 cores)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("would choose") && text.contains("It is placed"), "{text}");
     }
 
     #[test]

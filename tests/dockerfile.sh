@@ -76,6 +76,10 @@ msrv=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml")
 
 grep -q 'cargo build --profile dist --locked --bin hami-rs' "$DOCKERFILE" ||
     die "the image's hami-rs is not built with --profile dist --locked"
+# The kubectl plugin ships in the scheduler's image (the last stage, the one a plain build gives).
+last_stage=$(awk '/^FROM /{buf=""} {buf=buf $0 "\n"} END{printf "%s", buf}' "$DOCKERFILE")
+grep -q 'COPY --from=build /out/kubectl-hami /usr/local/bin/kubectl-hami' <<<"$last_stage" ||
+  die "the hami-rs image does not carry kubectl-hami"
 grep -A3 '^\[profile\.dist\]' "$ROOT/Cargo.toml" | grep -q '^strip = "symbols"' ||
     die "Cargo.toml's dist profile does not strip symbols"
 # cargo loads the whole workspace for either image, so each member's folder must reach the build.
