@@ -48,8 +48,9 @@ CMD ["--help"]
 # certificates and nothing else: no shell, no package manager. 65532 is its nonroot user and the
 # chart's scheduler.runAsUser; numeric, so runAsNonRoot can be checked without an /etc/passwd lookup.
 # Nothing is written outside /tmp (an emptyDir in the chart), so a read-only root filesystem works.
-# kubectl-hami is there too, so `kubectl exec deploy/hami-rs -- kubectl-hami top nodes` works with
-# the scheduler's own ServiceAccount (it reads what the scheduler reads).
+# kubectl-hami is there too: `kubectl exec deploy/<release>-hami-rs -c hami-rs -- kubectl-hami top
+# nodes` runs it in-cluster with the scheduler's ServiceAccount (which may read nodes and pods; `why`
+# also lists Events and reads the Deployment, which that account may not).
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/hami-rs /usr/local/bin/hami-rs
 COPY --from=build /out/kubectl-hami /usr/local/bin/kubectl-hami
