@@ -13,7 +13,7 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::devices::Vendors;
 use crate::metrics::Outcome;
@@ -194,10 +194,7 @@ pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     r
 }
 
-pub(crate) fn unix_now() -> (i64, i128) {
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    (d.as_secs() as i64, d.as_nanos() as i128)
-}
+pub(crate) use crate::clock::unix_now;
 
 impl<B: Backend> Engine<B> {
     /// Starts the arbiters, the coordinator and an empty address book.

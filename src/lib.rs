@@ -23,6 +23,7 @@ pub mod actor;
 pub mod admission;
 pub mod app;
 pub mod backend;
+pub mod clock;
 pub mod config;
 pub mod devices;
 pub mod error_text;

@@ -58,6 +58,8 @@ const EXPORTED: &[(&str, Kind)] = &[
     ("hami_scheduler_leader", Kind::Gauge),
     ("hami_scheduler_is_leader", Kind::Gauge),
     ("hami_scheduler_cache_synced", Kind::Gauge),
+    ("hami_scheduler_pending_pods", Kind::Gauge),
+    ("hami_scheduler_unschedulable_pods", Kind::Gauge),
 ];
 
 const DOCS_COPY: &str = "docs/grafana-dashboard.json";

@@ -256,7 +256,7 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
         ("hami_scheduler_decisions_total", vec![("request", "filter"), ("outcome", "no_fit")]),
         ("hami_scheduler_binds_elsewhere_total", vec![("outcome", "placed")]),
         ("hami_scheduler_filter_duration_seconds_count", vec![("outcome", "error")]),
-        ("hami_scheduler_bind_duration_seconds_count", vec![("outcome", "scheduled")]),
+        ("hami_scheduler_bind_duration_seconds_count", vec![("outcome", "bound")]),
         ("hami_scheduler_phase_duration_seconds_count", vec![("phase", "bind_backlog")]),
         ("hami_scheduler_preemptions_total", vec![("outcome", "started")]),
         ("hami_scheduler_preemption_victims_total", vec![]),
@@ -329,8 +329,8 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
         .await;
     assert_eq!(one(&s, "hami_vgpu_memory_allocated_bytes", &[("pod", "scrape-fit"), ("node", &node)]), 1000.0 * MIB);
     assert_eq!(count(&s, "hami_scheduler_filter_duration_seconds", &[("outcome", "scheduled")]), filters0 + 1.0);
-    assert_eq!(count(&s, "hami_scheduler_bind_duration_seconds", &[("outcome", "scheduled")]), 1.0);
-    assert_eq!(one(&s, "hami_scheduler_decisions_total", &[("request", "bind"), ("outcome", "scheduled")]), 1.0);
+    assert_eq!(count(&s, "hami_scheduler_bind_duration_seconds", &[("outcome", "bound")]), 1.0);
+    assert_eq!(one(&s, "hami_scheduler_decisions_total", &[("request", "bind"), ("outcome", "bound")]), 1.0);
     assert!(one(&s, "hami_scheduler_decisions_total", &[("request", "filter"), ("outcome", "scheduled")]) >= 1.0);
     let evaluated = sum(&s, "hami_scheduler_filter_nodes_evaluated_total", &[]);
     assert!(evaluated >= 4.0, "the filter's four candidates were evaluated: {evaluated}");
@@ -341,13 +341,10 @@ async fn metrics_show_hamis_gauges_for_the_example_cluster_and_follow_filters_an
         );
     }
     // A histogram's buckets are cumulative and end in +Inf = _count.
-    let buckets = find(&s, "hami_scheduler_bind_duration_seconds_bucket", &[("outcome", "scheduled")]);
+    let buckets = find(&s, "hami_scheduler_bind_duration_seconds_bucket", &[("outcome", "bound")]);
     assert!(buckets.len() >= 5, "{buckets:?}");
     assert!(buckets.windows(2).all(|w| w[0].value <= w[1].value), "cumulative: {buckets:?}");
-    assert_eq!(
-        one(&s, "hami_scheduler_bind_duration_seconds_bucket", &[("outcome", "scheduled"), ("le", "+Inf")]),
-        1.0
-    );
+    assert_eq!(one(&s, "hami_scheduler_bind_duration_seconds_bucket", &[("outcome", "bound"), ("le", "+Inf")]), 1.0);
     assert!(sum(&s, "hami_scheduler_bind_duration_seconds_sum", &[]) > 0.0);
 
     // A pod no GPU can hold: a no-fit decision, and the refused pod counted once under each
@@ -448,7 +445,8 @@ async fn the_log_gives_no_fit_reasons_at_info_refused_requests_at_warn_and_error
             .unwrap_or_else(|| panic!("no {level} {what}:\n{log}"))
     };
     let no_fit = line(" INFO ", "log-too-big");
-    assert!(no_fit.contains("outcome=\"no-fit\""), "{no_fit}");
+    assert!(no_fit.contains("outcome=\"no_fit\""), "{no_fit}");
+    assert!(no_fit.contains("reason.CardInsufficientMemory="), "each reason a field: {no_fit}");
     assert!(no_fit.contains("reasons=") && no_fit.contains("CardInsufficientMemory"), "the reasons: {no_fit}");
     assert!(line(" ERROR ", "log-unreadable").contains("outcome=\"error\""));
     assert!(line(" WARN ", "request refused").contains("status=400"));

@@ -572,7 +572,7 @@ pub fn render_node(n: &NodeJson, pods: &PodsOnDevice, fragmented: &[bool], refre
 
 pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) -> HttpResponse {
     let reports = st.engine.reports().await;
-    let now = chrono::Utc::now().timestamp();
+    let now = crate::clock::unix_now().0;
     let pending = st.engine.pending_pods();
     let needs: Vec<&DeviceNeed> = pending.iter().flat_map(|p| &p.needs).collect();
     let vendors = st.engine.vendors();

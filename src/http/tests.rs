@@ -761,6 +761,39 @@ async fn head_is_answered_where_get_is_and_the_console_keeps_its_gate() {
 }
 
 #[actix_web::test]
+async fn after_an_hour_of_traffic_the_console_still_lists_the_pending_pod_with_its_age_and_need() {
+    let app = TestApp::new().node(node("a").gpus(4, 16384)).node(node("b").gpus(4, 16384)).start().await;
+    let huge = gpu_pod("huge", 900_000).uid("u-huge");
+    let answer = app.filter(&filter_args(&huge, ["a", "b"])).await;
+    assert!(answer["NodeNames"].is_null(), "{answer}");
+    // An hour on this thread's clock: five pods a minute placed, bound and gone again.
+    for minute in 0..60 {
+        crate::clock::advance(Duration::from_secs(60));
+        for k in 0..5 {
+            let p = gpu_pod(&format!("web-{minute}-{k}"), 1000).uid(&format!("u-web-{minute}-{k}"));
+            let answer = app.filter(&filter_args(&p, ["a", "b"])).await;
+            let node = answer["NodeNames"][0].as_str().expect("a node").to_owned();
+            assert_eq!(app.bind(&p, &node).await, r#"{"Error":""}"#);
+            app.state.engine.delete_pod(&crate::model::PodUid::new(&format!("u-web-{minute}-{k}")));
+        }
+    }
+    let (status, body) = app.call(TestRequest::get().uri("/?q=huge")).await;
+    assert_eq!(status, StatusCode::OK);
+    let html = String::from_utf8_lossy(&body);
+    assert!(html.contains("<h2>Pending (1)</h2>"), "{html}");
+    assert!(
+        html.contains(
+            "<td>default/huge</td><td>1h 0m</td><td>1</td><td>no_fit</td><td>1 × NVIDIA 900000 MiB, 0 cores</td>"
+        ),
+        "{html}"
+    );
+    let (_, front) = app.call(TestRequest::get().uri("/")).await;
+    let front = String::from_utf8_lossy(&front);
+    assert!(front.contains("<td>default/huge</td>"), "300 decisions later, still on the front page: {front}");
+    assert!(!front.contains("default/web-0-0"), "the decisions of the first minute left the last 50");
+}
+
+#[actix_web::test]
 async fn unknown_routes_and_methods_are_not_served() {
     let app = TestApp::new().start().await;
     let (status, _) = app.call(TestRequest::get().uri("/filter")).await;
@@ -831,8 +864,13 @@ async fn a_cordoned_device_is_reported_cordoned_on_usage_the_console_and_its_sea
     assert_eq!(status, StatusCode::OK);
     let html = String::from_utf8_lossy(&body);
     // idle, shared, full, unhealthy, cordoned: GPU-a-0 holds the pod, GPU-a-1 is cordoned.
-    assert!(html.contains("<td>0</td><td>1</td><td>0</td><td>0</td><td>1</td>"), "{html}");
-    assert!(html.contains(r#"<i class="s1"></i><i class="c"></i>"#), "{html}");
+    assert!(
+        html.contains(r#"<a href="?state=idle">0</a>"#) && html.contains(r#"<a href="?state=cordoned">1</a>"#),
+        "{html}"
+    );
+    // Nothing pending: the shared device's free memory is fragmented.
+    assert!(html.contains(r#"<a href="?state=fragmented">1</a>"#), "{html}");
+    assert!(html.contains(r#"<i class="g"></i><i class="c"></i>"#), "{html}");
 
     // A search by the pod's name finds the node holding it.
     let (_, body) = app.call(TestRequest::get().uri("/?q=train-7")).await;
