@@ -3,6 +3,7 @@
 //! Warnings and errors are written at once (with everything before them), as is a full buffer;
 //! other lines within `FLUSH_EVERY`. [`LogWriter::flush`] at exit and before a panic's message
 //! leaves nothing behind; a process killed outright loses at most that interval's info lines.
+//! [`RateLimit`] keeps a flood of like lines (reservations lapsing by the thousand) to a few a second.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -196,5 +197,50 @@ mod tests {
             let want: Vec<String> = (0..200).map(|i| format!("{t} {i:03} {}", "x".repeat(1000))).collect();
             assert!(mine == want, "thread {t}'s lines are not whole and in order");
         }
+    }
+}
+
+/// At most `n` events a second (by the caller's clock): `admit` says whether this one may be
+/// logged and, if so, how many were refused since the last that was. Lock-free; a race at a second's
+/// turn may let one more through, which is harmless for a log.
+pub struct RateLimit {
+    n: u64,
+    /// The second the count is for, and how many were admitted in it (`second << 20 | count`).
+    window: std::sync::atomic::AtomicU64,
+    refused: std::sync::atomic::AtomicU64,
+}
+
+impl RateLimit {
+    pub const fn per_second(n: u64) -> RateLimit {
+        RateLimit { n, window: std::sync::atomic::AtomicU64::new(0), refused: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// `Some(refused since the last admitted)` when this event may be logged at `unix_s`.
+    pub fn admit(&self, unix_s: i64) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let second = (unix_s.max(0) as u64) & ((1 << 44) - 1);
+        let w = self.window.load(Relaxed);
+        let (at, count) = (w >> 20, w & ((1 << 20) - 1));
+        let next = if at == second { count + 1 } else { 1 };
+        if next > self.n {
+            self.refused.fetch_add(1, Relaxed);
+            return None;
+        }
+        self.window.store(second << 20 | next, Relaxed);
+        Some(self.refused.swap(0, Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::RateLimit;
+
+    #[test]
+    fn a_rate_limit_admits_n_a_second_and_counts_the_rest_into_the_next_admitted() {
+        let r = RateLimit::per_second(3);
+        let admitted: Vec<Option<u64>> = (0..5).map(|_| r.admit(100)).collect();
+        assert_eq!(admitted, [Some(0), Some(0), Some(0), None, None]);
+        assert_eq!(r.admit(101), Some(2), "the next second's first says two were left out");
+        assert_eq!(r.admit(101), Some(0));
     }
 }

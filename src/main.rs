@@ -7,6 +7,9 @@ use clap::Parser;
 use hami_rs::config::{Cli, Command, LogFormat, SchedulerFlags};
 use hami_rs::log_writer::LogWriter;
 
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn init_tracing(flags: &SchedulerFlags) -> LogWriter {
     use tracing_subscriber::EnvFilter;
     // klog's -v maps onto levels: 0-2 info, 3-4 debug, 5+ trace; RUST_LOG wins when set.

@@ -76,12 +76,10 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 Err(why) => failed_moved.push((*k, *slot, Some(*why))),
             }
         }
-        if !failed_moved.is_empty() {
-            failed_at.extend(failed_moved);
-            failed_at.sort_unstable_by_key(|(k, _, _)| *k);
-        }
-        let failed =
-            failed_at.into_iter().map(|(k, slot, why)| (k, why.unwrap_or_else(|| table.rejection(slot)))).collect();
+        // Both runs are in list order: merged, not sorted.
+        let failed = merge_by_place(failed_at, failed_moved)
+            .map(|(k, slot, why)| (k, why.unwrap_or_else(|| table.rejection(slot))))
+            .collect();
         if keep {
             i.nodes.tables.put(table);
         }
@@ -139,6 +137,19 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         }
         Evaluation::of_nodes(fits, failed, self.req.node_policy)
     }
+}
+
+/// Two runs of failed candidates, each in list order, as one in list order.
+fn merge_by_place(
+    a: Vec<(u32, u32, Option<Rejection>)>,
+    b: Vec<(u32, u32, Option<Rejection>)>,
+) -> impl Iterator<Item = (u32, u32, Option<Rejection>)> {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if y.0 < x.0 => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 /// Fitting nodes ranked first from a resolved list; the rest are ranked only when the coordinator
@@ -217,4 +228,24 @@ fn fit_slice(
         let s = &mut *s.borrow_mut();
         snaps.iter().map(|snap| (snap.generation, fit::fit_pod_score(snap, req, vendors, quota, s))).collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn merging_two_runs_in_list_order_is_sorting_them(
+            places in proptest::collection::btree_set(0u32..500, 0..60),
+            split in proptest::collection::vec(any::<bool>(), 60),
+        ) {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for (k, p) in places.iter().enumerate() {
+                if split[k] { a.push((*p, *p + 1, None)) } else { b.push((*p, *p + 1, None)) }
+            }
+            let merged: Vec<u32> = super::merge_by_place(a, b).map(|(k, _, _)| k).collect();
+            prop_assert_eq!(merged, places.into_iter().collect::<Vec<_>>());
+        }
+    }
 }

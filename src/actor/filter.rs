@@ -331,12 +331,14 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// its score; the list is capped so one Event stays small on large clusters.
     fn tell_chosen(&self, node: &NodeName, fits: &[(NodeName, f32, ())], n_fit: usize) {
         let n = self.names.len();
-        let mut fit_list = String::new();
+        let mut fit_list = String::with_capacity(32 * EVENT_FIT_NODES.min(fits.len()));
         for (k, (name, s, _)) in fits.iter().take(EVENT_FIT_NODES).enumerate() {
             if k > 0 {
                 fit_list.push(',');
             }
-            let _ = write!(fit_list, "{name}:{s:.2}");
+            fit_list.push_str(name.as_str());
+            fit_list.push(':');
+            two_decimals(&mut fit_list, *s);
         }
         if n_fit > EVENT_FIT_NODES {
             let _ = write!(fit_list, ",…{} more", n_fit - EVENT_FIT_NODES);
@@ -401,5 +403,73 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             free.extend(taken.into_iter().take(RESERVE_CANDIDATES - n_free).map(|(_, n)| n.clone()));
         }
         (free, n_free)
+    }
+}
+/// Writes `x` as `format!("{x:.2}")` does, without the general float formatter: an `f32` times
+/// 100 is exact in an `f64` (24 + 7 bits), so rounding that product half to even is rounding the
+/// exact decimal value of `x`, as the formatter does.
+fn two_decimals(out: &mut String, x: f32) {
+    let y = f64::from(x) * 100.0;
+    if !y.is_finite() || y.abs() >= 1e15 {
+        let _ = write!(out, "{x:.2}");
+        return;
+    }
+    let q = y.round_ties_even();
+    if q == 0.0 && x.is_sign_negative() {
+        // -0.001 formats as "-0.00", and so does -0.0.
+        out.push('-');
+    }
+    let q = q as i64;
+    if q < 0 {
+        out.push('-');
+    }
+    let a = q.unsigned_abs();
+    let _ = write!(out, "{}.{:02}", a / 100, a % 100);
+}
+
+#[cfg(test)]
+mod two_decimals_tests {
+    use proptest::prelude::*;
+
+    fn two(x: f32) -> String {
+        let mut s = String::new();
+        super::two_decimals(&mut s, x);
+        s
+    }
+
+    #[test]
+    fn scores_format_as_the_float_formatter_does_ties_and_signs_included() {
+        for x in [
+            0.0f32,
+            -0.0,
+            0.125,
+            0.375,
+            1.005,
+            2.675,
+            9.995,
+            -0.001,
+            -0.005,
+            -1.5,
+            10.0,
+            123.456,
+            f32::MIN,
+            f32::NAN,
+            f32::INFINITY,
+        ] {
+            assert_eq!(two(x), format!("{x:.2}"), "{x:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_f32_formats_as_the_float_formatter_does(bits in any::<u32>()) {
+            let x = f32::from_bits(bits);
+            prop_assert_eq!(two(x), format!("{x:.2}"));
+        }
+
+        #[test]
+        fn scores_in_their_range_format_as_the_float_formatter_does(x in -1000.0f32..1000.0) {
+            prop_assert_eq!(two(x), format!("{x:.2}"));
+        }
     }
 }

@@ -16,6 +16,7 @@ use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
+use crate::model::vec_map::VecMap;
 
 use super::access::{PodPlacement, RequestUser, TokenIdentity};
 use super::{Backend, CAMBRICON_LOCK_TIMEOUT, Error, Event, Evicted, LockVerdict, PodPatch, PodRef, Result};
@@ -31,20 +32,30 @@ const LEARNED_UNBOUND_KEPT: usize = 10_000;
 
 /// A merge patch applied to the pod, and to the record of what the scheduler wrote.
 fn apply_patch(v: &mut PodView, written: &mut BTreeMap<String, String>, patch: &PodPatch) {
+    apply_meta(&mut v.metadata.annotations, &mut v.metadata.labels, written, patch);
+}
+
+/// A merge patch applied to a pod's annotations and labels (all a scheduler's patch touches).
+fn apply_meta(
+    annotations: &mut VecMap<String>,
+    labels: &mut VecMap<String>,
+    written: &mut BTreeMap<String, String>,
+    patch: &PodPatch,
+) {
     for (k, val) in &patch.annotations {
         match val {
             Some(s) => {
-                v.metadata.annotations.insert(k.clone(), s.clone());
+                annotations.insert(k.clone(), s.clone());
                 written.insert(k.clone(), s.clone());
             }
             None => {
-                v.metadata.annotations.remove(k);
+                annotations.remove(k);
                 written.remove(k);
             }
         }
     }
     for (k, val) in &patch.labels {
-        v.metadata.labels.insert(k.clone(), val.clone());
+        labels.insert(k.clone(), val.clone());
     }
 }
 
@@ -400,13 +411,36 @@ impl Backend for MemoryBackend {
             return Err(Error::Refused(format!("pod {pod}: patch refused")));
         }
         self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(rv) = patch.at_version.as_deref().filter(|rv| !rv.is_empty()) {
-            let held = self.pod(&pod.namespace, &pod.name).and_then(|p| p.metadata.resource_version.clone());
-            if held.as_deref() != Some(rv) {
-                return Err(conflict(&pod.name));
-            }
+        let mut e = self
+            .inner
+            .pods
+            .get_mut(&pod_key(&pod.namespace, &pod.name))
+            .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
+        if let Some(rv) = patch.at_version.as_deref().filter(|rv| !rv.is_empty())
+            && e.view.resource_version() != Some(rv)
+        {
+            return Err(conflict(&pod.name));
         }
-        self.edit_pod(pod, patch.while_unbound.is_some(), |v, written| apply_patch(v, written, patch))
+        if !pod.uid.is_empty() && e.view.uid() != pod.uid {
+            return Err(Error::Refused(format!("pod {pod}: uid precondition failed")));
+        }
+        if let Some(node) = e.view.node_name()
+            && patch.while_unbound.is_some()
+        {
+            return Err(Error::AlreadyBound { pod: pod.to_string(), node: node.to_owned() });
+        }
+        // Only the annotations and labels change: the packed pod is edited in place of them,
+        // not unpacked and packed whole.
+        let PodEntry { view, written } = &mut *e;
+        let w = written.get_or_insert_default();
+        let Some(edited) = view.with_meta(|a, l| apply_meta(a, l, w, patch)) else {
+            return Err(Error::Refused(format!("pod {pod}: the cached copy is unreadable")));
+        };
+        if w.is_empty() {
+            *written = None;
+        }
+        *view = edited;
+        Ok(())
     }
 
     async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {

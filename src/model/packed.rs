@@ -158,6 +158,29 @@ impl PackedPod {
         })
     }
 
+    /// The pod with its annotations and labels changed by `f`: only those two maps are read and
+    /// written again, the bytes before and after them are copied as they are (a scheduler's patch
+    /// touches nothing else). `None` only if the buffer is not one `pack` wrote.
+    pub fn with_meta(&self, f: impl FnOnce(&mut VecMap<String>, &mut VecMap<String>)) -> Option<PackedPod> {
+        let mut r = Reader(&self.0);
+        for _ in 0..3 {
+            r.str()?;
+        }
+        r.opt_str()?;
+        r.opt_str()?;
+        let head = self.0.len() - r.0.len();
+        let mut annotations = r.map(|r| r.str().map(str::to_owned))?;
+        let mut labels = r.map(|r| r.str().map(str::to_owned))?;
+        let tail = r.0;
+        f(&mut annotations, &mut labels);
+        let mut w = Writer(Vec::with_capacity(self.0.len() + 256));
+        w.0.extend_from_slice(&self.0[..head]);
+        w.map(&annotations, |w, v| w.str(v));
+        w.map(&labels, |w, v| w.str(v));
+        w.0.extend_from_slice(tail);
+        Some(PackedPod(w.0.into_boxed_slice()))
+    }
+
     /// The leading fields, read without unpacking.
     fn head(&self) -> Option<Head<'_>> {
         let mut r = Reader(&self.0);

@@ -10,6 +10,12 @@ use std::time::Instant;
 
 use tokio::time::Instant as Deadline;
 
+use crate::log_writer::RateLimit;
+
+/// Reservation lapses logged at INFO, at most so many a second across the process; the others at
+/// DEBUG, counted into the next INFO line.
+static EXPIRY_LINES: RateLimit = RateLimit::per_second(20);
+
 use super::bind_queue::BindQueue;
 use super::ledger::{Alloc, Ledger, Reservation, State, Written};
 use super::record::{Parts, Record};
@@ -258,8 +264,16 @@ impl NodeCore {
                 .get(uid)
                 .and_then(|a| self.parts(uid, a))
                 .map_or_else(|| uid.to_string(), |p| format!("{}/{}", p.namespace, p.name));
-            // An operator asks where a pod's devices went: each lapse is a line of its own.
-            tracing::info!(node = %self.cfg.name, %pod, uid = %uid, outcome = "expired", "reservation expired without a bind; its devices are free again");
+            // An operator asks where a pod's devices went: each lapse is a line of its own, up to
+            // a rate that a flood of lapses (filters whose binds never come) cannot exceed.
+            match EXPIRY_LINES.admit(crate::actor::unix_now().0) {
+                Some(skipped) => {
+                    tracing::info!(node = %self.cfg.name, %pod, uid = %uid, outcome = "expired", not_logged_before = skipped, "reservation expired without a bind; its devices are free again")
+                }
+                None => {
+                    tracing::debug!(node = %self.cfg.name, %pod, uid = %uid, outcome = "expired", "reservation expired without a bind")
+                }
+            }
             self.drop_alloc(uid);
             self.cfg.recent.push(crate::actor::RecentDecision {
                 pod,

@@ -183,10 +183,33 @@ proptest! {
     }
 
     #[test]
+    fn editing_annotations_and_labels_in_place_is_unpacking_editing_and_packing(
+        p in pod(),
+        set in proptest::collection::vec(("[a-z./-]{1,12}", "[ -~]{0,20}"), 0..4),
+        drop_first in any::<bool>(),
+    ) {
+        let edit = |a: &mut crate::model::vec_map::VecMap<String>, l: &mut crate::model::vec_map::VecMap<String>| {
+            let first = a.iter().next().map(|(k, _)| k.to_string());
+            if let Some(k) = first.filter(|_| drop_first) {
+                a.remove(&k);
+            }
+            for (k, v) in &set {
+                a.insert(k.clone(), v.clone());
+                l.insert(format!("l-{k}"), v.clone());
+            }
+        };
+        let mut whole = p.clone();
+        edit(&mut whole.metadata.annotations, &mut whole.metadata.labels);
+        let edited = PackedPod::pack(&p).with_meta(edit);
+        prop_assert_eq!(edited.as_ref().and_then(PackedPod::unpack), Some(whole));
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let p = PackedPod(bytes.into());
         let _ = p.unpack();
         let _ = (p.namespace(), p.name(), p.uid(), p.resource_version(), p.node_name());
         let _ = p.annotation("hami.io/vgpu-node");
+        let _ = p.with_meta(|a, _| { a.insert("k".into(), "v".into()); });
     }
 }
