@@ -345,7 +345,7 @@ impl<B: Backend> Inner<B> {
             .collect();
         let now = unix_now().0;
         let detail = format!("{} nodes do not meet: {}", failed.len(), failed.summary());
-        self.pods.pending.refused(
+        let sweep = self.pods.pending.refused(
             PodUid::new(&pod.uid),
             PendingPod {
                 pod: pod.to_string(),
@@ -358,6 +358,9 @@ impl<B: Backend> Inner<B> {
                 attempts: 1,
             },
         );
+        if sweep {
+            self.sweep_pending();
+        }
         self.recent.push(RecentDecision {
             pod: pod.to_string(),
             node: None,
@@ -382,8 +385,15 @@ impl<B: Backend> Inner<B> {
             last_s: now,
             attempts: 1,
         };
-        self.pods.pending.refused(PodUid::new(&pod.uid), p);
+        if self.pods.pending.refused(PodUid::new(&pod.uid), p) {
+            self.sweep_pending();
+        }
         self.remember(pod, None, Outcome::Error.as_str(), error);
+    }
+
+    /// Drops the pending pods the cluster no longer holds.
+    fn sweep_pending(&self) {
+        self.pods.pending.sweep(|ns, name, uid| self.backend.holds_pod(ns, name, uid.as_str()));
     }
 }
 

@@ -4,9 +4,10 @@
 //! the pending-pods gauges read it; a pod pending for a day stays as visible as one pending for a
 //! second, however many decisions came since.
 //!
-//! One entry per pod, so memory follows the pods that are pending, not time or traffic. A cap
-//! guards against pods nobody ever deletes (a cluster file's callers may name pods that never
-//! existed): past it, the entry whose last filter is oldest makes room.
+//! One entry per pod, so memory follows the pods that are pending, not time or traffic. Pods the
+//! cluster no longer holds leave when the book has doubled since it last looked (the in-memory
+//! cluster forgets pods filters named that nobody bound, and tells no one); a cap guards against
+//! the rest: past it, the entry whose last filter is oldest makes room.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -39,13 +40,21 @@ pub struct PendingPod {
     pub attempts: u64,
 }
 
+/// The book's size at which it first looks for pods the cluster no longer holds.
+const FIRST_SWEEP: usize = 1024;
+
 #[derive(Debug, Default)]
-pub struct PendingBook(Mutex<HashMap<PodUid, PendingPod>>);
+pub struct PendingBook {
+    pods: Mutex<HashMap<PodUid, PendingPod>>,
+    /// The size at which the next sweep is due (0: `FIRST_SWEEP`).
+    sweep_at: std::sync::atomic::AtomicUsize,
+}
 
 impl PendingBook {
     /// The pod's last filter left it pending: its first time keeps, the rest is the latest.
-    pub fn refused(&self, uid: PodUid, mut p: PendingPod) {
-        let Ok(mut m) = self.0.lock() else { return };
+    /// Returns whether a sweep is due (see [`PendingBook::sweep`]).
+    pub fn refused(&self, uid: PodUid, mut p: PendingPod) -> bool {
+        let Ok(mut m) = self.pods.lock() else { return false };
         if let Some(old) = m.get(&uid) {
             p.since_s = old.since_s;
             p.attempts = old.attempts + 1;
@@ -55,18 +64,30 @@ impl PendingBook {
             m.remove(&oldest);
         }
         m.insert(uid, p);
+        m.len() >= self.sweep_at.load(std::sync::atomic::Ordering::Relaxed).max(FIRST_SWEEP)
+    }
+
+    /// Keeps only the pods `holds` says the cluster still has (namespace, name, uid); the next
+    /// sweep is due when the book has doubled from what is left.
+    pub fn sweep(&self, holds: impl Fn(&str, &str, &PodUid) -> bool) {
+        let Ok(mut m) = self.pods.lock() else { return };
+        m.retain(|uid, p| {
+            let (ns, name) = p.pod.split_once('/').unwrap_or(("", &p.pod));
+            holds(ns, name, uid)
+        });
+        self.sweep_at.store((2 * m.len()).max(FIRST_SWEEP), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The pod was placed, bound or deleted: it is pending no more.
     pub fn gone(&self, uid: &PodUid) {
-        if let Ok(mut m) = self.0.lock() {
+        if let Ok(mut m) = self.pods.lock() {
             m.remove(uid);
         }
     }
 
     /// Every pending pod, longest pending first.
     pub fn list(&self) -> Vec<PendingPod> {
-        let mut v: Vec<PendingPod> = self.0.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
+        let mut v: Vec<PendingPod> = self.pods.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
         v.sort_by(|a, b| a.since_s.cmp(&b.since_s).then_with(|| a.pod.cmp(&b.pod)));
         v
     }
@@ -75,7 +96,7 @@ impl PendingBook {
     /// every reason it was given).
     pub fn counts(&self) -> PendingCounts {
         let mut c = PendingCounts::default();
-        if let Ok(m) = self.0.lock() {
+        if let Ok(m) = self.pods.lock() {
             for p in m.values() {
                 *c.by_outcome.entry(p.outcome).or_default() += 1;
                 for r in &p.reasons {
@@ -88,7 +109,7 @@ impl PendingBook {
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.0.lock().map(|m| m.len()).unwrap_or(0)
+        self.pods.lock().map(|m| m.len()).unwrap_or(0)
     }
 }
 
@@ -134,6 +155,20 @@ mod tests {
         b.gone(&PodUid::new("u1"));
         b.gone(&PodUid::new("nobody"));
         assert_eq!(b.len(), 1);
+    }
+
+    #[test]
+    fn pods_the_cluster_no_longer_holds_are_swept_once_the_book_has_doubled() {
+        let b = PendingBook::default();
+        let mut due = Vec::new();
+        for k in 0..FIRST_SWEEP {
+            due.push(b.refused(PodUid::new(&format!("u{k}")), pod(&format!("ns/p{k}"), "no_fit", &[], k as i64)));
+        }
+        assert_eq!(due.iter().filter(|d| **d).count(), 1, "due once, at {FIRST_SWEEP}");
+        // The cluster holds every tenth pod.
+        b.sweep(|ns, name, _| ns == "ns" && name.trim_start_matches('p').parse::<usize>().is_ok_and(|k| k % 10 == 0));
+        assert_eq!(b.len(), FIRST_SWEEP.div_ceil(10));
+        assert!(!b.refused(PodUid::new("x"), pod("ns/x", "no_fit", &[], 0)), "not due again until it has doubled");
     }
 
     #[test]

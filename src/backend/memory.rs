@@ -507,6 +507,10 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    fn holds_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
+        self.inner.pods.get(&pod_key(namespace, name)).is_some_and(|e| uid.is_empty() || e.view.uid() == uid)
+    }
+
     /// Adds the pod when it is unknown; a pod already in the cluster is left as it is, with
     /// what the scheduler wrote on it. Only the newest `LEARNED_UNBOUND_KEPT` learned pods are
     /// kept while unbound.

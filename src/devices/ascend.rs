@@ -237,6 +237,10 @@ impl Vendor for Ascend {
         Ok(Some(ContainerRequest::new(id, nums, memreq, mempct, cores)))
     }
 
+    fn selects(&self, params: Option<&VendorParams>, _ty: &str, uuid: &str) -> bool {
+        params.and_then(|p| p.downcast_ref::<Params>()).is_none_or(|p| p.uuids.allows(uuid))
+    }
+
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
         Some(Arc::new(Params {
             uuids: Selection::uuids(pod.annotation(&self.keys.use_uuid), pod.annotation(&self.keys.nouse_uuid)),

@@ -372,6 +372,10 @@ impl Vendor for EnflameDrs {
         Ok(Some(ContainerRequest { mode: MODE_SPEC, ..ContainerRequest::new(id, 1, mem, 0, core) }))
     }
 
+    fn selects(&self, params: Option<&VendorParams>, _ty: &str, uuid: &str) -> bool {
+        params.and_then(|p| p.downcast_ref::<Params>()).is_none_or(|p| p.uuids.allows(uuid))
+    }
+
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
         let a = |k: &str| pod.annotation(k);
         Some(Arc::new(Params {

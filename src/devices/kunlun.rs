@@ -251,6 +251,10 @@ impl Vendor for KunlunXpu {
         Ok(Some(ContainerRequest::new(id, nums, 0, 100, 0)))
     }
 
+    fn selects(&self, params: Option<&VendorParams>, _ty: &str, uuid: &str) -> bool {
+        params.and_then(|p| p.downcast_ref::<Params>()).is_none_or(|p| p.allows(uuid))
+    }
+
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {
         Some(Arc::new(Params::from_pod(pod)))
     }

@@ -149,6 +149,13 @@ pub trait Backend: Clone + Send + Sync + 'static {
         true
     }
 
+    /// Whether the pod is still in the cluster as this backend keeps it. The in-memory cluster
+    /// forgets pods that filters named and nobody bound; a watch-fed backend is told of deletions
+    /// (the engine hears of them) and answers true.
+    fn holds_pod(&self, _namespace: &str, _name: &str, _uid: &str) -> bool {
+        true
+    }
+
     /// A pod seen in a filter request. Backends whose cache is fed by a watch ignore it; the
     /// in-memory backend adds a pod it does not know yet, so a client can drive
     /// `serve --cluster-file` with pods that are not in the file.

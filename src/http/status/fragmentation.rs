@@ -233,3 +233,37 @@ mod tests {
         assert_eq!(measure(&nodes, &refs, &v).total().fragmented_mib, 0);
     }
 }
+
+#[cfg(test)]
+mod selection_tests {
+    use crate::model::PodView;
+    use crate::model::annotations as keys;
+
+    #[test]
+    fn each_vendor_that_selects_devices_by_uuid_says_so_for_fragmentation() {
+        let v = crate::testing::vendors();
+        let mut pod = PodView::default();
+        for k in [
+            keys::NVIDIA_USE_UUID,
+            keys::cambricon::USE_UUID,
+            keys::enflame_drs::USE_UUID,
+            keys::metax_sgpu::USE_UUID,
+            keys::kunlun::BAIDU_USE_UUID,
+            keys::kunlun_vxpu::USE_UUID,
+            keys::mthreads::USE_UUID,
+        ] {
+            pod.metadata.annotations.insert(k.into(), "DEV-A".into());
+        }
+        let mut refusing: Vec<&str> = v
+            .iter()
+            .filter(|(_, vendor)| {
+                let params = vendor.pod_params(&pod);
+                vendor.selects(params.as_ref(), "any", "DEV-A") && !vendor.selects(params.as_ref(), "any", "DEV-B")
+            })
+            .map(|(_, vendor)| vendor.name())
+            .collect();
+        refusing.sort_unstable();
+        // Each reads its own key: the pod's DEV-A selection keeps DEV-B out on every one.
+        assert_eq!(refusing, ["Enflame", "MLU", "Metax-SGPU", "Mthreads", "NVIDIA", "XPU", "kunlun"]);
+    }
+}
