@@ -326,7 +326,13 @@ impl<B: Backend> Inner<B> {
     }
 
     /// A no-fit, with its first nodes' reasons and what it needs per device; the pod is pending.
-    fn remember_no_fit(&self, pod: &PodRef, req: &PodRequest, failed: &Failures) {
+    fn remember_no_fit(
+        &self,
+        pod: &PodRef,
+        req: &PodRequest,
+        failed: &Failures,
+        counts: &crate::metrics::RejectionCounts,
+    ) {
         let needs: Vec<DeviceNeed> = req
             .containers
             .iter()
@@ -351,7 +357,7 @@ impl<B: Backend> Inner<B> {
                 pod: pod.to_string(),
                 outcome: Outcome::NoFit.as_str(),
                 detail: detail.clone(),
-                reasons: failed.counts().labels(),
+                reasons: counts.labels(),
                 needs: needs.clone(),
                 since_s: now,
                 last_s: now,

@@ -296,6 +296,21 @@ fn check(reports: &[NodeReport], f: &TopFilter) -> Result<(), TopError> {
     }
 }
 
+/// Orders `rows` by `--sort-by`, each row read as (memory used, memory total, pods); name order
+/// (the reports') stays for `name`, and for equal keys.
+fn sort_rows<R>(rows: &mut [R], f: &TopFilter, key: impl Fn(&R) -> (u64, u64, usize)) {
+    let by = |r: &R| {
+        let (used, total, pods) = key(r);
+        match f.sort_by.as_deref() {
+            Some("memory") => used,
+            Some("free") => total.saturating_sub(used),
+            Some("pods") => pods as u64,
+            _ => 0,
+        }
+    };
+    rows.sort_by_key(|r| std::cmp::Reverse(by(r)));
+}
+
 /// One row per node with devices, or whose devices are unusable (it registered something that
 /// does not read); nodes without devices otherwise are left out.
 pub fn node_rows(
@@ -335,13 +350,7 @@ pub fn node_rows(
             held_for: n.held_for.clone(),
         });
     }
-    let free = |r: &NodeRow| r.memory_total_mib.saturating_sub(r.memory_used_mib);
-    match f.sort_by.as_deref() {
-        Some("memory") => rows.sort_by_key(|r| std::cmp::Reverse(r.memory_used_mib)),
-        Some("free") => rows.sort_by_key(|r| std::cmp::Reverse(free(r))),
-        Some("pods") => rows.sort_by_key(|r| std::cmp::Reverse(r.pods.len())),
-        _ => {}
-    }
+    sort_rows(&mut rows, f, |r| (r.memory_used_mib, r.memory_total_mib, r.pods.len()));
     Ok(rows)
 }
 
@@ -357,14 +366,7 @@ pub fn gpu_rows(
         let on = crate::report::pods_on_devices(r);
         let n = node_json(r, engine.vendors());
         for d in &n.devices {
-            let state = match (d.healthy, d.cordoned, n.held_for.is_some()) {
-                (false, _, _) => "unhealthy",
-                (true, true, _) => "cordoned",
-                (true, false, true) => "held",
-                _ if d.used >= d.count || d.mem_used >= d.mem_total || d.cores_used >= d.cores_total => "full",
-                _ if d.used > 0 => "shared",
-                _ => "idle",
-            };
+            let state = crate::report::DeviceState::of(&n, d).word();
             let pods = on
                 .get(&d.uuid)
                 .into_iter()
@@ -389,13 +391,7 @@ pub fn gpu_rows(
             });
         }
     }
-    let free = |r: &GpuRow| r.memory_total_mib.saturating_sub(r.memory_used_mib);
-    match f.sort_by.as_deref() {
-        Some("memory") => rows.sort_by_key(|r| std::cmp::Reverse(r.memory_used_mib)),
-        Some("free") => rows.sort_by_key(|r| std::cmp::Reverse(free(r))),
-        Some("pods") => rows.sort_by_key(|r| std::cmp::Reverse(r.pods.len())),
-        _ => {}
-    }
+    sort_rows(&mut rows, f, |r| (r.memory_used_mib, r.memory_total_mib, r.pods.len()));
     Ok(rows)
 }
 

@@ -64,6 +64,52 @@ pub struct UsageJson {
     pub pods: Vec<PodStateJson>,
 }
 
+/// A device's state as the console and `kubectl hami` show it. The console also tells the shared
+/// devices whose free memory no pending pod could use (fragmented), which needs the pending pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DeviceState {
+    Idle,
+    Shared,
+    Full,
+    /// On a node that holds its devices for a preemptor.
+    Held,
+    /// Takes no new allocations, whatever it holds.
+    Cordoned,
+    Unhealthy,
+}
+
+impl DeviceState {
+    pub fn of(n: &NodeJson, d: &DeviceJson) -> DeviceState {
+        if !d.healthy {
+            DeviceState::Unhealthy
+        } else if d.cordoned {
+            DeviceState::Cordoned
+        } else if n.held_for.is_some() {
+            DeviceState::Held
+        } else if d.used == 0 {
+            DeviceState::Idle
+        } else if n.unusable.is_some()
+            || d.used >= d.count
+            || d.mem_used >= d.mem_total
+            || d.cores_used >= d.cores_total
+        {
+            DeviceState::Full
+        } else {
+            DeviceState::Shared
+        }
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            DeviceState::Idle => "idle",
+            DeviceState::Shared => "shared",
+            DeviceState::Full => "full",
+            DeviceState::Held => "held",
+            DeviceState::Cordoned => "cordoned",
+            DeviceState::Unhealthy => "unhealthy",
+        }
+    }
+}
+
 /// Whether a node annotation key is one of HAMi's (registration, handshake, scores, locks).
 pub fn is_hami_node_key(k: &str) -> bool {
     k.starts_with("hami.io/")

@@ -11,15 +11,21 @@ browser=$(command -v chromium || command -v chromium-browser || true)
 [[ -n "$browser" ]] || { echo "status page: Chromium is required (apt-get install chromium)" >&2; exit 1; }
 bin=${HAMI_RS_BIN:-target/release/hami-rs}
 [[ -x "$bin" ]] || cargo build --release --bin hami-rs
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_ready() { # PORT TENTHS
+  for _ in $(seq 1 "$2"); do curl -fsS "http://127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "status page: hami-rs on :$1 did not get ready" >&2
+  return 1
+}
+port=$(free_port)
+mport=$(free_port)
 out=target/artifacts
 mkdir -p "$out"
 "$bin" serve --cluster-file examples/cluster.json --http_bind "127.0.0.1:$port" --metrics-bind-address "127.0.0.1:$mport" \
   --scheduler-name hami-scheduler >"$out/status-page-server.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_ready "$port" 100
 
 pod() { # pod NAME MEM CORES
   printf '{"Pod":{"metadata":{"name":"%s","namespace":"demo","uid":"uid-%s"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"%s","nvidia.com/gpucores":"%s"}}}]}},"NodeNames":["node-a","node-b","node-c","node-cpu"]}' "$1" "$1" "$2" "$3"
@@ -93,13 +99,13 @@ for n in range(50):
         "status": {"allocatable": {"nvidia.com/gpu": "40"}}})
 json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(sys.argv[1], "w"))
 PY
-port3=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mport3=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port3=$(free_port)
+mport3=$(free_port)
 "$bin" serve --cluster-file "$cluster50" --http_bind "127.0.0.1:$port3" --metrics-bind-address "127.0.0.1:$mport3" \
   >"$out/status-page-50.log" 2>&1 &
 pid3=$!
 trap 'kill $pid $pid3 2>/dev/null || true; rm -f "$cluster50"' EXIT
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port3/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_ready "$port3" 100
 python3 - "$port3" <<'PY' || exit 1
 import json, sys, urllib.request
 port = sys.argv[1]
@@ -134,13 +140,13 @@ lt=${HAMI_LOADTEST_BIN:-target/release/hami-loadtest}
 [[ -x "$lt" ]] || cargo build --release --bin hami-loadtest
 gen=$("$lt" run --embedded --nodes 5000 --gpus-per-node 8 --running-pods 20000 --pods 200 --keep-files 2>&1 | sed -n 's/^kept //p')
 [[ -s "$gen/cluster.json" ]] || { echo "status page: the load test wrote no cluster file" >&2; exit 1; }
-port2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mport2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port2=$(free_port)
+mport2=$(free_port)
 "$bin" serve --cluster-file "$gen/cluster.json" --http_bind "127.0.0.1:$port2" --metrics-bind-address "127.0.0.1:$mport2" \
   >"$out/status-page-5000.log" 2>&1 &
 pid2=$!
 trap 'kill $pid $pid2 $pid3 2>/dev/null || true; rm -rf "$gen" "$cluster50"' EXIT
-for _ in $(seq 1 300); do curl -fsS "http://127.0.0.1:$port2/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_ready "$port2" 300
 curl -fsS -H 'Accept-Encoding: gzip' -o "$out/status-5000.html.gz" "http://127.0.0.1:$port2/"
 zipped=$(stat -c %s "$out/status-5000.html.gz")
 (( zipped < 300 * 1024 )) || { echo "status page at 5000 nodes: $zipped bytes gzipped, over 300 KB" >&2; exit 1; }

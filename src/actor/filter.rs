@@ -64,7 +64,7 @@ impl<B: Backend> Engine<B> {
             // An error leaves the pod pending too; the console shows it beside the no-fits.
             FilterOutcome::Error(e) => self.inner.remember_error(&PodRef::of(pod), e.to_string()),
             FilterOutcome::Chosen { .. } | FilterOutcome::PassThrough => {
-                self.inner.pods.pending.gone(&crate::model::PodUid::new(&pod.metadata.uid))
+                self.inner.pods.pending.gone(&pod.metadata.uid)
             }
             FilterOutcome::NoFit { .. } => {}
         }
@@ -112,8 +112,9 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let (node, reserved) = match decision {
             Decision::Refused(refused) => {
                 self.add_refused(&mut failed, refused);
-                crate::metrics::rejections(&failed.counts());
-                self.tell_no_fit(&failed);
+                let counts = failed.counts();
+                crate::metrics::rejections(&counts);
+                self.tell_no_fit(&failed, &counts);
                 self.preempt(&failed).await;
                 return FilterOutcome::NoFit { failed };
             }
@@ -350,13 +351,13 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     }
 
     /// The FilteringFailed Events and the status page's line.
-    fn tell_no_fit(&self, failed: &Failures) {
+    fn tell_no_fit(&self, failed: &Failures, counts: &crate::metrics::RejectionCounts) {
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(pod = %self.pref, failed = ?failed.render(), "no node fits");
         }
         let i = &*self.e.inner;
         i.no_fit_events(&self.pref, failed, self.names.len());
-        i.remember_no_fit(&self.pref, &self.req, failed);
+        i.remember_no_fit(&self.pref, &self.req, failed, counts);
     }
 
     /// Holds the filter while the API writes already queued would delay this pod's bind by

@@ -63,7 +63,7 @@ impl<B: Backend> Engine<B> {
         }
         if pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
             self.inner.pods.settled(&uid);
-            self.inner.pods.pending.gone(&uid);
+            self.inner.pods.pending.gone(uid.as_str());
         }
         let Some(node) = pod.annotation(keys::ASSIGNED_NODE) else { return };
         if self.inner.nodes.was_removed(node) {
@@ -119,7 +119,7 @@ impl<B: Backend> Engine<B> {
     /// The pod is gone (deleted, or finished).
     pub fn delete_pod(&self, uid: &PodUid) {
         self.inner.pods.settled(uid);
-        self.inner.pods.pending.gone(uid);
+        self.inner.pods.pending.gone(uid.as_str());
         self.drop_hold(uid);
         let nodes = &self.inner.nodes;
         if let Some((_, node)) = nodes.placements.remove(uid)

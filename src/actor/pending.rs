@@ -48,6 +48,9 @@ pub struct PendingBook {
     pods: Mutex<HashMap<PodUid, PendingPod>>,
     /// The size at which the next sweep is due (0: `FIRST_SWEEP`).
     sweep_at: std::sync::atomic::AtomicUsize,
+    /// How many pods the book holds, written under the lock: every placed pod asks the book to
+    /// forget it, and while nothing is pending that costs a load, not a lock.
+    held: std::sync::atomic::AtomicUsize,
 }
 
 impl PendingBook {
@@ -64,6 +67,7 @@ impl PendingBook {
             m.remove(&oldest);
         }
         m.insert(uid, p);
+        self.held.store(m.len(), std::sync::atomic::Ordering::Relaxed);
         m.len() >= self.sweep_at.load(std::sync::atomic::Ordering::Relaxed).max(FIRST_SWEEP)
     }
 
@@ -75,13 +79,18 @@ impl PendingBook {
             let (ns, name) = p.pod.split_once('/').unwrap_or(("", &p.pod));
             holds(ns, name, uid)
         });
+        self.held.store(m.len(), std::sync::atomic::Ordering::Relaxed);
         self.sweep_at.store((2 * m.len()).max(FIRST_SWEEP), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The pod was placed, bound or deleted: it is pending no more.
-    pub fn gone(&self, uid: &PodUid) {
+    pub fn gone(&self, uid: &str) {
+        if self.held.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return;
+        }
         if let Ok(mut m) = self.pods.lock() {
             m.remove(uid);
+            self.held.store(m.len(), std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -152,8 +161,8 @@ mod tests {
         assert_eq!(c.by_outcome.get("error"), Some(&1));
         assert_eq!(c.by_reason.get("CardInsufficientMemory"), None);
         assert_eq!(c.by_reason.get("CardInsufficientCore"), Some(&1));
-        b.gone(&PodUid::new("u1"));
-        b.gone(&PodUid::new("nobody"));
+        b.gone("u1");
+        b.gone("nobody");
         assert_eq!(b.len(), 1);
     }
 

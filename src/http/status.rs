@@ -16,7 +16,7 @@ use actix_web::{HttpResponse, web};
 use crate::actor::{DeviceNeed, PendingPod, RecentDecision};
 use crate::backend::Backend;
 use crate::devices::Vendors;
-use crate::report::{DeviceJson, NodeJson, PodsOnDevice};
+use crate::report::{DeviceJson, DeviceState, NodeJson, PodsOnDevice};
 
 use super::AppState;
 
@@ -79,31 +79,25 @@ const STATES: [State; 7] =
 
 impl State {
     fn of(n: &NodeJson, d: &DeviceJson, fragmented: bool) -> State {
-        if !d.healthy {
-            State::Unhealthy
-        } else if d.cordoned {
-            State::Cordoned
-        } else if n.held_for.is_some() {
-            State::Held
-        } else if d.used == 0 {
-            State::Idle
-        } else if !fragmentation::shared(n, d) {
-            State::Full
-        } else if fragmented {
-            State::Fragmented
-        } else {
-            State::Shared
+        match DeviceState::of(n, d) {
+            DeviceState::Shared if fragmented => State::Fragmented,
+            DeviceState::Shared => State::Shared,
+            DeviceState::Idle => State::Idle,
+            DeviceState::Full => State::Full,
+            DeviceState::Held => State::Held,
+            DeviceState::Cordoned => State::Cordoned,
+            DeviceState::Unhealthy => State::Unhealthy,
         }
     }
     fn word(self) -> &'static str {
         match self {
-            State::Idle => "idle",
-            State::Shared => "shared",
             State::Fragmented => "fragmented",
-            State::Full => "full",
-            State::Held => "held",
-            State::Cordoned => "cordoned",
-            State::Unhealthy => "unhealthy",
+            State::Idle => DeviceState::Idle.word(),
+            State::Shared => DeviceState::Shared.word(),
+            State::Full => DeviceState::Full.word(),
+            State::Held => DeviceState::Held.word(),
+            State::Cordoned => DeviceState::Cordoned.word(),
+            State::Unhealthy => DeviceState::Unhealthy.word(),
         }
     }
     fn parse(s: &str) -> Option<State> {
@@ -608,8 +602,37 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
     html(render(&view, &q))
 }
 
+/// The console's test devices: NVIDIA, 16384 MiB, 100 cores, 10 slots, healthy.
+#[cfg(test)]
+mod fixtures {
+    use crate::report::{DeviceJson, NodeJson};
+
+    pub fn device(ty: &str, uuid: String, index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
+        DeviceJson {
+            vendor: "NVIDIA".into(),
+            uuid,
+            ty: ty.into(),
+            index,
+            numa: 0,
+            healthy: true,
+            cordoned: false,
+            count: 10,
+            used,
+            mem_total: 16384,
+            mem_used,
+            cores_total: 100,
+            cores_used,
+        }
+    }
+
+    pub fn node(name: &str, devices: Vec<DeviceJson>) -> NodeJson {
+        NodeJson { name: name.into(), devices, annotations: None, unusable: None, held_for: None }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::fixtures::{device, node};
     use super::*;
 
     #[test]
@@ -632,25 +655,7 @@ mod tests {
     }
 
     fn dev(index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
-        DeviceJson {
-            vendor: "NVIDIA".into(),
-            uuid: format!("GPU-<x>-{index}"),
-            ty: "NVIDIA-T4".into(),
-            index,
-            numa: 0,
-            healthy: true,
-            cordoned: false,
-            count: 10,
-            used,
-            mem_total: 16384,
-            mem_used,
-            cores_total: 100,
-            cores_used,
-        }
-    }
-
-    fn node(name: &str, devices: Vec<DeviceJson>) -> NodeJson {
-        NodeJson { name: name.into(), devices, annotations: None, unusable: None, held_for: None }
+        device("NVIDIA-T4", format!("GPU-<x>-{index}"), index, mem_used, cores_used, used)
     }
 
     fn decision(pod: &str, outcome: &'static str, detail: &str) -> RecentDecision {

@@ -149,9 +149,9 @@ pub trait Backend: Clone + Send + Sync + 'static {
         true
     }
 
-    /// Whether the pod is still in the cluster as this backend keeps it. The in-memory cluster
-    /// forgets pods that filters named and nobody bound; a watch-fed backend is told of deletions
-    /// (the engine hears of them) and answers true.
+    /// Whether the pod is still in the cluster as this backend keeps it: the in-memory cluster
+    /// forgets pods that filters named and nobody bound, a watch-fed backend's cache holds what the
+    /// watch delivered.
     fn holds_pod(&self, _namespace: &str, _name: &str, _uid: &str) -> bool {
         true
     }

@@ -198,6 +198,13 @@ impl Backend for KubeBackend {
         self.inner.pods.get(&(namespace.to_owned(), name.to_owned())).is_some_and(|p| p.uid() == uid)
     }
 
+    /// The watch's cache: a pending pod a filter named that the watch never delivered (or has
+    /// deleted since) leaves the pending book at its next sweep; a real one is back at its next
+    /// filter.
+    fn holds_pod(&self, namespace: &str, name: &str, uid: &str) -> bool {
+        self.watched(namespace, name, uid)
+    }
+
     async fn pod_of_record(&self, namespace: &str, name: &str) -> Result<Option<Arc<PodView>>> {
         // The cache holds only what the watch delivered: the API server's copies.
         self.pod_fresh(namespace, name).await

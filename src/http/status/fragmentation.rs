@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use crate::actor::DeviceNeed;
 use crate::devices::Vendors;
-use crate::report::{DeviceJson, NodeJson};
+use crate::report::{DeviceJson, DeviceState, NodeJson};
 
 /// One device type's line.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub fn open(n: &NodeJson, d: &DeviceJson) -> bool {
 
 /// Has a pod on it and room for another.
 pub fn shared(n: &NodeJson, d: &DeviceJson) -> bool {
-    open(n, d) && d.used > 0 && d.mem_used < d.mem_total && d.cores_used < d.cores_total
+    DeviceState::of(n, d) == DeviceState::Shared
 }
 
 /// Measures `nodes` against the needs of the pending pods' containers.
@@ -113,26 +113,10 @@ mod tests {
     use super::*;
     use crate::model::PodView;
 
-    fn dev(ty: &str, index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
-        DeviceJson {
-            vendor: "NVIDIA".into(),
-            uuid: format!("GPU-{ty}-{index}"),
-            ty: ty.into(),
-            index,
-            numa: 0,
-            healthy: true,
-            cordoned: false,
-            count: 10,
-            used,
-            mem_total: 16384,
-            mem_used,
-            cores_total: 100,
-            cores_used,
-        }
-    }
+    use super::super::fixtures::{device, node};
 
-    fn node(name: &str, devices: Vec<DeviceJson>) -> NodeJson {
-        NodeJson { name: name.into(), devices, annotations: None, unusable: None, held_for: None }
+    fn dev(ty: &str, index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
+        device(ty, format!("GPU-{ty}-{index}"), index, mem_used, cores_used, used)
     }
 
     /// A need with the NVIDIA selection the pod's annotations make.
