@@ -50,6 +50,7 @@ pub use crate::sched::quota_book as quota;
 pub use candidates::Candidates;
 pub use error::{BindError, FilterError};
 pub use failures::{Failures, NODE_LOCKED, NODE_UNREGISTERED, NODE_USAGE_UNAVAILABLE};
+pub use filter::Told;
 use messages::*;
 use node::SharedQuota;
 use nodes::NodeBook;

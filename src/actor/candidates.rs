@@ -409,13 +409,13 @@ pub(super) struct Table {
     generations: Vec<u64>,
     /// The score where the node fits, NaN where it does not (a score is never NaN).
     scores: Vec<f32>,
-    rejections: Vec<Rejection>,
+    rejections: Rejections,
 }
 
 impl Table {
     /// A table that knows no answer yet.
     pub(super) fn fresh(key: FitKey) -> Table {
-        Table { key, generations: Vec::new(), scores: Vec::new(), rejections: Vec::new() }
+        Table { key, generations: Vec::new(), scores: Vec::new(), rejections: Rejections::default() }
     }
     /// Whether the answer kept for the node at `slot` is for the snapshot of `generation`.
     #[inline]
@@ -432,8 +432,13 @@ impl Table {
         }
     }
     /// Why the node at `slot` does not fit, where its kept score says it does not.
+    #[cfg(test)]
     pub(super) fn rejection(&self, slot: u32) -> Rejection {
-        self.rejections.get(slot as usize).copied().unwrap_or(Rejection::NodeUnregistered)
+        self.rejections.get(slot)
+    }
+    /// The rejections as they are now, shared: later answers do not change them.
+    pub(super) fn rejections(&self) -> Rejections {
+        self.rejections.clone()
     }
     /// Keeps the answer on the snapshot of `generation` for the node at `slot`.
     pub(super) fn set(&mut self, slot: u32, generation: u64, answer: Result<f32, Rejection>) {
@@ -444,7 +449,6 @@ impl Table {
         if s >= self.generations.len() {
             self.generations.resize(s + 1, NEVER);
             self.scores.resize(s + 1, f32::NAN);
-            self.rejections.resize(s + 1, Rejection::NodeUnregistered);
         }
         self.generations[s] = generation;
         match answer {
@@ -452,9 +456,35 @@ impl Table {
             Ok(score) => self.scores[s] = if score.is_nan() { f32::MIN } else { score },
             Err(r) => {
                 self.scores[s] = f32::NAN;
-                self.rejections[s] = r;
+                self.rejections.set(slot, r);
             }
         }
+    }
+}
+
+/// Rejections kept per chunk of this many slots. A filter's failures share their table's chunks
+/// instead of copying each failed candidate's rejection (most of a full cluster's window fails,
+/// and a rejection is about 90 bytes); an answer the table takes later copies its chunk only
+/// while some filter's failures still hold it.
+const REJECTION_CHUNK: usize = 64;
+
+/// Rejections by board slot, in chunks shared copy-on-write (see `REJECTION_CHUNK`). A slot
+/// never set reads as `NodeUnregistered`.
+#[derive(Clone, Default)]
+pub(super) struct Rejections(Vec<Arc<[Rejection; REJECTION_CHUNK]>>);
+
+impl Rejections {
+    pub(super) fn get(&self, slot: u32) -> Rejection {
+        let s = slot as usize;
+        self.0.get(s / REJECTION_CHUNK).map_or(Rejection::NodeUnregistered, |c| c[s % REJECTION_CHUNK])
+    }
+    fn set(&mut self, slot: u32, r: Rejection) {
+        let s = slot as usize;
+        let c = s / REJECTION_CHUNK;
+        if c >= self.0.len() {
+            self.0.resize_with(c + 1, || Arc::new([Rejection::NodeUnregistered; REJECTION_CHUNK]));
+        }
+        Arc::make_mut(&mut self.0[c])[s % REJECTION_CHUNK] = r;
     }
 }
 
@@ -495,17 +525,37 @@ impl Tables {
 #[derive(Clone)]
 pub struct Listed {
     list: Arc<Resolution>,
-    /// Each known candidate that did not fit, by its place in the list, with why.
-    failed: Arc<Vec<(u32, Rejection)>>,
+    /// Each known candidate that did not fit, by its place in the list and its board slot, in
+    /// list order.
+    failed: Arc<[(u32, u32)]>,
+    /// Their rejections by slot, as the filter left its table.
+    rejections: Rejections,
+    /// The rejections of failed candidates without a slot, by place.
+    slotless: Arc<[(u32, Rejection)]>,
 }
 
 impl Listed {
-    pub(super) fn new(list: Arc<Resolution>, failed: Vec<(u32, Rejection)>) -> Listed {
-        Listed { list, failed: Arc::new(failed) }
+    pub(super) fn new(
+        list: Arc<Resolution>,
+        failed: Vec<(u32, u32)>,
+        rejections: Rejections,
+        slotless: Vec<(u32, Rejection)>,
+    ) -> Listed {
+        Listed { list, failed: failed.into(), rejections, slotless: slotless.into() }
     }
     /// How many candidates did not fit, the unregistered ones included.
     pub(super) fn len(&self) -> usize {
         self.failed.len() + self.list.unregistered()
+    }
+    fn rejection(&self, place: u32, slot: u32) -> Rejection {
+        if slot != NO_SLOT {
+            return self.rejections.get(slot);
+        }
+        match self.slotless.binary_search_by_key(&place, |(k, _)| *k) {
+            Ok(i) => self.slotless[i].1,
+            // Every failed candidate without a slot is listed: unreachable, but a reason is owed.
+            Err(_) => Rejection::NodeUnregistered,
+        }
     }
     /// Every failed candidate in list order: `(place, cell, rejection)`.
     fn failed(&self) -> impl Iterator<Item = (u32, Option<&Arc<SnapCell>>, Rejection)> + '_ {
@@ -515,7 +565,7 @@ impl Listed {
             (Some((k, _)), Some((u, _))) if u < k => {
                 unknown.next().map(|(u, _)| (*u, None, Rejection::NodeUnregistered))
             }
-            (Some(_), _) => known.next().map(|(k, r)| (*k, self.list.cell(*k), *r)),
+            (Some(_), _) => known.next().map(|&(k, slot)| (k, self.list.cell(k), self.rejection(k, slot))),
             (None, Some(_)) => unknown.next().map(|(u, _)| (*u, None, Rejection::NodeUnregistered)),
             (None, None) => None,
         })

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::candidates::{Listed, Placed, Resolution, Table};
+use super::candidates::{Listed, NO_SLOT, Placed, Resolution, Table};
 use super::coordinator::FanOut;
 use super::cycle::FilterCycle;
 use super::quota::QuotaBook;
@@ -42,9 +42,10 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let mut table = if keep { i.nodes.tables.take(req.fit_key) } else { Table::fresh(req.fit_key) };
         let policy = req.node_policy;
         let mut fits = Vec::with_capacity(list.len());
-        // Failed candidates by place and slot, in list order, with the rejection of those fitted
-        // now; the others' are read from the table once it is complete.
-        let mut failed_at: Vec<(u32, u32, Option<Rejection>)> = Vec::new();
+        // Failed candidates answered from the table, by place and slot, in list order: their
+        // rejections are read once the table is complete. Sized for the whole list, so a window
+        // where most candidates are full never grows it.
+        let mut failed_at: Vec<(u32, u32)> = Vec::with_capacity(list.len());
         let mut moved = Vec::new();
         let mut snaps = Vec::new();
         // One pass: a candidate whose answer is current is placed now, the others are fitted
@@ -53,7 +54,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             if table.current(slot, g) {
                 let score = table.score(slot).unwrap_or(f32::NAN);
                 if score.is_nan() {
-                    failed_at.push((k, slot, None));
+                    failed_at.push((k, slot));
                 } else {
                     fits.push((score::rank_key(policy, score, r), score, k));
                 }
@@ -64,7 +65,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         }
         let kept = fits.len() + failed_at.len();
         let fresh = self.fit_all(snaps).await?;
-        let mut failed_moved = Vec::new();
+        let (mut failed_moved, mut slotless) = (Vec::new(), Vec::new());
         for ((k, r, slot), (g, answer)) in moved.iter().zip(&fresh) {
             table.set(*slot, *g, *answer);
             match answer {
@@ -73,13 +74,16 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                     let score = if score.is_nan() { f32::MIN } else { *score };
                     fits.push((score::rank_key(policy, score, *r), score, *k));
                 }
-                Err(why) => failed_moved.push((*k, *slot, Some(*why))),
+                Err(why) => {
+                    failed_moved.push((*k, *slot));
+                    if *slot == NO_SLOT {
+                        slotless.push((*k, *why));
+                    }
+                }
             }
         }
-        // Both runs are in list order: merged, not sorted.
-        let failed = merge_by_place(failed_at, failed_moved)
-            .map(|(k, slot, why)| (k, why.unwrap_or_else(|| table.rejection(slot))))
-            .collect();
+        // The failures keep the table's rejections as they are now, shared, not copied.
+        let failed = Listed::new(list.clone(), merge_by_place(&failed_at, &failed_moved), table.rejections(), slotless);
         if keep {
             i.nodes.tables.put(table);
         }
@@ -139,17 +143,19 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     }
 }
 
-/// Two runs of failed candidates, each in list order, as one in list order.
-fn merge_by_place(
-    a: Vec<(u32, u32, Option<Rejection>)>,
-    b: Vec<(u32, u32, Option<Rejection>)>,
-) -> impl Iterator<Item = (u32, u32, Option<Rejection>)> {
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some(x), Some(y)) if y.0 < x.0 => b.next(),
-        (Some(_), _) => a.next(),
-        (None, _) => b.next(),
-    })
+/// Two runs of failed candidates, `(place, slot)`, each in list order, as one in list order:
+/// merged, not sorted.
+fn merge_by_place(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let mut b = b.iter().copied().peekable();
+    for &x in a {
+        while let Some(y) = b.next_if(|y| y.0 < x.0) {
+            out.push(y);
+        }
+        out.push(x);
+    }
+    out.extend(b);
+    out
 }
 
 /// Fitting nodes ranked first from a resolved list; the rest are ranked only when the coordinator
@@ -188,11 +194,11 @@ impl Evaluation {
 
     /// A list's evaluation from the fitting candidates (`fits`, in any order) and the failed
     /// ones (by place in the list, in list order).
-    pub(super) fn of_list(list: Arc<Resolution>, mut fits: Vec<Placed>, failed: Vec<(u32, Rejection)>) -> Evaluation {
+    pub(super) fn of_list(list: Arc<Resolution>, mut fits: Vec<Placed>, failed: Listed) -> Evaluation {
         let n_fit = fits.len();
         let first = Evaluation::select_best(&mut fits);
         let ranked = fits[..first].iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
-        let failed = Failures::of_list(Listed::new(list.clone(), failed));
+        let failed = Failures::of_list(failed);
         let rest = (n_fit > first).then_some((list, fits));
         Evaluation { ranked, n_fit, rest, failed }
     }
@@ -242,10 +248,10 @@ mod tests {
         ) {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             for (k, p) in places.iter().enumerate() {
-                if split[k] { a.push((*p, *p + 1, None)) } else { b.push((*p, *p + 1, None)) }
+                if split[k] { a.push((*p, *p + 1)) } else { b.push((*p, *p + 1)) }
             }
-            let merged: Vec<u32> = super::merge_by_place(a, b).map(|(k, _, _)| k).collect();
-            prop_assert_eq!(merged, places.into_iter().collect::<Vec<_>>());
+            let merged = super::merge_by_place(&a, &b);
+            prop_assert_eq!(merged, places.iter().map(|p| (*p, *p + 1)).collect::<Vec<_>>());
         }
     }
 }

@@ -53,10 +53,19 @@ impl<B: Backend> Engine<B> {
     /// [`Engine::filter`] over candidates as the extender read them (see
     /// [`Engine::read_candidates`]).
     pub async fn filter_candidates(&self, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
+        let (outcome, told) = self.filter_telling_later(pod, names).await;
+        told.tell();
+        outcome
+    }
+
+    /// [`Engine::filter_candidates`], with what it tells of a placed pod (its FilteringSucceed
+    /// Event and the console's line) left to the caller, who tells it once the answer is on its
+    /// way: nobody waits for either, and kube-scheduler waits for the answer.
+    pub async fn filter_telling_later(&self, pod: &PodView, names: &Candidates<'_>) -> (FilterOutcome, Told) {
         let started = Instant::now();
-        let outcome = match self.request_of(pod) {
-            Err(e) => FilterOutcome::Error(e),
-            Ok(req) if !req.requests_devices() => FilterOutcome::PassThrough,
+        let (outcome, told) = match self.request_of(pod) {
+            Err(e) => (FilterOutcome::Error(e), Told::NOTHING),
+            Ok(req) if !req.requests_devices() => (FilterOutcome::PassThrough, Told::NOTHING),
             Ok(req) => FilterCycle { e: self, pod, pref: PodRef::of(pod), req, names }.run().await,
         };
         crate::metrics::filter_done(outcome.metric(), started);
@@ -68,7 +77,7 @@ impl<B: Backend> Engine<B> {
             }
             FilterOutcome::NoFit { .. } => {}
         }
-        outcome
+        (outcome, told)
     }
 
     /// The pod's device request, with HAMi's error texts for what does not read.
@@ -86,11 +95,25 @@ impl<B: Backend> Engine<B> {
     }
 }
 
+/// What a filter that placed its pod has still to tell (see [`Engine::filter_telling_later`]).
+#[must_use = "a filter's Event and console line are told only by `tell`"]
+pub struct Told(Option<Box<dyn FnOnce() + Send>>);
+
+impl Told {
+    const NOTHING: Told = Told(None);
+
+    pub fn tell(self) {
+        if let Some(tell) = self.0 {
+            tell();
+        }
+    }
+}
+
 impl<B: Backend> FilterCycle<'_, '_, B> {
-    async fn run(&self) -> FilterOutcome {
+    async fn run(&self) -> (FilterOutcome, Told) {
         let i = &*self.e.inner;
         if let Err(e) = self.settle_lost_binding().await {
-            return FilterOutcome::Error(e);
+            return (FilterOutcome::Error(e), Told::NOTHING);
         }
         self.drop_earlier_attempt().await;
         self.await_write_backlog().await;
@@ -98,7 +121,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             return placed;
         }
         let Some(mut eval) = self.evaluate().await else {
-            return FilterOutcome::Error(FilterError::Stopping);
+            return (FilterOutcome::Error(FilterError::Stopping), Told::NOTHING);
         };
         let all = i.cfg.filter_result == FilterResult::All;
         if all {
@@ -107,7 +130,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let n_fit = eval.n_fit;
         let (decision, fits, mut failed) = match self.reserve_best(eval).await {
             Ok(d) => d,
-            Err(e) => return FilterOutcome::Error(e),
+            Err(e) => return (FilterOutcome::Error(e), Told::NOTHING),
         };
         let (node, reserved) = match decision {
             Decision::Refused(refused) => {
@@ -116,7 +139,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 crate::metrics::rejections(&counts);
                 self.tell_no_fit(&failed, &counts);
                 self.preempt(&failed).await;
-                return FilterOutcome::NoFit { failed };
+                return (FilterOutcome::NoFit { failed }, Told::NOTHING);
             }
             Decision::Reserved { node, reserved, refused } => {
                 self.add_refused(&mut failed, refused);
@@ -129,7 +152,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     }
 
     /// The pod reserved on `node`: the decision written (when the filter writes it), the Events
-    /// told, the answer made (every fitting node with `FilterResult::All`).
+    /// to tell, the answer made (every fitting node with `FilterResult::All`).
     pub(super) async fn placed(
         &self,
         node: NodeName,
@@ -137,14 +160,14 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         fits: &[(NodeName, f32, ())],
         n_fit: usize,
         failed: Failures,
-    ) -> FilterOutcome {
+    ) -> (FilterOutcome, Told) {
         if let Err(e) = self.write_decision(&node, reserved).await {
-            return FilterOutcome::Error(e);
+            return (FilterOutcome::Error(e), Told::NOTHING);
         }
-        self.tell_chosen(&node, fits, n_fit);
+        let told = self.tell_chosen(&node, fits, n_fit);
         let all = self.e.inner.cfg.filter_result == FilterResult::All;
         let others = if all { self.answer_all(&node, fits, &failed) } else { Vec::new() };
-        FilterOutcome::Chosen { node, others, failed }
+        (FilterOutcome::Chosen { node, others, failed }, told)
     }
 
     /// Every other node that fits, for `FilterResult::All`, and the scores the prioritize call
@@ -328,26 +351,28 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         Err(e.into())
     }
 
-    /// The FilteringSucceed Event and the status page's line. HAMi lists every fitting node with
-    /// its score; the list is capped so one Event stays small on large clusters.
-    fn tell_chosen(&self, node: &NodeName, fits: &[(NodeName, f32, ())], n_fit: usize) {
-        let n = self.names.len();
-        let mut fit_list = String::with_capacity(32 * EVENT_FIT_NODES.min(fits.len()));
-        for (k, (name, s, _)) in fits.iter().take(EVENT_FIT_NODES).enumerate() {
-            if k > 0 {
-                fit_list.push(',');
+    /// The FilteringSucceed Event and the status page's line, to tell. HAMi lists every fitting
+    /// node with its score; the list is capped so one Event stays small on large clusters.
+    fn tell_chosen(&self, node: &NodeName, fits: &[(NodeName, f32, ())], n_fit: usize) -> Told {
+        let best: Vec<(NodeName, f32)> = fits.iter().take(EVENT_FIT_NODES).map(|(n, s, _)| (n.clone(), *s)).collect();
+        let (i, pref, node, n) = (self.e.inner.clone(), self.pref.clone(), node.clone(), self.names.len());
+        Told(Some(Box::new(move || {
+            let mut fit_list = String::with_capacity(32 * best.len());
+            for (k, (name, s)) in best.iter().enumerate() {
+                if k > 0 {
+                    fit_list.push(',');
+                }
+                fit_list.push_str(name.as_str());
+                fit_list.push(':');
+                two_decimals(&mut fit_list, *s);
             }
-            fit_list.push_str(name.as_str());
-            fit_list.push(':');
-            two_decimals(&mut fit_list, *s);
-        }
-        if n_fit > EVENT_FIT_NODES {
-            let _ = write!(fit_list, ",…{} more", n_fit - EVENT_FIT_NODES);
-        }
-        let message = format!("find fit node({node}), {} nodes not fit, {n_fit} nodes fit({fit_list})", n - n_fit);
-        let i = &*self.e.inner;
-        i.event(&self.pref, reasons::FILTERING_SUCCEED, EventType::Normal, message);
-        i.remember(&self.pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n} nodes fit"));
+            if n_fit > EVENT_FIT_NODES {
+                let _ = write!(fit_list, ",…{} more", n_fit - EVENT_FIT_NODES);
+            }
+            let message = format!("find fit node({node}), {} nodes not fit, {n_fit} nodes fit({fit_list})", n - n_fit);
+            i.event(&pref, reasons::FILTERING_SUCCEED, EventType::Normal, message);
+            i.remember(&pref, Some(node.to_string()), "scheduled", format!("{n_fit} of {n} nodes fit"));
+        })))
     }
 
     /// The FilteringFailed Events and the status page's line.

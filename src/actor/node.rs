@@ -231,7 +231,7 @@ impl NodeActor {
         if !core.timer_needed() {
             return;
         }
-        let Some(next) = core.ledger.next_deadline() else { return };
+        let Some(next) = core.ledger.next_deadline().map(core::on_tick) else { return };
         if let Some(h) = self.armed.take() {
             ctx.cancel_future(h);
         }

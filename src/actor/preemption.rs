@@ -32,7 +32,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// A preemptor's filter: it reserves on the node that holds devices for it, on that node's
     /// usage without the hold. `None` (the filter goes on as usual) when the pod has no hold,
     /// its node is not among the candidates, or its victims have not all gone yet.
-    pub(super) async fn reserve_held(&self) -> Option<FilterOutcome> {
+    pub(super) async fn reserve_held(&self) -> Option<(FilterOutcome, super::filter::Told)> {
         let (i, req) = (&*self.e.inner, &self.req);
         let held = i.pods.hold(&req.uid)?;
         if !self.names.contains(held.node.as_str()) {

@@ -67,7 +67,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         crate::metrics::filter_unwatched();
     }
     backend.learn_pod(&pod);
-    let outcome = st.engine.filter_candidates(&pod, &names).await;
+    let (outcome, told) = st.engine.filter_telling_later(&pod, &names).await;
     let mut reasons = String::new();
     let mut by_reason = Vec::new();
     let (res, node, verdict) = match outcome {
@@ -115,13 +115,24 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         FilterOutcome::Error(e) => (ExtenderFilterResult::error(e.to_string()), None, Outcome::Error),
     };
     let latency_us = started.elapsed().as_micros() as u64;
-    let node = node.as_deref().unwrap_or("-");
     let outcome = verdict.as_str();
     match verdict {
-        Outcome::Error => tracing::error!(pod = %pod_name, node, outcome, latency_us, error = %res.error, "filter"),
+        Outcome::Error => {
+            tracing::error!(pod = %pod_name, node = "-", outcome, latency_us, error = %res.error, "filter")
+        }
         Outcome::NoFit => log_no_fit(&pod_name, outcome, latency_us, &reasons, &by_reason),
-        _ => tracing::info!(pod = %pod_name, node, outcome, latency_us, error = %res.error, "filter"),
+        Outcome::Scheduled | Outcome::PassThrough | Outcome::Bound => {
+            // The answer goes first: the Event, the console's line and the log line are told
+            // on this thread once it is written.
+            actix_web::rt::spawn(async move {
+                told.tell();
+                let node = node.as_deref().unwrap_or("-");
+                tracing::info!(pod = %pod_name, node, outcome, latency_us, error = "", "filter");
+            });
+            return Ok(json(&res));
+        }
     }
+    told.tell();
     Ok(json(&res))
 }
 

@@ -66,12 +66,33 @@ pub(super) struct Devices {
     pub unique_ids: bool,
 }
 
-/// The one timer a node keeps, for its earliest reservation deadline: actix polls every timer an
-/// actor holds on each of its messages, so a timer per reservation would make every message cost
-/// one poll per reservation of the last TTL.
+/// Reservation timers fire on ticks this far apart, counted from one instant for every node, so
+/// the nodes of an arbiter whose reservations lapse within one tick share one wake-up. Filters
+/// whose binds never come (a load test, a scheduler that gave up) each leave a reservation that
+/// lapses on its own: without the ticks every lapse would wake an arbiter on the cores the
+/// filters need. A reservation lapses at most one tick after its deadline.
+pub(super) const EXPIRY_TICK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The first expiry tick at or after `at`.
+pub(super) fn on_tick(at: Deadline) -> Deadline {
+    static BASE: std::sync::OnceLock<Deadline> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(Deadline::now);
+    let tick = EXPIRY_TICK.as_nanos();
+    let nanos = |ticks: u128| std::time::Duration::from_nanos(u64::try_from(ticks * tick).unwrap_or(u64::MAX));
+    // Before the base (a test's clock may run behind another's), the ticks count back from it.
+    let rounded = match at.checked_duration_since(base) {
+        Some(after) => base.checked_add(nanos(after.as_nanos().div_ceil(tick))),
+        None => base.checked_sub(nanos(base.duration_since(at).as_nanos() / tick)),
+    };
+    rounded.filter(|r| *r >= at).unwrap_or(at)
+}
+
+/// The one timer a node keeps, for its earliest reservation deadline (on the expiry tick after
+/// it): actix polls every timer an actor holds on each of its messages, so a timer per
+/// reservation would make every message cost one poll per reservation of the last TTL.
 #[derive(Default)]
 pub(super) struct Timer {
-    /// The deadline the armed timer fires at.
+    /// The tick the armed timer fires at.
     pub at: Option<Deadline>,
     /// A sender that changed the ledger on its own thread asked the actor to arm it.
     pub asked: bool,
@@ -240,7 +261,7 @@ impl NodeCore {
     /// Whether the timer must be armed (again) for the earliest deadline.
     pub(super) fn timer_needed(&self) -> bool {
         match (self.ledger.next_deadline(), self.timer.at) {
-            (Some(next), Some(at)) => next < at,
+            (Some(next), Some(at)) => on_tick(next) < at,
             (Some(_), None) => true,
             (None, _) => false,
         }

@@ -248,6 +248,33 @@ async fn an_uncommitted_reservation_expires_after_its_ttl() {
     assert!(h.reserve(&pod().gpu(1).mem_mib(16384).name("p2"), TTL).await.is_ok(), "the capacity is free again");
 }
 
+#[test]
+fn deadlines_lapse_on_the_next_shared_tick() {
+    use super::core::{EXPIRY_TICK, on_tick};
+    let now = tokio::time::Instant::now();
+    let mut ticks = std::collections::BTreeSet::new();
+    for ms in (0..2_000).step_by(7) {
+        let at = now + Duration::from_millis(ms);
+        let t = on_tick(at);
+        assert!(t >= at && t - at < EXPIRY_TICK, "{ms} ms: {:?} after", t - at);
+        assert_eq!(on_tick(t), t, "a tick is its own tick");
+        ticks.insert(t);
+    }
+    // 2 s of deadlines share 20 (or 21) ticks, whatever instant the ticks count from.
+    assert!((20..=21).contains(&ticks.len()), "{} ticks", ticks.len());
+}
+
+#[actix::test]
+async fn a_reservation_lapses_within_one_tick_of_its_deadline() {
+    tokio::time::pause();
+    let h = Harness::start(one_gpu()).await;
+    h.reserve(&pod().gpu(1).mem_mib(1000).name("p1"), TTL).await.unwrap();
+    elapse(TTL - Duration::from_millis(2)).await;
+    assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Reserved), "before its deadline");
+    elapse(super::core::EXPIRY_TICK + Duration::from_millis(2)).await;
+    assert_eq!(h.state_of("uid-p1").await, None, "one tick after its deadline");
+}
+
 #[actix::test]
 async fn a_renewed_reservation_is_not_expired_by_the_earlier_timer() {
     // The timer of a replaced reservation is stale (sequence number): only the newest TTL counts.

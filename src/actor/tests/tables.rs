@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::candidates::{Directory, NO_SLOT, Placed, Resolution, Table, Tables};
+use super::candidates::{Directory, Listed, NO_SLOT, Placed, Rejections, Resolution, Table, Tables};
 use super::evaluate::{Evaluation, RANKED_FIRST};
 use super::*;
 use crate::actor::node::{NodeActor, SnapCell};
@@ -149,13 +149,28 @@ proptest! {
     /// A table answers each slot with the last answer set there, for the generation it was set
     /// at; a slot never set is unanswered.
     #[test]
-    fn a_tables_answers_are_the_last_set(sets in prop::collection::vec((0u32..6, any_answer()), 0..40)) {
+    fn a_tables_answers_are_the_last_set(
+        sets in prop::collection::vec((prop_oneof![0u32..6, 60u32..200], any_answer()), 0..40),
+        shared_at in 0usize..40,
+    ) {
         let key = pod().gpu(1).name("p").request_with(&vendors()).fit_key;
         let mut table = Table::fresh(key);
-        let mut held: Vec<Option<(u64, Result<f32, Rejection>)>> = vec![None; 7];
+        let mut held: Vec<Option<(u64, Result<f32, Rejection>)>> = vec![None; 200];
+        // The rejections shared part way (as a filter's failures keep them) stay as they were.
+        let mut shared = None;
         for (g, (slot, answer)) in sets.into_iter().enumerate() {
+            if g == shared_at {
+                shared = Some((table.rejections(), held.clone()));
+            }
             table.set(slot, g as u64, answer);
             held[slot as usize] = Some((g as u64, answer));
+        }
+        if let Some((rejections, then)) = shared {
+            for (slot, h) in then.iter().enumerate() {
+                if let Some((_, Err(r))) = h {
+                    prop_assert_eq!(rejections.get(slot as u32), *r);
+                }
+            }
         }
         table.set(NO_SLOT, 99, Ok(1.0));
         for (slot, h) in held.iter().enumerate() {
@@ -216,7 +231,7 @@ proptest! {
             let first = Evaluation::select_best(&mut selected);
             prop_assert_eq!(first, cut);
             prop_assert_eq!(&named(&selected[..first])[..], &want[..cut]);
-            let mut eval = Evaluation::of_list(list.clone(), fits, Vec::new());
+            let mut eval = Evaluation::of_list(list.clone(), fits, Listed::new(list.clone(), Vec::new(), Rejections::default(), Vec::new()));
             prop_assert_eq!(eval.n_fit, want.len());
             prop_assert_eq!(&eval.ranked[..], &want[..cut]);
             prop_assert_eq!(eval.partly_ranked(), want.len() > cut);
