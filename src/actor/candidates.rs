@@ -468,10 +468,12 @@ impl Table {
 /// while some filter's failures still hold it.
 const REJECTION_CHUNK: usize = 64;
 
-/// Rejections by board slot, in chunks shared copy-on-write (see `REJECTION_CHUNK`). A slot
-/// never set reads as `NodeUnregistered`.
+/// Rejections by board slot, in chunks shared copy-on-write (see `REJECTION_CHUNK`); the list
+/// of chunks is shared too, so a filter's failures take it with one count, and a later answer
+/// copies the list (a count per chunk) and its chunk only while they are held. A slot never set
+/// reads as `NodeUnregistered`.
 #[derive(Clone, Default)]
-pub(super) struct Rejections(Vec<Arc<[Rejection; REJECTION_CHUNK]>>);
+pub(super) struct Rejections(Arc<Vec<Arc<[Rejection; REJECTION_CHUNK]>>>);
 
 impl Rejections {
     pub(super) fn get(&self, slot: u32) -> Rejection {
@@ -481,10 +483,11 @@ impl Rejections {
     fn set(&mut self, slot: u32, r: Rejection) {
         let s = slot as usize;
         let c = s / REJECTION_CHUNK;
-        if c >= self.0.len() {
-            self.0.resize_with(c + 1, || Arc::new([Rejection::NodeUnregistered; REJECTION_CHUNK]));
+        let chunks = Arc::make_mut(&mut self.0);
+        if c >= chunks.len() {
+            chunks.resize_with(c + 1, || Arc::new([Rejection::NodeUnregistered; REJECTION_CHUNK]));
         }
-        Arc::make_mut(&mut self.0[c])[s % REJECTION_CHUNK] = r;
+        Arc::make_mut(&mut chunks[c])[s % REJECTION_CHUNK] = r;
     }
 }
 

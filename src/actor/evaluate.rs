@@ -158,9 +158,11 @@ fn merge_by_place(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
     out
 }
 
-/// Fitting nodes ranked first from a resolved list; the rest are ranked only when the coordinator
-/// needs more of them (see `Engine::filter`).
-pub(super) const RANKED_FIRST: usize = 4 * RESERVE_CANDIDATES;
+/// Fitting nodes ranked first from a resolved list; the rest are ranked only when binds hold some
+/// of these (see `FilterCycle::reserve_best`). The best node whose bind is free takes nearly
+/// every reservation, and each node ranked costs a count on its name, which on a large cluster
+/// is a cache miss: as many as the coordinator may try, and the FilteringSucceed Event's list.
+pub(super) const RANKED_FIRST: usize = RESERVE_CANDIDATES;
 
 /// What evaluating the candidates came to.
 pub(super) struct Evaluation {

@@ -31,6 +31,8 @@ pub(super) const MAX_BUSY_WAIT: Duration = Duration::from_secs(2);
 const BUSY_POLL: Duration = Duration::from_millis(5);
 /// How many fitting nodes the FilteringSucceed Event names.
 const EVENT_FIT_NODES: usize = 10;
+// The Event names the best nodes of those ranked first.
+const _: () = assert!(super::evaluate::RANKED_FIRST >= EVENT_FIT_NODES);
 
 impl FilterOutcome {
     fn metric(&self) -> Outcome {
