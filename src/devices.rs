@@ -293,9 +293,7 @@ pub trait Vendor: Send + Sync + 'static {
     /// `uuid`: what the console asks when it measures which free memory pending pods could use.
     /// Vendors whose parameters are the common type and UUID selections need not override it.
     fn selects(&self, params: Option<&request::VendorParams>, ty: &str, uuid: &str) -> bool {
-        params
-            .and_then(|p| p.downcast_ref::<common::Selections>())
-            .is_none_or(|s| s.types.allows(ty) && s.uuids.allows(uuid))
+        params_allow(params, |s: &common::Selections| s.types.allows(ty) && s.uuids.allows(uuid))
     }
 
     /// The webhook's mutation of one container; `Ok(true)` when it recognised a request. The
@@ -407,6 +405,15 @@ pub trait Vendor: Send + Sync + 'static {
     fn lock(&self) -> LockKind {
         LockKind::Shared
     }
+}
+
+/// What a vendor's `selects` answers from its own parameters of type `P`: `allows` of them, or
+/// every device for a pod without them.
+pub(crate) fn params_allow<P: std::any::Any>(
+    params: Option<&request::VendorParams>,
+    allows: impl FnOnce(&P) -> bool,
+) -> bool {
+    params.and_then(|p| p.downcast_ref::<P>()).is_none_or(allows)
 }
 
 /// The configured vendors, in HAMi's registration order (NVIDIA first, then the others, Ascend and

@@ -433,6 +433,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         (free, n_free)
     }
 }
+
 /// Writes `x` as `format!("{x:.2}")` does, without the general float formatter: an `f32` times
 /// 100 is exact in an `f64` (24 + 7 bits), so rounding that product half to even is rounding the
 /// exact decimal value of `x`, as the formatter does.

@@ -30,12 +30,8 @@ const EVENTS_KEPT: usize = 2000;
 /// good; past this many the oldest unbound ones are forgotten, as if their owner deleted them.
 const LEARNED_UNBOUND_KEPT: usize = 10_000;
 
-/// A merge patch applied to the pod, and to the record of what the scheduler wrote.
-fn apply_patch(v: &mut PodView, written: &mut BTreeMap<String, String>, patch: &PodPatch) {
-    apply_meta(&mut v.metadata.annotations, &mut v.metadata.labels, written, patch);
-}
-
-/// A merge patch applied to a pod's annotations and labels (all a scheduler's patch touches).
+/// A merge patch applied to a pod's annotations and labels (all a scheduler's patch touches),
+/// and to the record of what the scheduler wrote.
 fn apply_meta(
     annotations: &mut VecMap<String>,
     labels: &mut VecMap<String>,
@@ -87,6 +83,24 @@ struct PodEntry {
     /// every pod.
     #[allow(clippy::box_collection)] // one word in the slot instead of three, for the pods never written
     written: Option<Box<BTreeMap<String, String>>>,
+}
+
+impl PodEntry {
+    /// Puts the pod `edit` makes of the packed one in its place, with what the scheduler wrote
+    /// kept beside it (`None` when nothing is); a copy that does not unpack refuses the edit.
+    fn edit(
+        &mut self,
+        pod: &PodRef,
+        edit: impl FnOnce(&PackedPod, &mut BTreeMap<String, String>) -> Option<PackedPod>,
+    ) -> Result<()> {
+        let written = self.written.get_or_insert_default();
+        let edited = edit(&self.view, written);
+        if written.is_empty() {
+            self.written = None;
+        }
+        self.view = edited.ok_or_else(|| Error::Refused(format!("pod {pod}: the cached copy is unreadable")))?;
+        Ok(())
+    }
 }
 
 // A slot in the pods' table per pod: what a cluster of 100,000 pods costs rests on it.
@@ -267,11 +281,32 @@ impl MemoryBackend {
         only_unbound: bool,
         f: impl FnOnce(&mut PodView, &mut BTreeMap<String, String>),
     ) -> Result<()> {
-        let mut e = self
+        let mut e = self.entry_to_edit(pod, None, only_unbound)?;
+        e.edit(pod, |view, written| {
+            let mut v = view.unpack()?;
+            f(&mut v, written);
+            Some(PackedPod::pack(&v))
+        })
+    }
+
+    /// The pod's entry, for an edit whose preconditions hold: at `at_version` when one is given
+    /// (else a conflict), the uid asked for, and unbound with `only_unbound` (else `AlreadyBound`).
+    fn entry_to_edit(
+        &self,
+        pod: &PodRef,
+        at_version: Option<&str>,
+        only_unbound: bool,
+    ) -> Result<dashmap::mapref::one::RefMut<'_, Box<str>, PodEntry>> {
+        let e = self
             .inner
             .pods
             .get_mut(&pod_key(&pod.namespace, &pod.name))
             .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
+        if let Some(rv) = at_version.filter(|rv| !rv.is_empty())
+            && e.view.resource_version() != Some(rv)
+        {
+            return Err(conflict(&pod.name));
+        }
         if !pod.uid.is_empty() && e.view.uid() != pod.uid {
             return Err(Error::Refused(format!("pod {pod}: uid precondition failed")));
         }
@@ -280,17 +315,7 @@ impl MemoryBackend {
         {
             return Err(Error::AlreadyBound { pod: pod.to_string(), node: node.to_owned() });
         }
-        let PodEntry { view, written } = &mut *e;
-        let Some(mut v) = view.unpack() else {
-            return Err(Error::Refused(format!("pod {pod}: the cached copy is unreadable")));
-        };
-        let w = written.get_or_insert_default();
-        f(&mut v, w);
-        if w.is_empty() {
-            *written = None;
-        }
-        *view = PackedPod::pack(&v);
-        Ok(())
+        Ok(e)
     }
 
     fn edit_node(&self, node: &str, f: impl FnOnce(&mut NodeView) -> Result<()>) -> Result<()> {
@@ -411,36 +436,10 @@ impl Backend for MemoryBackend {
             return Err(Error::Refused(format!("pod {pod}: patch refused")));
         }
         self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let mut e = self
-            .inner
-            .pods
-            .get_mut(&pod_key(&pod.namespace, &pod.name))
-            .ok_or_else(|| Error::PodNotFound(pod.to_string()))?;
-        if let Some(rv) = patch.at_version.as_deref().filter(|rv| !rv.is_empty())
-            && e.view.resource_version() != Some(rv)
-        {
-            return Err(conflict(&pod.name));
-        }
-        if !pod.uid.is_empty() && e.view.uid() != pod.uid {
-            return Err(Error::Refused(format!("pod {pod}: uid precondition failed")));
-        }
-        if let Some(node) = e.view.node_name()
-            && patch.while_unbound.is_some()
-        {
-            return Err(Error::AlreadyBound { pod: pod.to_string(), node: node.to_owned() });
-        }
+        let mut e = self.entry_to_edit(pod, patch.at_version.as_deref(), patch.while_unbound.is_some())?;
         // Only the annotations and labels change: the packed pod is edited in place of them,
         // not unpacked and packed whole.
-        let PodEntry { view, written } = &mut *e;
-        let w = written.get_or_insert_default();
-        let Some(edited) = view.with_meta(|a, l| apply_meta(a, l, w, patch)) else {
-            return Err(Error::Refused(format!("pod {pod}: the cached copy is unreadable")));
-        };
-        if w.is_empty() {
-            *written = None;
-        }
-        *view = edited;
-        Ok(())
+        e.edit(pod, |view, written| view.with_meta(|a, l| apply_meta(a, l, written, patch)))
     }
 
     async fn lock_node(&self, node: &str, pod: &PodRef, kind: LockKind) -> Result<()> {
@@ -497,7 +496,7 @@ impl Backend for MemoryBackend {
         }
         self.inner.pod_patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.edit_pod(pod, patch.while_unbound.is_some(), |v, written| {
-            apply_patch(v, written, patch);
+            apply_meta(&mut v.metadata.annotations, &mut v.metadata.labels, written, patch);
             v.spec.node_name = Some(node.to_owned());
         })?;
         self.play_plugin(pod, node);

@@ -238,7 +238,7 @@ impl Vendor for Ascend {
     }
 
     fn selects(&self, params: Option<&VendorParams>, _ty: &str, uuid: &str) -> bool {
-        params.and_then(|p| p.downcast_ref::<Params>()).is_none_or(|p| p.uuids.allows(uuid))
+        super::params_allow(params, |p: &Params| p.uuids.allows(uuid))
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {

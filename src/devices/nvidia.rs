@@ -211,9 +211,9 @@ impl Vendor for Nvidia {
     }
 
     fn selects(&self, params: Option<&VendorParams>, ty: &str, uuid: &str) -> bool {
-        params
-            .and_then(|p| p.downcast_ref::<Params>())
-            .is_none_or(|p| (p.types.is_empty() || p.types.allows(ty)) && (p.uuids.is_empty() || p.uuids.allows(uuid)))
+        super::params_allow(params, |p: &Params| {
+            (p.types.is_empty() || p.types.allows(ty)) && (p.uuids.is_empty() || p.uuids.allows(uuid))
+        })
     }
 
     fn pod_params(&self, pod: &PodView) -> Option<VendorParams> {

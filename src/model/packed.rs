@@ -162,12 +162,7 @@ impl PackedPod {
     /// written again, the bytes before and after them are copied as they are (a scheduler's patch
     /// touches nothing else). `None` only if the buffer is not one `pack` wrote.
     pub fn with_meta(&self, f: impl FnOnce(&mut VecMap<String>, &mut VecMap<String>)) -> Option<PackedPod> {
-        let mut r = Reader(&self.0);
-        for _ in 0..3 {
-            r.str()?;
-        }
-        r.opt_str()?;
-        r.opt_str()?;
+        let (_, mut r) = self.head_and_rest()?;
         let head = self.0.len() - r.0.len();
         let mut annotations = r.map(|r| r.str().map(str::to_owned))?;
         let mut labels = r.map(|r| r.str().map(str::to_owned))?;
@@ -183,6 +178,11 @@ impl PackedPod {
 
     /// The leading fields, read without unpacking.
     fn head(&self) -> Option<Head<'_>> {
+        self.head_and_rest().map(|(h, _)| h)
+    }
+
+    /// The leading fields, and a reader at the annotations that follow them.
+    fn head_and_rest(&self) -> Option<(Head<'_>, Reader<'_>)> {
         let mut r = Reader(&self.0);
         let head = Head {
             namespace: r.str()?,
@@ -191,7 +191,7 @@ impl PackedPod {
             resource_version: r.opt_str()?,
             node_name: r.opt_str()?,
         };
-        Some(head)
+        Some((head, r))
     }
 
     pub fn namespace(&self) -> &str {
@@ -213,12 +213,7 @@ impl PackedPod {
 
     /// One annotation, found by walking the packed map (no copy of the pod).
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        let mut r = Reader(&self.0);
-        for _ in 0..3 {
-            r.str()?;
-        }
-        r.opt_str()?;
-        r.opt_str()?;
+        let (_, mut r) = self.head_and_rest()?;
         for _ in 0..r.varint()? {
             let found = match r.key_ref()? {
                 KeyRef::Code(c) => vec_map::key_of_code(c).is_some_and(|k| &*k == key),
