@@ -12,9 +12,11 @@ ARG RUST_VERSION=1.95.0
 
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
-# loadtest/ is the workspace's second crate (hami-loadtest): cargo reads its manifest for either image.
+# The workspace: the scheduler, its pure core (crates/hami-core) and loadtest/ (hami-loadtest);
+# cargo reads every member's manifest for either image.
 COPY Cargo.toml Cargo.lock ./
 COPY src src
+COPY crates/hami-core crates/hami-core
 COPY loadtest loadtest
 ARG HAMI_RS_REVISION=unknown
 ARG HAMI_RS_BUILD_DATE=unknown

@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::actor::{DecisionWrite, FilterMode, FilterResult};
 
-pub mod device;
+/// The device config file, typed in the pure core beside the vendors it configures.
+pub use hami_core::config::device;
 
 /// Parses Go duration strings (`5m`, `28s`, `1h30m`, `500ms`, `0`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

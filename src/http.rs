@@ -3,91 +3,22 @@
 //! listener's TLS. Only this module and `app.rs` import actix-web. Handlers decode once and hand
 //! the engine plain types.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use actix_web::middleware::{Compress, from_fn};
 use actix_web::{HttpResponse, web};
 
-use crate::actor::Engine;
 use crate::backend::Backend;
 
 pub mod access;
 pub mod error;
 pub mod extender;
 pub mod refit;
+mod state;
 pub mod status;
 pub mod tls;
 pub mod webhook;
 pub mod wire;
 
-/// Counts requests that must finish before shutdown (binds in flight).
-#[derive(Clone, Default)]
-pub struct Inflight(Arc<AtomicUsize>);
-
-pub struct InflightGuard(Arc<AtomicUsize>);
-
-impl Inflight {
-    pub fn enter(&self) -> InflightGuard {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        InflightGuard(self.0.clone())
-    }
-    pub fn count(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-pub use crate::backend::Readiness;
-
-pub struct AppState<B: Backend> {
-    pub engine: Engine<B>,
-    pub max_body: usize,
-    pub readiness: Readiness,
-    pub inflight: Inflight,
-    /// The admission webhook's flags and quota book.
-    pub webhook: Arc<crate::admission::Config>,
-    /// Who may call which door.
-    pub access: access::Access,
-}
-
-impl<B: Backend> AppState<B> {
-    /// The webhook starts with the flags' defaults and no quota; see [`AppState::with_webhook`].
-    pub fn new(engine: Engine<B>, max_body: usize, readiness: Readiness) -> AppState<B> {
-        AppState {
-            engine,
-            max_body,
-            readiness,
-            inflight: Inflight::default(),
-            webhook: Arc::new(crate::admission::Config::default()),
-            access: access::Access::default(),
-        }
-    }
-    pub fn with_access(mut self, access: access::Access) -> AppState<B> {
-        self.access = access;
-        self
-    }
-    pub fn with_webhook(mut self, cfg: crate::admission::Config) -> AppState<B> {
-        self.webhook = Arc::new(cfg);
-        self
-    }
-    pub fn is_leader(&self) -> bool {
-        self.readiness.is_ready()
-    }
-    /// HAMi's followers hang until the caller's timeout; hami-rs answers at once.
-    pub fn not_leader_message(&self) -> String {
-        if self.readiness.leader.load(Ordering::SeqCst) {
-            "scheduler caches are not synced yet; retry shortly".into()
-        } else {
-            "this hami-rs replica is not the leader; kube-scheduler should call its own local extender".into()
-        }
-    }
-}
+pub use state::{AppState, Inflight, InflightGuard, Readiness};
 
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().finish()
@@ -141,14 +72,14 @@ pub fn routes<B: Backend>(cfg: &mut web::ServiceConfig) {
         .service(
             web::resource("/usage")
                 .wrap(Compress::default())
-                .wrap(from_fn(access::console::<B>))
+                .wrap(from_fn(access::console::<AppState<B>>))
                 .route(web::get().to(usage::<B>))
                 .route(web::head().to(usage::<B>)),
         )
         .service(
             web::resource("/")
                 .wrap(Compress::default())
-                .wrap(from_fn(access::console::<B>))
+                .wrap(from_fn(access::console::<AppState<B>>))
                 .route(web::get().to(status::page::<B>))
                 .route(web::head().to(status::page::<B>)),
         );

@@ -19,23 +19,22 @@
 //! - [`app`]: wiring and shutdown; [`log_writer`], [`error_text`]: the log's way out and its text.
 #![forbid(unsafe_code)]
 
+/// The pure layers live in the `hami-core` crate; they keep their paths here.
+pub use hami_core::{devices, gosort, model, sched};
+
 pub mod actor;
 pub mod admission;
 pub mod app;
 pub mod backend;
 pub mod clock;
 pub mod config;
-pub mod devices;
 pub mod error_text;
-pub mod gosort;
 pub mod http;
 pub mod inspect;
 pub mod log_writer;
 pub mod metrics;
-pub mod model;
 pub mod port;
 pub mod report;
-pub mod sched;
 pub mod simulate;
 
 /// Fixture builders for this crate's tests, integration tests and benchmarks; not part of the

@@ -12,12 +12,14 @@ use crate::model::PodView;
 
 pub mod access;
 mod backend;
+mod error;
 mod event;
 mod lock;
 mod observer;
 mod patch;
 
-pub use backend::{Backend, Error, Evicted, Result};
+pub use backend::{Backend, Evicted};
+pub use error::{Error, Result};
 pub use event::{Event, EventBudget, EventType, ObjectKind, reasons};
 pub use lock::{CAMBRICON_LOCK_TIMEOUT, LockVerdict, holder_needs_lock, judge_lock, lock_holder_to_ask, lock_taken};
 pub use observer::Observer;

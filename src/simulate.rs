@@ -238,3 +238,6 @@ pub fn render_table(sim: &Simulation) -> String {
 
 #[cfg(test)]
 mod tests;
+/// Each vendor placed through the engine over an in-memory cluster.
+#[cfg(test)]
+mod vendors;

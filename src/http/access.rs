@@ -22,10 +22,8 @@ use actix_web::dev::{Extensions, ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::{HttpResponse, web};
 
-use crate::backend::Backend;
 use crate::config::ConsoleAccess;
 
-use super::AppState;
 use super::tls::ClientCa;
 
 /// What the doors check, from the flags. Shared by every request; read-only.
@@ -45,6 +43,11 @@ impl Access {
             device_plugin: (!ns.is_empty() && !sa.is_empty()).then(|| (ns.clone(), sa.clone())),
         }
     }
+}
+
+/// The application state the middleware reads the doors' rules from (the server's `AppState`).
+pub trait Doors: 'static {
+    fn access(&self) -> &Access;
 }
 
 /// Set on a connection whose TLS client certificate chains to `--client-ca-file`'s CA.
@@ -130,11 +133,11 @@ pub async fn scheduler_only(
 
 /// Middleware for the console and `/usage`: kube-scheduler's callers, or anyone with
 /// `--console-access=any`.
-pub async fn console<B: Backend>(
+pub async fn console<S: Doors>(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let open = req.app_data::<web::Data<AppState<B>>>().is_some_and(|st| st.access.console == ConsoleAccess::Any);
+    let open = req.app_data::<web::Data<S>>().is_some_and(|st| st.access().console == ConsoleAccess::Any);
     gate(req, next, open).await
 }
 

@@ -4,8 +4,10 @@
 //! over the in-memory backend.
 
 use super::*;
+use crate::actor::Engine;
 use crate::backend::memory::ClusterObjects;
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 

@@ -15,6 +15,7 @@ use super::KubeBackend;
 
 mod lease;
 mod nodes;
+mod options;
 mod pods;
 mod quotas;
 mod registration;
@@ -25,25 +26,8 @@ use pods::watch_pods;
 use quotas::watch_quotas;
 use registration::registration_loop;
 
+pub use options::{LeaderOptions, WatchOptions};
 pub use registration::{Health, handshake_health, nvidia_health};
-
-/// Following the kube-scheduler sidecar's Lease: HAMi does not campaign, it leads while the Lease's
-/// holder starts with its hostname and has not expired.
-#[derive(Clone, Debug)]
-pub struct LeaderOptions {
-    pub lease_name: String,
-    pub lease_namespace: String,
-    /// This replica's identity prefix (the hostname, as kube-scheduler writes `<hostname>_<uuid>`).
-    pub identity: String,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct WatchOptions {
-    pub node_selector: Option<String>,
-    pub leader: Option<LeaderOptions>,
-    /// Namespace and name of this scheduler's own pod (`POD_NAMESPACE`, `POD_NAME`).
-    pub own_pod: Option<(String, String)>,
-}
 
 /// Starts every watcher and the registration loop on the current runtime.
 pub fn start<O: Observer>(
