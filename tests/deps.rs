@@ -474,8 +474,21 @@ fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 fn no_two_modules_import_each_other() {
     for src in [root_src(), core_src()] {
         let mods = modules(&src);
-        let found = circles(&edges(&mods));
-        let text: Vec<String> = found.iter().map(|g| g.join(" <-> ")).collect();
+        let e = edges(&mods);
+        let found = circles(&e);
+        // Each circle with the edges inside it, so the import to cut can be read off.
+        let text: Vec<String> = found
+            .iter()
+            .map(|g| {
+                let inside: Vec<String> = g
+                    .iter()
+                    .flat_map(|m| {
+                        e.get(m).into_iter().flatten().filter(|t| g.contains(t)).map(move |t| format!("  {m} -> {t}"))
+                    })
+                    .collect();
+                format!("{}\n{}", g.join(" <-> "), inside.join("\n"))
+            })
+            .collect();
         assert!(
             found.is_empty(),
             "modules of {} that import each other (directly or round a circle):\n{}",

@@ -8,19 +8,19 @@ use std::time::{Duration, Instant};
 
 use super::messages::{NotReserved, Reserve, Reserved, Unlock};
 use super::node::NodeAddr;
-use super::{BindError, DecisionWrite, Engine, unix_now};
+use super::{BindError, DecisionWrite, Inner, unix_now};
 use crate::devices::LockKind;
 use crate::model::annotations as keys;
 use crate::model::{NodeName, PodDevices, PodRequest, PodUid, PodView};
 use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
 use crate::sched::Rejection;
 
-impl<B: Backend> Engine<B> {
+impl<B: Backend> Inner<B> {
     /// kube-scheduler's bind call: lock, write bind-phase and the Binding, commit. On any failure
     /// the locks and the reservation are released, a BindingFailed Event is recorded and the
     /// error is returned. Binding a pod that is already bound to that node succeeds without
     /// doing anything.
-    pub async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), BindError> {
+    pub async fn bind(self: &Arc<Self>, pod: &PodRef, node: &str) -> Result<(), BindError> {
         let started = Instant::now();
         let r = BindCx::run(self, pod, node).await;
         crate::metrics::bind_done(
@@ -28,14 +28,12 @@ impl<B: Backend> Engine<B> {
             started,
         );
         match &r {
-            Ok(()) => {
-                self.inner.remember(pod, Some(node.to_owned()), crate::metrics::Outcome::Bound.as_str(), String::new())
-            }
+            Ok(()) => self.remember(pod, Some(node.to_owned()), crate::metrics::Outcome::Bound.as_str(), String::new()),
             Err(e) => {
                 // Every failure is told on the pod, the early ones too: `kubectl describe` is
                 // where users look first when a pod stays pending.
-                self.inner.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.to_string());
-                self.inner.remember(pod, Some(node.to_owned()), crate::metrics::Outcome::Error.as_str(), e.to_string());
+                self.event(pod, reasons::BINDING_FAILED, EventType::Warning, e.to_string());
+                self.remember(pod, Some(node.to_owned()), crate::metrics::Outcome::Error.as_str(), e.to_string());
             }
         }
         r
@@ -45,7 +43,7 @@ impl<B: Backend> Engine<B> {
 /// One bind: the pod as kube-scheduler named it and as the API server has it, its request, the
 /// node and its actor, and HAMi's node locks this bind holds.
 struct BindCx<'a, B: Backend> {
-    e: &'a Engine<B>,
+    e: &'a Arc<Inner<B>>,
     pod: &'a PodRef,
     node: &'a str,
     view: Arc<PodView>,
@@ -58,8 +56,8 @@ struct BindCx<'a, B: Backend> {
 impl<'a, B: Backend> BindCx<'a, B> {
     /// The bind's steps: find the pod and the node, make sure the pod holds its reservation
     /// there, take the locks, make the reservation binding, write the decision and the Binding.
-    async fn run(e: &'a Engine<B>, pod: &'a PodRef, node: &'a str) -> Result<(), BindError> {
-        let i = &*e.inner;
+    async fn run(e: &'a Arc<Inner<B>>, pod: &'a PodRef, node: &'a str) -> Result<(), BindError> {
+        let i = e;
         let uid = PodUid::new(&pod.uid);
         // A pod created a moment ago may not have reached the watch cache yet.
         let Some(view) = i.backend.pod_fresh(&pod.namespace, &pod.name).await? else {
@@ -101,7 +99,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// earlier Binding took effect although its answer was lost), nothing is written, since the
     /// decision on the pod must stay the one for the node it runs on.
     async fn bound_already(
-        e: &Engine<B>,
+        e: &Arc<Inner<B>>,
         view: &PodView,
         pod: &PodRef,
         node: &str,
@@ -113,7 +111,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
                 Some(Ok(()))
             }
             n => {
-                e.inner.nodes.release(pod, node, "already bound elsewhere", false).await;
+                e.nodes.release(pod, node, "already bound elsewhere", false).await;
                 e.observe_pod(view);
                 Some(Err(port::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into()))
             }
@@ -141,7 +139,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// everything it reads at Allocate in place, as when Filter wrote the decision.
     async fn write_binding(&self, devices: &PodDevices) -> Result<(), BindError> {
         let (e, pod, node) = (self.e, self.pod, self.node);
-        let i = &*e.inner;
+        let i = e;
         let at_bind = i.cfg.decision_write == DecisionWrite::Bind;
         let (bind_time, _) = unix_now();
         let mut patch =
@@ -172,7 +170,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// that succeeded. When it cannot be read back, its devices stay committed (`unsettled`).
     async fn bind_failed(&self, err: port::Error) -> Result<(), BindError> {
         let (e, pod, node) = (self.e, self.pod, self.node);
-        let i = &*e.inner;
+        let i = e;
         let bound_to = match &err {
             port::Error::AlreadyBound { node: n, .. } => Some(n.clone()),
             _ if err.is_ambiguous() => match i.backend.pod_read(&pod.namespace, &pod.name).await {
@@ -216,7 +214,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// first so the pod is never counted twice against a namespace quota; should the picked node
     /// no longer fit, the bind fails and kube-scheduler filters the pod again.
     async fn move_reservation(&self, from: &NodeName) -> Result<(), BindError> {
-        self.e.inner.nodes.release(self.pod, from.as_str(), "bound elsewhere by kube-scheduler", true).await;
+        self.e.nodes.release(self.pod, from.as_str(), "bound elsewhere by kube-scheduler", true).await;
         let r = self.reserve_again().await;
         crate::metrics::bind_elsewhere(r.is_ok());
         r
@@ -228,7 +226,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// the pod are what the plugin will read, so exactly those are reserved. Fails if the node
     /// no longer has room.
     async fn reserve_again(&self) -> Result<(), BindError> {
-        let i = &*self.e.inner;
+        let i = self.e;
         let (view, pod, node) = (&*self.view, self.pod, self.node);
         if i.cfg.decision_write == DecisionWrite::Bind {
             let fresh = Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
@@ -255,7 +253,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
         match answer {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(r)) => {
-                let snap = self.e.inner.nodes.snapshot(self.node);
+                let snap = self.e.nodes.snapshot(self.node);
                 let (pod, node) = (self.pod.to_string(), self.node.to_owned());
                 let detail = r.render(snap.as_ref().map_or(&[][..], |s| &s.devices), None);
                 Err(if fresh {
@@ -275,7 +273,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// node queue behind it, first come first served, and Filter sends new pods elsewhere.
     async fn lock_node(&mut self) -> Result<(), BindError> {
         let (e, pod, node, addr) = (self.e, self.pod, self.node, &self.addr);
-        let i = &*e.inner;
+        let i = e;
         let uid = PodUid::new(&pod.uid);
         // HAMi retries contention only for PodGroup members; hami-rs lets every pod wait a bounded
         // time, since the holder is usually a bind whose device plugin answers within moments.
@@ -347,7 +345,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// Lets go of HAMi's node locks this bind took, in reverse, then of the in-process lock.
     async fn unlock_node(&self) {
         for t in self.taken.iter().rev() {
-            let _ = self.e.inner.backend.unlock_node(self.node, self.pod, *t).await;
+            let _ = self.e.backend.unlock_node(self.node, self.pod, *t).await;
         }
         let _ = self.addr.unlock(PodUid::new(&self.pod.uid)).await;
     }
@@ -355,6 +353,6 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// Drops the pod's reservation here after a failed bind (a committed one too, unless
     /// `only_reserved`).
     async fn release(&self, why: &str, only_reserved: bool) {
-        self.e.inner.nodes.release(self.pod, self.node, why, only_reserved).await;
+        self.e.nodes.release(self.pod, self.node, why, only_reserved).await;
     }
 }

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use super::Engine;
+use super::Inner;
 use super::candidates::Candidates;
 use crate::model::{PodRequest, PodView};
 use crate::port::{Backend, PodRef};
 
 pub(super) struct FilterCycle<'a, 'n, B: Backend> {
-    pub e: &'a Engine<B>,
+    pub e: &'a Arc<Inner<B>>,
     pub pod: &'a PodView,
     pub pref: PodRef,
     pub req: Arc<PodRequest>,

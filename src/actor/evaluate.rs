@@ -22,7 +22,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// engine is stopping).
     pub(super) async fn evaluate(&self) -> Option<Evaluation> {
         let fan_out = Instant::now();
-        let eval = match self.e.inner.cfg.filter_mode {
+        let eval = match self.e.cfg.filter_mode {
             FilterMode::Snapshot => self.evaluate_snapshots().await?,
             FilterMode::Messages => self.evaluate_messages().await,
         };
@@ -35,7 +35,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// quota is fitted on every candidate. `None` when an arbiter is gone (the engine is
     /// stopping).
     async fn evaluate_snapshots(&self) -> Option<Evaluation> {
-        let (i, req) = (&*self.e.inner, &self.req);
+        let (i, req) = (self.e, &self.req);
         let list = i.nodes.resolve(self.names);
         // A namespace quota changes with allocations on other nodes: such answers are not kept.
         let keep = i.quota.as_deref().is_none_or(|q| q.view(&req.namespace).is_none());
@@ -95,7 +95,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// least `EngineConfig::slice_min`) are cut into one slice per arbiter: this thread fits the
     /// first, the arbiters the others, at the same time, each on its own core.
     async fn fit_all(&self, mut snaps: Vec<Arc<NodeSnapshot>>) -> Option<Vec<(u64, Result<f32, Rejection>)>> {
-        let (i, req) = (&*self.e.inner, &self.req);
+        let (i, req) = (self.e, &self.req);
         let arbiters = &i.nodes.arbiters;
         let slices = if snaps.len() >= i.cfg.slice_min { arbiters.len().max(1) } else { 1 };
         let per = snaps.len().div_ceil(slices).max(1);
@@ -123,7 +123,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
 
     /// Sends `Filter` to every candidate node actor through the coordinator.
     async fn evaluate_messages(&self) -> Evaluation {
-        let i = &*self.e.inner;
+        let i = self.e;
         let ids: Vec<NodeName> = self.names.iter().map(NodeName::new).collect();
         let answers =
             i.nodes.coordinator().send(FanOut { pod: self.req.clone(), names: ids }).await.unwrap_or_default();

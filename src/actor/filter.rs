@@ -14,7 +14,7 @@ use super::coordinator::{Decide, Decision};
 use super::cycle::FilterCycle;
 use super::evaluate::Evaluation;
 use super::messages::{Reserve, Reserved};
-use super::{DecisionWrite, Engine, Failures, FilterError, FilterOutcome, FilterResult, RESERVE_CANDIDATES};
+use super::{DecisionWrite, Failures, FilterError, FilterOutcome, FilterResult, Inner, RESERVE_CANDIDATES};
 use crate::metrics::Outcome;
 use crate::model::request::Error as RequestError;
 use crate::model::{NodeName, PodRequest, PodView};
@@ -45,16 +45,16 @@ impl FilterOutcome {
     }
 }
 
-impl<B: Backend> Engine<B> {
+impl<B: Backend> Inner<B> {
     /// kube-scheduler's filter call in live mode (`nodeCacheCapable`): decide one node for the
     /// pod among `names`, reserve it there and write the decision onto the pod.
-    pub async fn filter(&self, pod: &PodView, names: &[Cow<'_, str>]) -> FilterOutcome {
+    pub async fn filter(self: &Arc<Self>, pod: &PodView, names: &[Cow<'_, str>]) -> FilterOutcome {
         self.filter_candidates(pod, &Candidates::names(names)).await
     }
 
     /// [`Engine::filter`] over candidates as the extender read them (see
     /// [`Engine::read_candidates`]).
-    pub async fn filter_candidates(&self, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
+    pub async fn filter_candidates(self: &Arc<Self>, pod: &PodView, names: &Candidates<'_>) -> FilterOutcome {
         let (outcome, told) = self.filter_telling_later(pod, names).await;
         told.tell();
         outcome
@@ -63,7 +63,11 @@ impl<B: Backend> Engine<B> {
     /// [`Engine::filter_candidates`], with what it tells of a placed pod (its FilteringSucceed
     /// Event and the console's line) left to the caller, who tells it once the answer is on its
     /// way: nobody waits for either, and kube-scheduler waits for the answer.
-    pub async fn filter_telling_later(&self, pod: &PodView, names: &Candidates<'_>) -> (FilterOutcome, Told) {
+    pub async fn filter_telling_later(
+        self: &Arc<Self>,
+        pod: &PodView,
+        names: &Candidates<'_>,
+    ) -> (FilterOutcome, Told) {
         let started = Instant::now();
         let (outcome, told) = match self.request_of(pod) {
             Err(e) => (FilterOutcome::Error(e), Told::NOTHING),
@@ -73,10 +77,8 @@ impl<B: Backend> Engine<B> {
         crate::metrics::filter_done(outcome.metric(), started);
         match &outcome {
             // An error leaves the pod pending too; the console shows it beside the no-fits.
-            FilterOutcome::Error(e) => self.inner.remember_error(&PodRef::of(pod), e.to_string()),
-            FilterOutcome::Chosen { .. } | FilterOutcome::PassThrough => {
-                self.inner.pods.pending.gone(&pod.metadata.uid)
-            }
+            FilterOutcome::Error(e) => self.remember_error(&PodRef::of(pod), e.to_string()),
+            FilterOutcome::Chosen { .. } | FilterOutcome::PassThrough => self.pods.pending.gone(&pod.metadata.uid),
             FilterOutcome::NoFit { .. } => {}
         }
         (outcome, told)
@@ -84,8 +86,8 @@ impl<B: Backend> Engine<B> {
 
     /// The pod's device request, with HAMi's error texts for what does not read.
     #[allow(clippy::result_large_err)]
-    pub fn request_of(&self, pod: &PodView) -> Result<Arc<PodRequest>, FilterError> {
-        let i = &*self.inner;
+    pub fn request_of(self: &Arc<Self>, pod: &PodView) -> Result<Arc<PodRequest>, FilterError> {
+        let i = self;
         match i.vendors.pod_request(pod, &i.cfg.defaults) {
             Ok(r) => Ok(Arc::new(r)),
             Err(RequestError::Weights(e)) => Err(FilterError::Weights { pod: pod.metadata.name.clone(), source: e }),
@@ -113,7 +115,7 @@ impl Told {
 
 impl<B: Backend> FilterCycle<'_, '_, B> {
     async fn run(&self) -> (FilterOutcome, Told) {
-        let i = &*self.e.inner;
+        let i = self.e;
         if let Err(e) = self.settle_lost_binding().await {
             return (FilterOutcome::Error(e), Told::NOTHING);
         }
@@ -167,7 +169,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             return (FilterOutcome::Error(e), Told::NOTHING);
         }
         let told = self.tell_chosen(&node, fits, n_fit);
-        let all = self.e.inner.cfg.filter_result == FilterResult::All;
+        let all = self.e.cfg.filter_result == FilterResult::All;
         let others = if all { self.answer_all(&node, fits, &failed) } else { Vec::new() };
         (FilterOutcome::Chosen { node, others, failed }, told)
     }
@@ -178,15 +180,15 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     fn answer_all(&self, node: &NodeName, fits: &[(NodeName, f32, ())], failed: &Failures) -> Vec<NodeName> {
         let refused = failed.named();
         let fits: Vec<(NodeName, f32, ())> = fits.iter().filter(|(n, ..)| !refused.contains(&n)).cloned().collect();
-        let scored = self.e.inner.scored(&fits, Some(node.clone()), &self.pref, &self.req);
-        self.e.inner.pods.scores.note(self.req.uid.clone(), scored);
+        let scored = self.e.scored(&fits, Some(node.clone()), &self.pref, &self.req);
+        self.e.pods.scores.note(self.req.uid.clone(), scored);
         fits.into_iter().map(|(n, ..)| n).filter(|n| n != node).collect()
     }
 
     /// A pod whose last Binding failed without an answer may be bound after all: it is read back
     /// before its devices go. Bound, it is counted from what it carries and the filter fails.
     async fn settle_lost_binding(&self) -> Result<(), FilterError> {
-        let i = &*self.e.inner;
+        let i = self.e;
         let pref = &self.pref;
         let Some((uid, node)) = i.pods.take_unsettled(&self.req.uid) else { return Ok(()) };
         let bound = match i.backend.pod_read(&pref.namespace, &pref.name).await {
@@ -210,7 +212,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// itself, as HAMi does. A pod kube-scheduler filters is not bound; should one that is bound
     /// arrive all the same, its devices stay counted.
     async fn drop_earlier_attempt(&self) {
-        let nodes = &self.e.inner.nodes;
+        let nodes = &self.e.nodes;
         if let Some(addr) = nodes.placement(&self.req.uid).and_then(|prev| nodes.addr(prev.as_str())) {
             let bound = self.pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
             let _ = addr.release(self.req.uid.clone(), bound).await;
@@ -225,7 +227,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         &self,
         mut eval: Evaluation,
     ) -> Result<(Decision, Vec<(NodeName, f32, ())>, Failures), FilterError> {
-        let i = &*self.e.inner;
+        let i = self.e;
         // The common case: the best node whose bind is free takes the reservation on this thread
         // when its actor is idle, and the locks of the nodes after it are never read.
         let reserve = Instant::now();
@@ -284,7 +286,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// `--bind-lock-wait` and go round again. Locks held by others (a device plugin that never
     /// answers, another scheduler) do not hold the filter.
     async fn await_free_node(&self, fits: &[(NodeName, f32, ())], mut ranked: Vec<NodeName>) -> Vec<NodeName> {
-        let nodes = &self.e.inner.nodes;
+        let nodes = &self.e.nodes;
         if !nodes.any_bind_busy(&ranked) {
             return ranked;
         }
@@ -315,7 +317,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
 
     /// Reserves on `node` on this thread when its actor is idle; `None` when it is busy (or gone).
     fn reserve_here(&self, node: &NodeName) -> Option<Result<Reserved, Rejection>> {
-        let i = &*self.e.inner;
+        let i = self.e;
         let addr = i.nodes.addr(node.as_str())?;
         addr.reserve_here(Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl }).ok()
     }
@@ -323,7 +325,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// Nodes that refused the reservation join the failures, with their snapshots.
     fn add_refused(&self, failed: &mut Failures, refused: Vec<(NodeName, Rejection)>) {
         for (n, r) in refused {
-            let snap = self.e.inner.nodes.snapshot(n.as_str());
+            let snap = self.e.nodes.snapshot(n.as_str());
             failed.push(n, r, snap);
         }
     }
@@ -331,7 +333,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// Writes the decision onto the pod, unless it is written at bind (then the filter makes no
     /// API write). A failed write gives the reservation back.
     async fn write_decision(&self, node: &NodeName, reserved: &Reserved) -> Result<(), FilterError> {
-        let i = &*self.e.inner;
+        let i = self.e;
         if i.cfg.decision_write != DecisionWrite::Filter {
             return Ok(());
         }
@@ -357,7 +359,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// node with its score; the list is capped so one Event stays small on large clusters.
     fn tell_chosen(&self, node: &NodeName, fits: &[(NodeName, f32, ())], n_fit: usize) -> Told {
         let best: Vec<(NodeName, f32)> = fits.iter().take(EVENT_FIT_NODES).map(|(n, s, _)| (n.clone(), *s)).collect();
-        let (i, pref, node, n) = (self.e.inner.clone(), self.pref.clone(), node.clone(), self.names.len());
+        let (i, pref, node, n) = (self.e.clone(), self.pref.clone(), node.clone(), self.names.len());
         Told(Some(Box::new(move || {
             let mut fit_list = String::with_capacity(32 * best.len());
             for (k, (name, s)) in best.iter().enumerate() {
@@ -382,7 +384,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(pod = %self.pref, failed = ?failed.render(), "no node fits");
         }
-        let i = &*self.e.inner;
+        let i = self.e;
         i.no_fit_events(&self.pref, failed, self.names.len());
         i.remember_no_fit(&self.pref, &self.req, failed, counts);
     }
@@ -395,7 +397,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     async fn await_write_backlog(&self) {
         let started = Instant::now();
         loop {
-            let backlog = self.e.inner.backend.write_backlog();
+            let backlog = self.e.backend.write_backlog();
             if backlog <= MAX_WRITE_BACKLOG || started.elapsed() >= MAX_BACKLOG_WAIT {
                 return;
             }
@@ -411,7 +413,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// node. With no lock taken this is the rank order, as HAMi chooses.
     /// Also returns how many of them are free.
     fn lock_aware(&self, fits: &[(NodeName, f32, ())]) -> (Vec<NodeName>, usize) {
-        let i = &*self.e.inner;
+        let i = self.e;
         let kinds = i.lock_kinds(&self.req);
         let mut free = Vec::with_capacity(RESERVE_CANDIDATES);
         let mut taken: Vec<(u32, &NodeName)> = Vec::new();

@@ -384,5 +384,15 @@ impl Handler<RefitSettle> for NodeActor {
     }
 }
 
+impl NodeCore {
+    /// After a change applied on a sender's thread: asks the actor to arm the timer if needed.
+    pub(super) fn ask_timer(&mut self, addr: &actix::Addr<NodeActor>) {
+        if self.timer_needed() && !self.timer.asked {
+            self.timer.asked = true;
+            addr.do_send(ArmTimer);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

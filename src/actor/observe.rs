@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::Engine;
+use super::Inner;
 use super::messages::{NodeRegistered, PodObserved, Registration, VendorHealth};
 use crate::devices::Vendors;
 use crate::model::annotations as keys;
@@ -11,20 +11,20 @@ use crate::model::pod::NodeView;
 use crate::model::{PodDevices, PodUid, PodView};
 use crate::port::{Backend, Event, EventType, ObjectKind, PodRef, reasons};
 use crate::sched::accounting::{self, Layout};
-impl<B: Backend> Engine<B> {
+impl<B: Backend> Inner<B> {
     /// A node was added or its labels/annotations changed. A malformed registration marks the
     /// node's devices unusable, logs why and records an Event; other nodes are unaffected.
-    pub async fn register_node(&self, node: Arc<NodeView>) -> Registration {
+    pub async fn register_node(self: &Arc<Self>, node: Arc<NodeView>) -> Registration {
         let name = node.metadata.name.clone();
-        self.inner.nodes.restored(name.as_str());
-        let addr = self.inner.nodes.actor(&name);
+        self.nodes.restored(name.as_str());
+        let addr = self.nodes.actor(&name);
         let r = match addr.send(NodeRegistered { node }).await {
             Ok(r) => r,
             Err(_) => return Registration::Malformed { reason: "node actor stopped".into() },
         };
         if let Registration::Malformed { reason } = &r {
             tracing::warn!(node = %name, %reason, "node devices unusable");
-            self.inner.backend.record_event(Event {
+            self.backend.record_event(Event {
                 object: ObjectKind::Node,
                 pod: PodRef { namespace: String::new(), name: name.clone(), uid: String::new() },
                 reason: reasons::DEVICE_REGISTRATION_INVALID,
@@ -36,41 +36,41 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Vendors whose devices the health round found dead on `node` (empty: all alive).
-    pub fn set_unhealthy(&self, node: &str, unhealthy: Vec<crate::model::VendorId>) {
-        self.inner.nodes.actor(node).do_send(VendorHealth { unhealthy });
+    pub fn set_unhealthy(self: &Arc<Self>, node: &str, unhealthy: Vec<crate::model::VendorId>) {
+        self.nodes.actor(node).do_send(VendorHealth { unhealthy });
     }
 
     /// The node is gone, with every allocation it held. Until it is registered again, pods that
     /// name it are not counted (they would bring back a node nobody registered); whoever
     /// registers it again observes the pods still bound to it once more ([`Engine::was_removed`]).
-    pub fn remove_node(&self, name: &str) {
-        self.inner.nodes.remove(name);
+    pub fn remove_node(self: &Arc<Self>, name: &str) {
+        self.nodes.remove(name);
     }
 
     /// Whether the node was removed and not registered since: its pods need observing again once
     /// it is registered.
-    pub fn was_removed(&self, name: &str) -> bool {
-        self.inner.nodes.was_removed(name)
+    pub fn was_removed(self: &Arc<Self>, name: &str) -> bool {
+        self.nodes.was_removed(name)
     }
 
     /// A pod as the cluster shows it. Pods without `hami.io/vgpu-node` are ignored; finished
     /// pods release what they held; terminating pods keep their devices until deleted.
-    pub fn observe_pod(&self, pod: &PodView) {
+    pub fn observe_pod(self: &Arc<Self>, pod: &PodView) {
         let uid = PodUid::new(&pod.metadata.uid);
         if pod.is_finished() {
             self.delete_pod(&uid);
             return;
         }
         if pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
-            self.inner.pods.settled(&uid);
-            self.inner.pods.pending.gone(uid.as_str());
+            self.pods.settled(&uid);
+            self.pods.pending.gone(uid.as_str());
         }
         let Some(node) = pod.annotation(keys::ASSIGNED_NODE) else { return };
-        if self.inner.nodes.was_removed(node) {
+        if self.nodes.was_removed(node) {
             self.delete_pod(&uid);
             return;
         }
-        let devices = match self.inner.vendors.decode_allocation(pod) {
+        let devices = match self.vendors.decode_allocation(pod) {
             Ok(d) => d,
             Err(e) => {
                 // HAMi ignores such a pod's usage; say so, since it may hold devices.
@@ -78,10 +78,10 @@ impl<B: Backend> Engine<B> {
                 return;
             }
         };
-        let devices = align(&self.inner.vendors, pod, devices);
-        let held = self.inner.vendors.decode_held(pod);
+        let devices = align(&self.vendors, pod, devices);
+        let held = self.vendors.decode_held(pod);
         let holds = |v| devices.vendor(v).is_some() || held.iter().any(|(h, _, _)| *h == v);
-        let tags = accounting::tags_of(&self.inner.vendors, &pod.metadata.annotations, holds);
+        let tags = accounting::tags_of(&self.vendors, &pod.metadata.annotations, holds);
         let obs = PodObserved {
             uid: uid.clone(),
             namespace: Arc::from(pod.metadata.namespace.as_str()),
@@ -95,10 +95,10 @@ impl<B: Backend> Engine<B> {
             },
             tags,
             bound: pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()),
-            ttl: self.inner.cfg.reservation_ttl,
+            ttl: self.cfg.reservation_ttl,
         };
         // A pod moved to another node (a new decision) is dropped from the old one first.
-        let nodes = &self.inner.nodes;
+        let nodes = &self.nodes;
         if let Some(prev) = nodes.placement(&uid)
             && prev.as_str() != node
             && let Some(addr) = nodes.addr(prev.as_str())
@@ -110,18 +110,18 @@ impl<B: Backend> Engine<B> {
 
     /// Observes the pod as the backend's cache holds it now (just read from the source after a
     /// write found it bound).
-    pub(super) fn observe_read(&self, pod: &PodRef) {
-        if let Some(v) = self.inner.backend.pod(&pod.namespace, &pod.name) {
+    pub(super) fn observe_read(self: &Arc<Self>, pod: &PodRef) {
+        if let Some(v) = self.backend.pod(&pod.namespace, &pod.name) {
             self.observe_pod(&v);
         }
     }
 
     /// The pod is gone (deleted, or finished).
-    pub fn delete_pod(&self, uid: &PodUid) {
-        self.inner.pods.settled(uid);
-        self.inner.pods.pending.gone(uid.as_str());
+    pub fn delete_pod(self: &Arc<Self>, uid: &PodUid) {
+        self.pods.settled(uid);
+        self.pods.pending.gone(uid.as_str());
         self.drop_hold(uid);
-        let nodes = &self.inner.nodes;
+        let nodes = &self.nodes;
         if let Some((_, node)) = nodes.placements.remove(uid)
             && let Some(addr) = nodes.addr(node.as_str())
         {
@@ -141,30 +141,4 @@ pub(super) fn align(vendors: &Vendors, pod: &PodView, mut devices: PodDevices) -
         *list = accounting::align(std::mem::take(list), &requesting);
     }
     devices
-}
-
-/// The watchers' view of the engine.
-impl<B: Backend> crate::port::Observer for Engine<B> {
-    fn vendors(&self) -> &Vendors {
-        Engine::vendors(self)
-    }
-    async fn register_node(&self, node: Arc<NodeView>) {
-        // The outcome is logged and recorded as an Event by the engine; watchers need nothing back.
-        Engine::register_node(self, node).await;
-    }
-    fn set_unhealthy(&self, node: &str, unhealthy: Vec<crate::model::VendorId>) {
-        Engine::set_unhealthy(self, node, unhealthy);
-    }
-    fn remove_node(&self, name: &str) {
-        Engine::remove_node(self, name);
-    }
-    fn was_removed(&self, name: &str) -> bool {
-        Engine::was_removed(self, name)
-    }
-    fn observe_pod(&self, pod: &PodView) {
-        Engine::observe_pod(self, pod);
-    }
-    fn delete_pod(&self, uid: &PodUid) {
-        Engine::delete_pod(self, uid);
-    }
 }

@@ -15,7 +15,7 @@ use plan::Plan;
 
 use super::cycle::FilterCycle;
 use super::messages::{DropHold, Hold, Reserve, SetHold};
-use super::{Engine, Failures, FilterOutcome, Inner};
+use super::{Failures, FilterOutcome, Inner};
 use crate::metrics::Preemption;
 use crate::model::{NodeName, PodUid, PodView};
 use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
@@ -33,7 +33,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// usage without the hold. `None` (the filter goes on as usual) when the pod has no hold,
     /// its node is not among the candidates, or its victims have not all gone yet.
     pub(super) async fn reserve_held(&self) -> Option<(FilterOutcome, super::filter::Told)> {
-        let (i, req) = (&*self.e.inner, &self.req);
+        let (i, req) = (self.e, &self.req);
         let held = i.pods.hold(&req.uid)?;
         if !self.names.contains(held.node.as_str()) {
             return None;
@@ -72,7 +72,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// for a pod already waiting on a hold, or with nothing to evict: `None`.
     pub(super) async fn preempt(&self, failed: &Failures) -> Option<Plan> {
         let (e, pref, req) = (self.e, &self.pref, &self.req);
-        let i = &*e.inner;
+        let i = e;
         let ttl = i.cfg.preemption_hold?;
         if i.pods.holds_for(&req.uid) {
             return None;
@@ -151,9 +151,9 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let (e, pref) = (self.e, &self.pref);
         let mut spared: Vec<String> = Vec::new();
         for _ in 0..BUDGET_ROUNDS {
-            let plan = e.inner.plan_sparing(pod, &self.req, failed, &spared).await?;
+            let plan = e.plan_sparing(pod, &self.req, failed, &spared).await?;
             let victims: Vec<PodRef> = plan.victims.iter().map(|v| v.pod_ref()).collect();
-            match e.inner.backend.disruption_blocked(&victims).await {
+            match e.backend.disruption_blocked(&victims).await {
                 Ok(blocked) if blocked.is_empty() => return Some(plan),
                 Ok(blocked) => {
                     tracing::info!(pod = %pref, protected = blocked.len(), "disruption budgets protect planned victims; planning again");
@@ -176,7 +176,7 @@ impl<B: Backend> Inner<B> {
     /// priority and with the preemption policy of the cluster's copy. A request body claims
     /// nothing: a pod unknown to the cluster, or known under another UID, is logged, counted
     /// (`preemptions_total{outcome="unverified"}`) and evicts no one.
-    pub(super) async fn preemptor_of_record(&self, pref: &PodRef) -> Option<Arc<PodView>> {
+    pub(super) async fn preemptor_of_record(self: &Arc<Self>, pref: &PodRef) -> Option<Arc<PodView>> {
         let why = match self.backend.pod_of_record(&pref.namespace, &pref.name).await {
             // A cluster file may name its pods without UIDs; the API server's pods all have one.
             Ok(Some(p)) if p.metadata.uid == pref.uid || p.metadata.uid.is_empty() => return Some(p),
@@ -194,7 +194,7 @@ impl<B: Backend> Inner<B> {
 
     /// Whether the API server has none of `victims` any more (a pod of the same name with
     /// another UID is not the victim). A read that fails answers no.
-    async fn victims_gone(&self, victims: &[PodRef]) -> bool {
+    async fn victims_gone(self: &Arc<Self>, victims: &[PodRef]) -> bool {
         for v in victims {
             match self.backend.pod_read(&v.namespace, &v.name).await {
                 Ok(None) => {}
@@ -206,10 +206,10 @@ impl<B: Backend> Inner<B> {
     }
 }
 
-impl<B: Backend> Engine<B> {
+impl<B: Backend> Inner<B> {
     /// The pod no longer needs its hold (deleted, or reserved without it): the devices go back.
-    pub(super) fn drop_hold(&self, uid: &PodUid) {
-        let i = &*self.inner;
+    pub(super) fn drop_hold(self: &Arc<Self>, uid: &PodUid) {
+        let i = self;
         let Some(held) = i.pods.take_hold(uid, None) else { return };
         if let Some(addr) = i.nodes.addr(held.node.as_str()) {
             addr.do_send(DropHold { uid: uid.clone(), id: Some(held.id) });
@@ -218,8 +218,8 @@ impl<B: Backend> Engine<B> {
 }
 
 /// The hold's time ran out before the preemptor took it: its devices are free for any pod.
-async fn lapse<B: Backend>(e: &Engine<B>, hold: &Hold, pref: &PodRef) {
-    let i = &*e.inner;
+async fn lapse<B: Backend>(e: &Arc<Inner<B>>, hold: &Hold, pref: &PodRef) {
+    let i = e;
     let Some(held) = i.pods.take_hold(&hold.uid, Some(hold.id)) else { return };
     let Some(addr) = i.nodes.addr(held.node.as_str()) else { return };
     if addr.send(DropHold { uid: hold.uid.clone(), id: Some(hold.id) }).await.unwrap_or(false) {

@@ -8,7 +8,7 @@
 //!        ─▶ RefitSettle { written } (keep new, or restore old) ─▶ Event
 //! ```
 
-use super::Engine;
+use super::Inner;
 use super::messages::{Refit, RefitAsk, RefitFailure, RefitPlan, RefitSettle};
 use crate::model::PodUid;
 use crate::model::annotations as keys;
@@ -58,12 +58,12 @@ impl RefitOutcome {
     }
 }
 
-impl<B: Backend> Engine<B> {
+impl<B: Backend> Inner<B> {
     /// Moves one container's devices onto `allowed_device_uuids` (HAMi's `/refit`). Answers every
     /// outcome as a value; never retries. Serialised with the node's reservations by its actor,
     /// and the move is held until the annotation write settles, so a failed write gives back
     /// exactly what the pod held.
-    pub async fn refit(&self, args: RefitArgs) -> RefitOutcome {
+    pub async fn refit(self: &Arc<Self>, args: RefitArgs) -> RefitOutcome {
         let refused = |r: String| RefitOutcome::Refused(r);
         if args.pod_uid.is_empty()
             || args.pod_namespace.is_empty()
@@ -81,7 +81,7 @@ impl<B: Backend> Engine<B> {
                 args.allowed_device_uuids.len()
             ));
         }
-        let Some(vendor) = self.inner.vendors.by_name(&args.device_type) else {
+        let Some(vendor) = self.vendors.by_name(&args.device_type) else {
             return refused(format!("unknown device type {}", go_quote(&args.device_type)));
         };
         if args.device_type != REFIT_VENDOR {
@@ -92,12 +92,12 @@ impl<B: Backend> Engine<B> {
         }
         let uid = PodUid::new(&args.pod_uid);
         let not_tracked = || refused(format!("pod {} is not tracked by the scheduler", args.pod_uid));
-        let Some(node) = self.inner.nodes.placement(&uid) else { return not_tracked() };
-        let Some(addr) = self.inner.nodes.addr(node.as_str()) else { return not_tracked() };
-        let pod = self.inner.backend.pod(&args.pod_namespace, &args.pod_name);
+        let Some(node) = self.nodes.placement(&uid) else { return not_tracked() };
+        let Some(addr) = self.nodes.addr(node.as_str()) else { return not_tracked() };
+        let pod = self.backend.pod(&args.pod_namespace, &args.pod_name);
         let request = match &pod {
             // HAMi's text for weights it cannot read; a quantity it cannot use says so itself.
-            Some(p) => self.inner.vendors.pod_request(p, &self.inner.cfg.defaults).map(Arc::new).map_err(|e| match e {
+            Some(p) => self.vendors.pod_request(p, &self.cfg.defaults).map(Arc::new).map_err(|e| match e {
                 crate::model::request::Error::Weights(_) => format!("invalid device scoring weights: {e}"),
                 other => other.to_string(),
             }),
@@ -124,7 +124,7 @@ impl<B: Backend> Engine<B> {
             Ok(RefitPlan::Moved(mv)) => mv,
             Err(f) => {
                 if f.event {
-                    self.inner.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, f.reason.clone());
+                    self.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, f.reason.clone());
                 }
                 return refused(f.reason);
             }
@@ -139,7 +139,7 @@ impl<B: Backend> Engine<B> {
         };
         // The write and its settlement run on their own, so a caller that goes away cannot leave
         // the move held.
-        let (backend, target) = (self.inner.backend.clone(), pod_ref.clone());
+        let (backend, target) = (self.backend.clone(), pod_ref.clone());
         let written = actix::spawn(async move {
             let r = backend.patch_pod(&target, &patch).await;
             let _ = addr.send(RefitSettle { uid, written: r.is_ok() }).await;
@@ -154,12 +154,12 @@ impl<B: Backend> Engine<B> {
         };
         if let Some(e) = err {
             let reason = format!("cannot patch pod annotations: {e}");
-            self.inner.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, reason.clone());
+            self.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, reason.clone());
             return refused(reason);
         }
         let message =
             format!("NUMA refit moved container {} from {} to {}", mv.index, go_list(&mv.from), go_list(&mv.to));
-        self.inner.event(&pod_ref, reasons::NUMA_REFIT_SUCCEED, EventType::Normal, message);
+        self.event(&pod_ref, reasons::NUMA_REFIT_SUCCEED, EventType::Normal, message);
         RefitOutcome::Moved(mv.devices)
     }
 }

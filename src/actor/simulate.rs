@@ -3,8 +3,9 @@
 //! policy. Nothing is reserved or written, and the engine's own nodes are not consulted.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::Engine;
+use super::Inner;
 use crate::devices::{NoQuota, Vendors};
 use crate::model::pod::NodeView;
 use crate::model::request::NodePolicy;
@@ -27,12 +28,16 @@ pub enum Simulation {
 /// Fitting nodes with their score and place among those sent, and the others' reasons.
 type Fitted = (Vec<(NodeName, f32, usize)>, BTreeMap<String, String>);
 
-impl<B: Backend> Engine<B> {
+impl<B: Backend> Inner<B> {
     /// Fits the pod on each node sent (`Err`: a node that did not read, ending the simulation)
     /// and picks the best.
-    pub fn simulate(&self, pod: &PodView, nodes: impl IntoIterator<Item = Result<NodeView, String>>) -> Simulation {
-        let vendors = &*self.inner.vendors;
-        let req = match vendors.pod_request(pod, &self.inner.cfg.defaults) {
+    pub fn simulate(
+        self: &Arc<Self>,
+        pod: &PodView,
+        nodes: impl IntoIterator<Item = Result<NodeView, String>>,
+    ) -> Simulation {
+        let vendors = &self.vendors;
+        let req = match vendors.pod_request(pod, &self.cfg.defaults) {
             Ok(r) => r,
             Err(e) => return Simulation::Error(e.to_string()),
         };

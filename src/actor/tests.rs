@@ -1,13 +1,19 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::coordinator::{Decide, Decision};
+use super::messages::*;
+use super::node::SharedQuota;
 use super::*;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
+use crate::model::NodeName;
 use crate::model::annotations as keys;
 use crate::model::codec;
 use crate::model::{PodUid, VendorId};
 use crate::port::{self, reasons};
+use crate::port::{Backend, EventType, ObjectKind, PodPatch, PodRef};
 use crate::sched::{Rejection, score};
 use crate::testing::*;
 

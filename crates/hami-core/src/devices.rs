@@ -17,6 +17,9 @@ use crate::model::{
     PodView, VendorId,
 };
 
+mod discovery;
+pub use discovery::{Discovery, NodeExtra};
+
 pub mod amd;
 pub mod ascend;
 pub mod awsneuron;
@@ -33,31 +36,6 @@ pub mod metax_sgpu;
 pub mod mthreads;
 pub mod nvidia;
 pub mod vastai;
-
-/// Opaque per-node data a vendor read from the node (cordon list, pair scores, topology maps).
-pub type NodeExtra = Arc<dyn Any + Send + Sync>;
-
-/// What a vendor found on a node.
-pub enum Discovery {
-    /// The node has no devices of this vendor.
-    Absent,
-    Devices {
-        devices: Vec<DeviceInfo>,
-        extra: Option<NodeExtra>,
-    },
-    /// The vendor's annotation is present but cannot be decoded.
-    Malformed {
-        key: String,
-        error: codec::Error,
-    },
-}
-
-impl Discovery {
-    /// Devices and no node extras, what most vendors find.
-    pub fn devices(devices: Vec<DeviceInfo>) -> Discovery {
-        Discovery::Devices { devices, extra: None }
-    }
-}
 
 /// Which node lock a vendor's bind takes; HAMi's device plugins release the one their vendor uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,6 +1,7 @@
 //! Pure scheduling: per-node fit and scoring of a pod (fit.rs), device order and node choice
-//! (score.rs), usage accounting from allocations (accounting.rs), quota arithmetic (quota.rs) and
-//! rejection reasons (reason.rs). No I/O, no clock, no actors.
+//! (score.rs), usage accounting from allocations (accounting.rs), quota arithmetic (quota.rs),
+//! rejection reasons (reason.rs), the victims a preemption would evict (victims.rs) and the
+//! planner that places many pods on one frozen view (plan.rs). No I/O, no clock, no actors.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use crate::model::{DeviceUsage, NodeName};
 
 pub mod accounting;
 pub mod fit;
+pub mod plan;
 pub mod quota;
 pub mod quota_book;
 pub mod report;

@@ -19,11 +19,11 @@ static EXPIRY_LINES: RateLimit = RateLimit::per_second(20);
 use super::bind_queue::BindQueue;
 use super::ledger::{Alloc, Ledger, Reservation, State, Written};
 use super::record::{Parts, Record};
-use super::{NodeActor, SnapCell};
 use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, Reserve, Reserved};
 use crate::actor::quota::{QuotaBook, usage_of};
+use crate::actor::read_side::SnapCell;
 use crate::actor::read_side::{BindState, Placements};
-use crate::actor::with_scratch;
+use crate::actor::scratch::with_scratch;
 use crate::devices::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
@@ -48,7 +48,7 @@ pub struct NodeConfig {
     /// What Filter reads of the node's binds.
     pub binds: Arc<BindState>,
     /// Where an expired reservation is told, beside the filters' decisions.
-    pub recent: Arc<crate::actor::Recent>,
+    pub recent: Arc<crate::actor::recent::Recent>,
 }
 
 /// The node's registered devices as the cluster shows them.
@@ -267,14 +267,6 @@ impl NodeCore {
         }
     }
 
-    /// After a change applied on a sender's thread: asks the actor to arm the timer if needed.
-    pub(super) fn ask_timer(&mut self, addr: &actix::Addr<NodeActor>) {
-        if self.timer_needed() && !self.timer.asked {
-            self.timer.asked = true;
-            addr.do_send(super::ArmTimer);
-        }
-    }
-
     /// Drops every reservation whose deadline passed and that is still the one it was set for.
     pub(super) fn expire_due(&mut self) {
         let due = self.ledger.due(Deadline::now());
@@ -287,7 +279,7 @@ impl NodeCore {
                 .map_or_else(|| uid.to_string(), |p| format!("{}/{}", p.namespace, p.name));
             // An operator asks where a pod's devices went: each lapse is a line of its own, up to
             // a rate that a flood of lapses (filters whose binds never come) cannot exceed.
-            match EXPIRY_LINES.admit(crate::actor::unix_now().0) {
+            match EXPIRY_LINES.admit(crate::clock::unix_now().0) {
                 Some(skipped) => {
                     tracing::info!(node = %self.cfg.name, %pod, uid = %uid, outcome = "expired", not_logged_before = skipped, "reservation expired without a bind; its devices are free again")
                 }
@@ -296,12 +288,12 @@ impl NodeCore {
                 }
             }
             self.drop_alloc(uid);
-            self.cfg.recent.push(crate::actor::RecentDecision {
+            self.cfg.recent.push(crate::actor::recent::RecentDecision {
                 pod,
                 node: Some(self.cfg.name.to_string()),
                 outcome: "expired",
                 detail: "the reservation lapsed without a bind (--reservation-ttl); its devices are free again".into(),
-                unix_s: crate::actor::unix_now().0,
+                unix_s: crate::clock::unix_now().0,
                 ..Default::default()
             });
         }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use super::core::{NodeCore, PendingRefit};
 use crate::actor::messages::{Refit, RefitFailure, RefitMove, RefitPlan, RefitSettle};
-use crate::actor::with_scratch;
+use crate::actor::scratch::with_scratch;
 use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::annotations as keys;
 use crate::model::codec;

@@ -3,10 +3,11 @@
 //! and GPU policy a filter uses. Read-only: nothing is reserved or evicted here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::super::error::FilterError;
 use super::super::messages::Report;
-use super::super::{Engine, Failures, Inner, with_scratch};
+use super::super::{Failures, Inner, with_scratch};
 use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::{DeviceUsage, DeviceUuid, PodRequest, PodView};
 use crate::port::Backend;
@@ -64,14 +65,14 @@ fn started(pod: &PodView) -> i64 {
         .map_or(i64::MAX, |t| t.timestamp())
 }
 
-impl<B: Backend> Engine<B> {
+impl<B: Backend> Inner<B> {
     /// The preemption that would place `pod`, or `None`: the pod may not preempt
     /// (`preemptionPolicy: Never`), or on no candidate that failed for its devices (others failed
     /// for reasons no eviction changes: unregistered, unusable, locked) does any set of
     /// lower-priority pods free enough. Nodes are ranked by their victims (fewest, then lowest priorities,
     /// then the most recently started), then by name.
-    pub async fn preemption_plan(&self, pod: &PodView, req: &PodRequest, failed: &Failures) -> Option<Plan> {
-        self.inner.plan_sparing(pod, req, failed, &[]).await
+    pub async fn preemption_plan(self: &Arc<Self>, pod: &PodView, req: &PodRequest, failed: &Failures) -> Option<Plan> {
+        self.plan_sparing(pod, req, failed, &[]).await
     }
 
     /// kube-scheduler's preemption verb: for each node it proposes victims on (by UID), whether
@@ -81,7 +82,7 @@ impl<B: Backend> Engine<B> {
     /// would still be missing. A pod asking for no device keeps every proposal; a pod a node
     /// already holds devices for (`--preemption=on`) keeps none.
     pub async fn preempt_proposals(
-        &self,
+        self: &Arc<Self>,
         pod: &PodView,
         proposals: &BTreeMap<String, Vec<String>>,
     ) -> Result<BTreeMap<String, Vec<String>>, FilterError> {
@@ -89,27 +90,26 @@ impl<B: Backend> Engine<B> {
         if !req.requests_devices() {
             return Ok(proposals.clone());
         }
-        if self.inner.pods.holds_for(&req.uid) {
+        if self.pods.holds_for(&req.uid) {
             // This scheduler's own preemption is already making room for the pod: no one else goes.
             return Ok(BTreeMap::new());
         }
         // The priority that decides who may go is the cluster's copy's; a pod the cluster does not
         // have keeps no node, so kube-scheduler evicts no one for it.
-        let Some(own) = self.inner.preemptor_of_record(&PodRef::of(pod)).await else { return Ok(BTreeMap::new()) };
+        let Some(own) = self.preemptor_of_record(&PodRef::of(pod)).await else { return Ok(BTreeMap::new()) };
         let below = priority(&own);
         let mut out = BTreeMap::new();
         for (node, uids) in proposals {
-            let Some(addr) = self.inner.nodes.addr(node.as_str()) else { continue };
+            let Some(addr) = self.nodes.addr(node.as_str()) else { continue };
             let Ok(r) = addr.send(Report).await else { continue };
             // The proposed victims are gone; the others may still be added.
             let (rest, kept): (Vec<Holder<'_>>, Vec<&AllocReport>) = self
-                .inner
                 .holders(&r, below)
                 .into_iter()
                 .zip(&r.allocs)
                 .filter(|(_, a)| !uids.iter().any(|u| u == a.uid.as_str()))
                 .unzip();
-            let extra = self.inner.with_fit(&r, &req, |fits| {
+            let extra = self.with_fit(&r, &req, |fits| {
                 if fits(&victims::usage_without(&r.snapshot.devices, &rest, &[])) {
                     Some(Vec::new())
                 } else {
@@ -134,7 +134,7 @@ impl<B: Backend> Inner<B> {
     /// `preemption_plan` with the pods of `spared` (UIDs) kept, and no node that holds devices
     /// for another preemptor.
     pub(super) async fn plan_sparing(
-        &self,
+        self: &Arc<Self>,
         pod: &PodView,
         req: &PodRequest,
         failed: &Failures,
@@ -160,7 +160,7 @@ impl<B: Backend> Inner<B> {
 
     /// Every pod holding devices on the node, evictable when it is bound and running with a
     /// priority below `below` (a pod being scheduled or terminating keeps its hold).
-    fn holders<'r>(&self, r: &'r NodeReport, below: i32) -> Vec<Holder<'r>> {
+    fn holders<'r>(self: &Arc<Self>, r: &'r NodeReport, below: i32) -> Vec<Holder<'r>> {
         let backend = &self.backend;
         r.allocs
             .iter()
@@ -182,7 +182,7 @@ impl<B: Backend> Inner<B> {
     /// Runs `f` with the filter's fit of `req` on usages of the node (its namespace quota
     /// applied), on this thread's fit buffers.
     fn with_fit<R>(
-        &self,
+        self: &Arc<Self>,
         r: &NodeReport,
         req: &PodRequest,
         f: impl FnOnce(&mut dyn FnMut(&[DeviceUsage]) -> bool) -> R,
@@ -205,7 +205,13 @@ impl<B: Backend> Inner<B> {
 
     /// The victims on one node (places in `r.allocs`, with their priorities), with their cost;
     /// the pods of `spared` are not evictable.
-    fn victims_on(&self, r: &NodeReport, req: &PodRequest, below: i32, spared: &[String]) -> Option<(Cost, Victims)> {
+    fn victims_on(
+        self: &Arc<Self>,
+        r: &NodeReport,
+        req: &PodRequest,
+        below: i32,
+        spared: &[String],
+    ) -> Option<(Cost, Victims)> {
         let mut holders = self.holders(r, below);
         for (h, a) in holders.iter_mut().zip(&r.allocs) {
             if spared.iter().any(|u| u == a.uid.as_str()) {
