@@ -39,6 +39,8 @@ mod scores;
 mod scratch;
 mod simulate;
 mod state;
+mod tables;
+mod unreserve;
 
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;

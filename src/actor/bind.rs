@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::messages::{NotReserved, Reserve, Reserved, Unlock};
+use super::messages::{Holding, NotReserved, Reserve, Reserved, Unlock};
 use super::node::NodeAddr;
 use super::{BindError, DecisionWrite, Inner, unix_now};
 use crate::devices::LockKind;
@@ -14,6 +14,7 @@ use crate::model::annotations as keys;
 use crate::model::{NodeName, PodDevices, PodRequest, PodUid, PodView};
 use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
 use crate::sched::Rejection;
+use crate::sched::claim::ClaimKey;
 
 impl<B: Backend> Inner<B> {
     /// kube-scheduler's bind call: lock, write bind-phase and the Binding, commit. On any failure
@@ -111,7 +112,12 @@ impl<'a, B: Backend> BindCx<'a, B> {
                 Some(Ok(()))
             }
             n => {
-                e.nodes.release(pod, node, "already bound elsewhere", false).await;
+                e.unreserve(
+                    node,
+                    Holding::Reservation { uid: PodUid::new(&pod.uid), only_reserved: false },
+                    "already bound elsewhere",
+                )
+                .await;
                 e.observe_pod(view);
                 Some(Err(port::Error::AlreadyBound { pod: pod.to_string(), node: n.to_owned() }.into()))
             }
@@ -214,7 +220,8 @@ impl<'a, B: Backend> BindCx<'a, B> {
     /// first so the pod is never counted twice against a namespace quota; should the picked node
     /// no longer fit, the bind fails and kube-scheduler filters the pod again.
     async fn move_reservation(&self, from: &NodeName) -> Result<(), BindError> {
-        self.e.nodes.release(self.pod, from.as_str(), "bound elsewhere by kube-scheduler", true).await;
+        let what = Holding::Reservation { uid: PodUid::new(&self.pod.uid), only_reserved: true };
+        self.e.unreserve(from.as_str(), what, "bound elsewhere by kube-scheduler").await;
         let r = self.reserve_again().await;
         crate::metrics::bind_elsewhere(r.is_ok());
         r
@@ -229,7 +236,7 @@ impl<'a, B: Backend> BindCx<'a, B> {
         let i = self.e;
         let (view, pod, node) = (&*self.view, self.pod, self.node);
         if i.cfg.decision_write == DecisionWrite::Bind {
-            let fresh = Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl };
+            let fresh = Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl, claim: self.claim() };
             return self.answer_reserve(self.addr.reserve(fresh).await, true);
         }
         if view.annotation(keys::ASSIGNED_NODE) != Some(node) {
@@ -239,8 +246,16 @@ impl<'a, B: Backend> BindCx<'a, B> {
             Ok(d) => super::observe::align(&i.vendors, view, d),
             Err(e) => return Err(BindError::Malformed { pod: pod.to_string(), source: e }),
         };
-        let exact = Reserve { pod: self.req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl };
+        let exact =
+            Reserve { pod: self.req.clone(), exact: Some(devices), ttl: i.cfg.reservation_ttl, claim: self.claim() };
         self.answer_reserve(self.addr.reserve(exact).await, false)
+    }
+
+    /// The claim the pod may reserve from again: a preemptor whose reservation lapsed while its
+    /// bind waited still has the capacity claimed for it, if the node keeps it.
+    fn claim(&self) -> Option<ClaimKey> {
+        let key = ClaimKey::Pod(self.req.uid.clone());
+        self.e.pods.has_claim(&key).then_some(key)
     }
 
     /// A bind's own Reserve answered (`fresh`: a new fit rather than the written devices): a
@@ -352,7 +367,8 @@ impl<'a, B: Backend> BindCx<'a, B> {
 
     /// Drops the pod's reservation here after a failed bind (a committed one too, unless
     /// `only_reserved`).
-    async fn release(&self, why: &str, only_reserved: bool) {
-        self.e.nodes.release(self.pod, self.node, why, only_reserved).await;
+    async fn release(&self, why: &'static str, only_reserved: bool) {
+        let what = Holding::Reservation { uid: PodUid::new(&self.pod.uid), only_reserved };
+        self.e.unreserve(self.node, what, why).await;
     }
 }

@@ -1,8 +1,10 @@
-//! `Coordinator`: picks the node for a pod. It fans `Filter` out to node actors when asked to
-//! (bounded, each answer under a deadline), and turns a ranked list of fitting nodes into one
-//! reservation: `Reserve` on the best, falling back to the next when the owning actor, which
-//! re-validates against its live usage, says no. It keeps no state of its own, so each thread
-//! that filters runs one (`Engine::coordinator`) and all decide alike.
+//! `Coordinator`: decides and commits placements. It fans `Filter` out to node actors when asked
+//! to (bounded, each answer under a deadline); it turns a ranked list of fitting nodes into one
+//! reservation (`Decide`: `Reserve` on the best, falling back to the next when the owning actor,
+//! which re-validates against its live usage, says no); and it takes a plan whole or not at all
+//! (`TakeAll`: every part's reservation or claim on its node, each validated by that node, and
+//! at the first refusal everything already taken given back). It keeps no state of its own, so
+//! each thread that filters runs one and all decide alike.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -13,7 +15,7 @@ use futures::StreamExt;
 use crate::model::{NodeName, PodRequest};
 use crate::sched::Rejection;
 
-use super::messages::{Filter, Reserve, Reserved};
+use super::messages::{Filter, Holding, Reserve, Reserved, TakeClaim};
 use super::node::Book;
 
 /// How many Filter messages are in flight at once during a fan-out.
@@ -112,7 +114,7 @@ impl Handler<Decide> for Coordinator {
                     refused.push((node, Rejection::NodeUnregistered));
                     continue;
                 };
-                let reserve = addr.reserve(Reserve { pod: msg.pod.clone(), exact: None, ttl });
+                let reserve = addr.reserve(Reserve { pod: msg.pod.clone(), exact: None, ttl, claim: None });
                 match tokio::time::timeout(deadline, reserve).await {
                     Ok(Ok(Ok(reserved))) => return Decision::Reserved { node, reserved, refused },
                     Ok(Ok(Err(r))) => refused.push((node, r)),
@@ -120,6 +122,104 @@ impl Handler<Decide> for Coordinator {
                 }
             }
             Decision::Refused(refused)
+        })
+    }
+}
+
+/// Take every part of a plan, all or none: each part's reservation or claim on its node, in
+/// order; at the first refusal, everything already taken is given back (through the one
+/// `Unreserve`) before the answer, so no other pod ever sees part of a plan that was refused.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Taken>, Refusal>")]
+pub struct TakeAll {
+    pub parts: Vec<Part>,
+}
+
+/// One part of a plan: what to take on which node.
+pub struct Part {
+    pub node: NodeName,
+    pub take: Take,
+}
+
+pub enum Take {
+    /// A reservation (usually of exact devices) for a pod about to be bound.
+    Reserve(Reserve),
+    /// A claim for a pod not placed yet.
+    Claim(TakeClaim),
+}
+
+/// What one part took.
+#[derive(Debug, PartialEq)]
+pub enum Taken {
+    Reserved(Reserved),
+    Claimed,
+}
+
+/// The part a node refused, and why; nothing of the plan is held any more.
+#[derive(Debug, PartialEq)]
+pub struct Refusal {
+    pub part: usize,
+    pub node: NodeName,
+    pub rejection: Rejection,
+}
+
+impl Part {
+    /// What gives this part back once taken.
+    fn holding(&self) -> Holding {
+        match &self.take {
+            Take::Reserve(r) => Holding::Reservation { uid: r.pod.uid.clone(), only_reserved: true },
+            Take::Claim(c) => Holding::Claim { key: c.key.clone(), id: Some(c.id) },
+        }
+    }
+}
+
+impl Handler<TakeAll> for Coordinator {
+    type Result = ResponseFuture<Result<Vec<Taken>, Refusal>>;
+    fn handle(&mut self, msg: TakeAll, _: &mut Context<Self>) -> Self::Result {
+        let book = self.book.upgrade();
+        let deadline = self.deadline;
+        Box::pin(async move {
+            let addr_of = |n: &NodeName| book.as_ref().and_then(|b| b.get(n).map(|e| e.addr.clone()));
+            let mut taken = Vec::with_capacity(msg.parts.len());
+            let mut refusal = None;
+            for (k, part) in msg.parts.iter().enumerate() {
+                let Some(addr) = addr_of(&part.node) else {
+                    refusal = Some((k, Rejection::NodeUnregistered));
+                    break;
+                };
+                let answer = match &part.take {
+                    Take::Reserve(r) => {
+                        let r =
+                            Reserve { pod: r.pod.clone(), exact: r.exact.clone(), ttl: r.ttl, claim: r.claim.clone() };
+                        tokio::time::timeout(deadline, addr.reserve(r)).await.map(|a| a.map(|a| a.map(Taken::Reserved)))
+                    }
+                    Take::Claim(c) => tokio::time::timeout(deadline, addr.take_claim(c.clone()))
+                        .await
+                        .map(|a| a.map(|a| a.map(|()| Taken::Claimed))),
+                };
+                match answer {
+                    Ok(Ok(Ok(t))) => taken.push(t),
+                    Ok(Ok(Err(r))) => {
+                        refusal = Some((k, r));
+                        break;
+                    }
+                    Ok(Err(_)) | Err(_) => {
+                        // No answer in time: the part may yet be taken, so it is given back too.
+                        if let Some(a) = addr_of(&part.node) {
+                            let _ = a.unreserve(part.holding()).await;
+                        }
+                        refusal = Some((k, Rejection::Timeout));
+                        break;
+                    }
+                }
+            }
+            let Some((k, rejection)) = refusal else { return Ok(taken) };
+            for part in msg.parts[..taken.len()].iter().rev() {
+                if let Some(a) = addr_of(&part.node) {
+                    let _ = a.unreserve(part.holding()).await;
+                }
+            }
+            Err(Refusal { part: k, node: msg.parts[k].node.clone(), rejection })
         })
     }
 }

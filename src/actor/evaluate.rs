@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::candidates::{Listed, NO_SLOT, Placed, Resolution, Table};
+use super::candidates::{NO_SLOT, Placed, Resolution};
 use super::coordinator::FanOut;
 use super::cycle::FilterCycle;
 use super::quota::QuotaBook;
+use super::tables::{Listed, Table};
 use super::{Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
 use crate::devices::{NoQuota, QuotaCheck, Vendors};
 use crate::model::request::NodePolicy;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::candidates::Listed;
+use super::tables::Listed;
 use crate::model::NodeName;
 use crate::sched::{NodeSnapshot, Rejection, failure_text};
 

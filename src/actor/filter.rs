@@ -13,13 +13,14 @@ use super::candidates::Candidates;
 use super::coordinator::{Decide, Decision};
 use super::cycle::FilterCycle;
 use super::evaluate::Evaluation;
-use super::messages::{Reserve, Reserved};
+use super::messages::{Holding, Reserve, Reserved};
 use super::{DecisionWrite, Failures, FilterError, FilterOutcome, FilterResult, Inner, RESERVE_CANDIDATES};
 use crate::metrics::Outcome;
 use crate::model::request::Error as RequestError;
 use crate::model::{NodeName, PodRequest, PodView};
 use crate::port::{self, Backend, EventType, PodRef, reasons};
 use crate::sched::Rejection;
+use crate::sched::claim::ClaimKey;
 
 /// How far behind the API writes may be before Filter waits for them.
 const MAX_WRITE_BACKLOG: Duration = Duration::from_millis(250);
@@ -148,7 +149,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             Decision::Reserved { node, reserved, refused } => {
                 self.add_refused(&mut failed, refused);
                 // Placed without its hold: what a node held for it is free again.
-                self.e.drop_hold(&self.req.uid);
+                self.e.give_back_claim(&ClaimKey::Pod(self.req.uid.clone()), None, "placed without its claim");
                 (node, reserved)
             }
         };
@@ -212,10 +213,10 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// itself, as HAMi does. A pod kube-scheduler filters is not bound; should one that is bound
     /// arrive all the same, its devices stay counted.
     async fn drop_earlier_attempt(&self) {
-        let nodes = &self.e.nodes;
-        if let Some(addr) = nodes.placement(&self.req.uid).and_then(|prev| nodes.addr(prev.as_str())) {
+        if let Some(prev) = self.e.nodes.placement(&self.req.uid) {
             let bound = self.pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
-            let _ = addr.release(self.req.uid.clone(), bound).await;
+            let what = Holding::Reservation { uid: self.req.uid.clone(), only_reserved: bound };
+            self.e.unreserve(prev.as_str(), what, "filtered again").await;
         }
     }
 
@@ -319,7 +320,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     fn reserve_here(&self, node: &NodeName) -> Option<Result<Reserved, Rejection>> {
         let i = self.e;
         let addr = i.nodes.addr(node.as_str())?;
-        addr.reserve_here(Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl }).ok()
+        addr.reserve_here(Reserve { pod: self.req.clone(), exact: None, ttl: i.cfg.reservation_ttl, claim: None }).ok()
     }
 
     /// Nodes that refused the reservation join the failures, with their snapshots.
@@ -343,9 +344,8 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let patched = i.backend.patch_pod(&self.pref, &patch).await;
         crate::metrics::phase(crate::metrics::Phase::ApiWrite, write);
         let Err(e) = patched else { return Ok(()) };
-        if let Some(a) = i.nodes.addr(node.as_str()) {
-            let _ = a.release(self.req.uid.clone(), true).await;
-        }
+        let what = Holding::Reservation { uid: self.req.uid.clone(), only_reserved: true };
+        i.unreserve(node.as_str(), what, "decision not written").await;
         if let port::Error::AlreadyBound { .. } = e {
             // Its Binding took effect although its answer was lost: what it holds is counted
             // from the pod as read just now, not from a watch that may lag.

@@ -1,6 +1,6 @@
 //! Messages to node actors and the coordinator, one documented struct each, with the reply type.
-//! Commands: `Filter`, `Reserve`, `Commit`, `Release`, `Lock`, `Unlock`; observations:
-//! `NodeRegistered`, `NodeRemoved`, `PodObserved`, `PodDeleted`; queries: `Report`.
+//! Commands: `Filter`, `Reserve`, `Commit`, `Unreserve`, `TakeClaim`, `Lock`, `Unlock`;
+//! observations: `NodeRegistered`, `NodeRemoved`, `PodObserved`; queries: `Report`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use crate::model::pod::NodeView;
 use crate::model::{PodDevices, PodRequest, PodUid};
 use crate::sched::Rejection;
 use crate::sched::accounting::Layout;
+use crate::sched::claim::ClaimKey;
 
 /// Read-only fit and score of a pod on the node's current usage.
 #[derive(Message)]
@@ -29,6 +30,9 @@ pub struct Reserve {
     pub pod: Arc<PodRequest>,
     pub exact: Option<PodDevices>,
     pub ttl: Duration,
+    /// The claim the pod reserves from, if the node keeps one for it: the pod then fits on the
+    /// node without that claim (its own capacity), and the claim ends with the reservation.
+    pub claim: Option<ClaimKey>,
 }
 
 /// What a reservation holds.
@@ -50,40 +54,38 @@ pub struct Commit {
 #[error("no reservation for this pod on this node (it expired or was released)")]
 pub struct NotReserved;
 
-/// Drop the pod's reservation. With `only_reserved`, a committed (bound) pod is left alone.
-/// Replies whether something was released.
-#[derive(Message)]
+/// Give back what a node keeps: the one way a reservation or a claim is released, whether a
+/// filter drops its pod's earlier attempt, a bind fails, a preemption ends, a claim lapses or a
+/// pod is deleted. Replies whether something was given back.
+#[derive(Message, Clone, Debug)]
 #[rtype(result = "bool")]
-pub struct Release {
-    pub uid: PodUid,
-    pub only_reserved: bool,
+pub struct Unreserve(pub Holding);
+
+/// What `Unreserve` gives back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holding {
+    /// The pod's allocation; with `only_reserved`, a committed (bound) pod keeps it. Its claims
+    /// stay.
+    Reservation { uid: PodUid, only_reserved: bool },
+    /// The claim for `key` (only claim `id` when given).
+    Claim { key: ClaimKey, id: Option<u64> },
+    /// The pod is gone: its allocation and every claim keyed by its UID.
+    Pod { uid: PodUid },
 }
 
-/// A preemption's hold: the one record of it, shared by the node that keeps the devices for the
-/// preemptor (see `node/hold.rs`) and the engine's pod book, which finds it by the preemptor.
-#[derive(Debug)]
-pub struct Hold {
-    pub uid: PodUid,
-    /// Tells this hold from a later one for the same pod (a lapse timer drops only its own).
+/// Keep a claim for `key`: the devices `pod` is to take, charged as the node would charge its
+/// reservation, checked against the node's usage without the pods of `gone` (a preemption's
+/// victims, on their way out) and beside every other claim; refused when it does not fit. It
+/// lapses after `ttl` unless its pod reserves from it first.
+#[derive(Message, Clone)]
+#[rtype(result = "Result<(), Rejection>")]
+pub struct TakeClaim {
+    pub key: ClaimKey,
     pub id: u64,
-    pub node: crate::model::NodeName,
-    pub devices: Vec<crate::model::DeviceUuid>,
-    /// Whom the preemption evicted for it.
-    pub victims: Vec<crate::port::PodRef>,
-}
-
-/// Keep the devices of `Hold` for its preemptor. Replies false when the node already holds
-/// devices for another pod.
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct SetHold(pub Arc<Hold>);
-
-/// Drop the hold for a pod (only hold `id` when given). Replies whether there was one.
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct DropHold {
-    pub uid: PodUid,
-    pub id: Option<u64>,
+    pub pod: Arc<PodRequest>,
+    pub devices: PodDevices,
+    pub ttl: Duration,
+    pub gone: Vec<PodUid>,
 }
 
 /// Take the node's in-process bind lock for a pod (HAMi's per-node mutex). Granted at once when
@@ -151,13 +153,6 @@ pub struct PodObserved {
     /// `spec.nodeName` is set: the pod is bound and its devices are committed.
     pub bound: bool,
     pub ttl: Duration,
-}
-
-/// The pod finished or was deleted: it holds nothing any more.
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct PodDeleted {
-    pub uid: PodUid,
 }
 
 /// Answers once the node has applied everything sent to it before: a barrier, for a loader

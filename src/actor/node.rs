@@ -5,8 +5,9 @@
 //! `sched` and never await the cluster.
 //!
 //! ```text
-//! Free ──Reserve──▶ Reserved ──Commit──▶ Committed ──PodDeleted──▶ Free
-//!                      └──Release / TTL──▶ Free     (restart: PodObserved rebuilds both)
+//! Free ──Reserve──▶ Reserved ──Commit──▶ Committed ──Unreserve(Pod)──▶ Free
+//!                      └──Unreserve / TTL──▶ Free   (restart: PodObserved rebuilds both)
+//! TakeClaim ──▶ Claimed ──Reserve (its pod)──▶ Reserved;  Claimed ──Unreserve / expiry──▶ Free
 //! ```
 //!
 //! A reservation or a bind step from a sender whose node actor is idle (nothing queued, nothing
@@ -34,9 +35,9 @@ pub use super::read_side::SnapCell;
 use bind_queue::LockAnswer;
 
 mod bind_queue;
+pub mod claims;
 mod cluster;
 mod core;
-pub mod hold;
 mod ledger;
 mod record;
 mod refit;
@@ -144,12 +145,32 @@ impl NodeAddr {
         self.send(Commit { uid }).await
     }
 
-    /// `Release`, on this thread when the actor is idle.
-    pub async fn release(&self, uid: PodUid, only_reserved: bool) -> Result<bool, MailboxError> {
+    /// `Unreserve`, on this thread when the actor is idle.
+    pub async fn unreserve(&self, what: Holding) -> Result<bool, MailboxError> {
         if let Some(mut core) = self.idle() {
-            return Ok(core.release(&uid, only_reserved));
+            return Ok(core.unreserve(&what));
         }
-        self.send(Release { uid, only_reserved }).await
+        self.send(Unreserve(what)).await
+    }
+
+    /// `Unreserve` without waiting for the answer: applied on this thread when the actor is
+    /// idle, sent otherwise (a watcher's deletions then cost no wake-up either).
+    pub fn unreserve_soon(&self, what: Holding) {
+        if let Some(mut core) = self.idle() {
+            core.unreserve(&what);
+            return;
+        }
+        self.do_send(Unreserve(what));
+    }
+
+    /// `TakeClaim`, on this thread when the actor is idle.
+    pub async fn take_claim(&self, msg: TakeClaim) -> Result<Result<(), Rejection>, MailboxError> {
+        if let Some(mut core) = self.idle() {
+            let r = core.take_claim(msg);
+            core.ask_timer(&self.addr);
+            return Ok(r);
+        }
+        self.send(msg).await
     }
 
     /// `Lock`, taken on this thread when the actor is idle (a wait for the holder still waits).
@@ -173,15 +194,6 @@ impl NodeAddr {
             return;
         }
         self.do_send(msg);
-    }
-
-    /// The pod is gone, applied on this thread when the actor is idle.
-    pub fn pod_deleted(&self, uid: PodUid) {
-        if let Some(mut core) = self.idle() {
-            core.release(&uid, false);
-            return;
-        }
-        self.do_send(PodDeleted { uid });
     }
 
     /// `Unlock`, on this thread when the actor is idle.
@@ -231,7 +243,7 @@ impl NodeActor {
         if !core.timer_needed() {
             return;
         }
-        let Some(next) = core.ledger.next_deadline().map(core::on_tick) else { return };
+        let Some(next) = core.next_deadline().map(core::on_tick) else { return };
         if let Some(h) = self.armed.take() {
             ctx.cancel_future(h);
         }
@@ -282,24 +294,17 @@ impl Handler<Commit> for NodeActor {
     }
 }
 
-impl Handler<Release> for NodeActor {
+impl Handler<Unreserve> for NodeActor {
     type Result = bool;
-    fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) -> bool {
-        self.apply(ctx, |c| c.release(&msg.uid, msg.only_reserved))
+    fn handle(&mut self, msg: Unreserve, ctx: &mut Context<Self>) -> bool {
+        self.apply(ctx, |c| c.unreserve(&msg.0))
     }
 }
 
-impl Handler<SetHold> for NodeActor {
-    type Result = bool;
-    fn handle(&mut self, msg: SetHold, ctx: &mut Context<Self>) -> bool {
-        self.apply(ctx, |c| c.set_hold(msg.0))
-    }
-}
-
-impl Handler<DropHold> for NodeActor {
-    type Result = bool;
-    fn handle(&mut self, msg: DropHold, ctx: &mut Context<Self>) -> bool {
-        self.apply(ctx, |c| c.drop_hold(&msg.uid, msg.id))
+impl Handler<TakeClaim> for NodeActor {
+    type Result = Result<(), Rejection>;
+    fn handle(&mut self, msg: TakeClaim, ctx: &mut Context<Self>) -> Self::Result {
+        self.apply(ctx, |c| c.take_claim(msg))
     }
 }
 
@@ -360,13 +365,6 @@ impl Handler<PodObserved> for NodeActor {
     type Result = ();
     fn handle(&mut self, msg: PodObserved, ctx: &mut Context<Self>) {
         self.apply(ctx, |c| c.observe(msg));
-    }
-}
-
-impl Handler<PodDeleted> for NodeActor {
-    type Result = bool;
-    fn handle(&mut self, msg: PodDeleted, ctx: &mut Context<Self>) -> bool {
-        self.apply(ctx, |c| c.release(&msg.uid, false))
     }
 }
 

@@ -13,12 +13,13 @@ use std::sync::{Arc, RwLock};
 use actix::{Actor, Addr, Arbiter};
 use dashmap::DashMap;
 
-use super::candidates::{Candidates, Directory, Resolution, Tables};
+use super::candidates::{Candidates, Directory, Resolution};
 use super::coordinator::Coordinator;
 use super::messages::{NodeRemoved, NodeReport, Report, Settle};
 use super::node::{self, Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
 use super::read_side;
 use super::recent::Recent;
+use super::tables::Tables;
 use crate::devices::Vendors;
 use crate::model::{NodeName, PodUid};
 use crate::sched::NodeSnapshot;
@@ -293,15 +294,6 @@ impl NodeBook {
     pub fn known<'a>(&self, raw: &str) -> Option<Candidates<'a>> {
         let recent = self.resolved.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         recent.iter().rev().find(|r| r.was_read_from(raw)).map(|r| Candidates::Known(r.clone()))
-    }
-
-    /// Drops the pod's reservation on `node` after a failed bind (a committed one too, unless
-    /// `only_reserved`).
-    pub async fn release(&self, pod: &crate::port::PodRef, node: &str, why: &str, only_reserved: bool) {
-        tracing::debug!(pod = %pod, %node, why, "releasing reservation after a failed bind");
-        if let Some(a) = self.addr(node) {
-            let _ = a.release(PodUid::new(&pod.uid), only_reserved).await;
-        }
     }
 
     /// Waits until every node actor has applied what was sent to it before.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::Inner;
-use super::messages::{NodeRegistered, PodObserved, Registration, VendorHealth};
+use super::messages::{Holding, NodeRegistered, PodObserved, Registration, VendorHealth};
 use crate::devices::Vendors;
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;
@@ -101,9 +101,12 @@ impl<B: Backend> Inner<B> {
         let nodes = &self.nodes;
         if let Some(prev) = nodes.placement(&uid)
             && prev.as_str() != node
-            && let Some(addr) = nodes.addr(prev.as_str())
         {
-            addr.pod_deleted(uid.clone());
+            self.unreserve_soon(
+                prev.as_str(),
+                Holding::Reservation { uid: uid.clone(), only_reserved: false },
+                "placed elsewhere",
+            );
         }
         nodes.actor(node).pod_observed(obs);
     }
@@ -120,13 +123,7 @@ impl<B: Backend> Inner<B> {
     pub fn delete_pod(self: &Arc<Self>, uid: &PodUid) {
         self.pods.settled(uid);
         self.pods.pending.gone(uid.as_str());
-        self.drop_hold(uid);
-        let nodes = &self.nodes;
-        if let Some((_, node)) = nodes.placements.remove(uid)
-            && let Some(addr) = nodes.addr(node.as_str())
-        {
-            addr.pod_deleted(uid.clone());
-        }
+        self.give_back_pod(uid);
     }
 }
 

@@ -1,18 +1,19 @@
-//! The pod book: what the engine keeps about pods between their calls, by UID. A binding that
-//! failed without an answer (the pod may be bound), the hold a preemption keeps for a pod, and
-//! the scores a filter ranked for the prioritize call and the bind that follow, and the pods the
-//! last filter left pending. Which node holds
-//! a pod's allocation is the node book's (its node actor writes it).
+//! The pod book: what the engine keeps about pods between their calls. A binding that failed
+//! without an answer (the pod may be bound), the one index of claims (which node keeps the claim
+//! for each key, and why), the scores a filter ranked for the prioritize call and the bind that
+//! follow, and the pods the last filter left pending. Which node holds a pod's allocation is the
+//! node book's (its node actor writes it); what a claim takes of each device is its node's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
-use super::messages::Hold;
 use super::pending::PendingBook;
 use super::prioritize::ScoreBook;
 use crate::model::{NodeName, PodUid};
+use crate::port::PodRef;
+use crate::sched::claim::ClaimKey;
 
 #[derive(Default)]
 pub(super) struct PodBook {
@@ -20,9 +21,10 @@ pub(super) struct PodBook {
     /// have taken effect, so the devices stay committed on that node until the pod is seen bound,
     /// deleted, or read unbound by its next filter.
     unsettled: DashMap<PodUid, NodeName>,
-    /// Preemptors whose devices a node holds (`--preemption=on`): the same record the node keeps.
-    holds: DashMap<PodUid, Arc<Hold>>,
-    hold_ids: AtomicU64,
+    /// Which node keeps the claim for each key. The node actor keeps the claim itself and is the
+    /// only judge of it; this index only says whom to ask.
+    claims: DashMap<ClaimKey, Arc<Claimed>>,
+    claim_ids: AtomicU64,
     /// What filters ranked (`--filter-result=all`).
     pub scores: ScoreBook,
     /// Pods the last filter left pending.
@@ -45,28 +47,38 @@ impl PodBook {
         self.unsettled.remove(uid);
     }
 
-    /// A new hold's number.
-    pub fn next_hold_id(&self) -> u64 {
-        self.hold_ids.fetch_add(1, Ordering::Relaxed) + 1
+    /// A new claim's number.
+    pub fn next_claim_id(&self) -> u64 {
+        self.claim_ids.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    pub fn hold(&self, uid: &PodUid) -> Option<Arc<Hold>> {
-        self.holds.get(uid).map(|h| h.clone())
+    pub fn claim(&self, key: &ClaimKey) -> Option<Arc<Claimed>> {
+        self.claims.get(key).map(|c| c.clone())
     }
 
-    pub fn holds_for(&self, uid: &PodUid) -> bool {
-        self.holds.contains_key(uid)
+    pub fn has_claim(&self, key: &ClaimKey) -> bool {
+        self.claims.contains_key(key)
     }
 
-    pub fn keep_hold(&self, hold: Arc<Hold>) {
-        self.holds.insert(hold.uid.clone(), hold);
+    pub fn keep_claim(&self, key: ClaimKey, claimed: Arc<Claimed>) {
+        self.claims.insert(key, claimed);
     }
 
-    /// Takes the pod's hold: hold `id` only when given.
-    pub fn take_hold(&self, uid: &PodUid, id: Option<u64>) -> Option<Arc<Hold>> {
+    /// Forgets the claim for `key` (claim `id` only when given), returning where it was kept.
+    pub fn forget_claim(&self, key: &ClaimKey, id: Option<u64>) -> Option<Arc<Claimed>> {
         match id {
-            Some(id) => self.holds.remove_if(uid, |_, h| h.id == id).map(|(_, h)| h),
-            None => self.holds.remove(uid).map(|(_, h)| h),
+            Some(id) => self.claims.remove_if(key, |_, c| c.id == id).map(|(_, c)| c),
+            None => self.claims.remove(key).map(|(_, c)| c),
         }
     }
+}
+
+/// Where a claim is kept, and why.
+#[derive(Debug)]
+pub struct Claimed {
+    pub node: NodeName,
+    /// Tells this claim from a later one with the same key.
+    pub id: u64,
+    /// The pods a preemption evicted to make the claimed room.
+    pub victims: Vec<PodRef>,
 }

@@ -1,10 +1,12 @@
 //! GPU-aware preemption, live (`--preemption=on`): when no candidate fits a pod for its devices,
-//! the plan's victims are checked against PodDisruptionBudgets, their node holds their devices
-//! for the pod, and they are evicted through the Eviction API. The filter still answers "no
-//! node": kube-scheduler filters the pod again when the victims' deletions arrive, and that
-//! filter reserves the held devices on the held node. A hold ends when the pod reserves there or
-//! anywhere else, is deleted, or the hold lapses (`--preemption-hold`), and only ever keeps
-//! devices from other pods, never counts them twice.
+//! the planner's victims are checked against PodDisruptionBudgets, the pod's node takes a claim
+//! for the devices the pod will use there once the victims are gone (through the coordinator's
+//! all-or-nothing `TakeAll`), and the victims are evicted through the Eviction API. The filter
+//! still answers "no node": kube-scheduler filters the pod again when the victims' deletions
+//! arrive, and that filter reserves from the claim on the claimed node. A claim ends when the
+//! pod reserves there or anywhere else, is deleted, or the claim lapses (`--preemption-hold`);
+//! the node accepts it only beside every other claim, so two preemptors never count the same
+//! victims.
 
 pub mod plan;
 
@@ -13,12 +15,15 @@ use std::time::{Duration, Instant};
 
 use plan::Plan;
 
+use super::coordinator::{Part, Take, TakeAll};
 use super::cycle::FilterCycle;
-use super::messages::{DropHold, Hold, Reserve, SetHold};
+use super::messages::{Reserve, TakeClaim};
+use super::pods::Claimed;
 use super::{Failures, FilterOutcome, Inner};
 use crate::metrics::Preemption;
 use crate::model::{NodeName, PodUid, PodView};
 use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
+use crate::sched::claim::ClaimKey;
 
 /// Rounds of planning that spare the victims PodDisruptionBudgets protect.
 const BUDGET_ROUNDS: usize = 4;
@@ -29,17 +34,21 @@ const RELEASE_WAIT: Duration = Duration::from_secs(2);
 const RELEASE_POLL: Duration = Duration::from_millis(20);
 
 impl<B: Backend> FilterCycle<'_, '_, B> {
-    /// A preemptor's filter: it reserves on the node that holds devices for it, on that node's
-    /// usage without the hold. `None` (the filter goes on as usual) when the pod has no hold,
+    /// A preemptor's filter: it reserves from its claim on the claimed node, on that node's
+    /// usage without the claim. `None` (the filter goes on as usual) when the pod has no claim,
     /// its node is not among the candidates, or its victims have not all gone yet.
     pub(super) async fn reserve_held(&self) -> Option<(FilterOutcome, super::filter::Told)> {
         let (i, req) = (self.e, &self.req);
-        let held = i.pods.hold(&req.uid)?;
+        let key = ClaimKey::Pod(req.uid.clone());
+        let held = i.pods.claim(&key)?;
         if !self.names.contains(held.node.as_str()) {
             return None;
         }
         let addr = i.nodes.addr(held.node.as_str())?;
-        let reserve = || addr.reserve(Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl });
+        let reserve = || {
+            let claim = Some(key.clone());
+            addr.reserve(Reserve { pod: req.clone(), exact: None, ttl: i.cfg.reservation_ttl, claim })
+        };
         let reserved = match reserve().await {
             Ok(Ok(r)) => r,
             // kube-scheduler filters the pod again as soon as a victim's deletion reaches it,
@@ -59,8 +68,8 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             // Victims still terminating: the last one's deletion brings the pod back.
             _ => return None,
         };
-        // The node dropped the hold with the reservation.
-        i.pods.take_hold(&req.uid, Some(held.id));
+        // The node ended the claim with the reservation.
+        i.pods.forget_claim(&key, Some(held.id));
         crate::metrics::preemption(Preemption::Placed);
         let node = held.node.clone();
         let fits = vec![(node.clone(), reserved.score, ())];
@@ -68,32 +77,40 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     }
 
     /// For a pod no candidate fits: plans a preemption, sparing pods PodDisruptionBudgets
-    /// protect, holds the victims' devices on its node for the pod, and evicts the victims. Off,
-    /// for a pod already waiting on a hold, or with nothing to evict: `None`.
+    /// protect, claims on its node the devices the pod will take there once the victims are gone,
+    /// and evicts the victims. Off, for a pod already waiting on a claim, or with nothing to
+    /// evict: `None`.
     pub(super) async fn preempt(&self, failed: &Failures) -> Option<Plan> {
         let (e, pref, req) = (self.e, &self.pref, &self.req);
         let i = e;
         let ttl = i.cfg.preemption_hold?;
-        if i.pods.holds_for(&req.uid) {
+        let key = ClaimKey::Pod(req.uid.clone());
+        if i.pods.has_claim(&key) {
             return None;
         }
         // Who preempts, and at which priority, is the cluster's word, never the request's.
         let pod = &*i.preemptor_of_record(pref).await?;
         let plan = self.plan_within_budgets(pod, failed).await?;
-        let addr = i.nodes.addr(plan.node.as_str())?;
         let node = NodeName::new(&plan.node);
-        let hold = Arc::new(Hold {
-            uid: req.uid.clone(),
-            id: i.pods.next_hold_id(),
-            node: node.clone(),
-            devices: plan.devices.clone(),
-            victims: plan.victims.iter().map(|v| v.pod_ref()).collect(),
-        });
-        if !addr.send(SetHold(hold.clone())).await.unwrap_or(false) {
-            // Another preemptor holds that node: this pod is planned again on its next filter.
-            return None;
+        let id = i.pods.next_claim_id();
+        let claim = TakeClaim {
+            key: key.clone(),
+            id,
+            pod: req.clone(),
+            devices: plan.placement.clone(),
+            ttl,
+            gone: plan.victims.iter().map(|v| PodUid::new(&v.uid)).collect(),
+        };
+        let parts = vec![Part { node: node.clone(), take: Take::Claim(claim) }];
+        match i.nodes.coordinator().send(TakeAll { parts }).await {
+            Ok(Ok(_)) => {}
+            // The node's room was claimed by another preemptor, or changed: this pod is planned
+            // again on its next filter.
+            _ => return None,
         }
-        i.pods.keep_hold(hold.clone());
+        let victims = plan.victims.iter().map(|v| v.pod_ref()).collect();
+        let hold = Arc::new(Claimed { node: node.clone(), id, victims });
+        i.pods.keep_claim(key.clone(), hold.clone());
         let mut evicted = Vec::with_capacity(plan.victims.len());
         for v in &plan.victims {
             let victim = v.pod_ref();
@@ -118,8 +135,8 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             }
         }
         if evicted.is_empty() {
-            // Nothing is on its way out: holding devices would only keep them from other pods.
-            e.drop_hold(&req.uid);
+            // Nothing is on its way out: a claim would only keep the devices from other pods.
+            e.give_back_claim(&key, Some(id), "no victim evicted");
             crate::metrics::preemption(Preemption::Blocked);
             return None;
         }
@@ -140,7 +157,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let pref = pref.clone();
         tokio::spawn(async move {
             tokio::time::sleep(ttl).await;
-            lapse(&engine, &hold, &pref).await;
+            lapse(&engine, &key, &hold, &pref);
         });
         Some(plan)
     }
@@ -206,30 +223,16 @@ impl<B: Backend> Inner<B> {
     }
 }
 
-impl<B: Backend> Inner<B> {
-    /// The pod no longer needs its hold (deleted, or reserved without it): the devices go back.
-    pub(super) fn drop_hold(self: &Arc<Self>, uid: &PodUid) {
-        let i = self;
-        let Some(held) = i.pods.take_hold(uid, None) else { return };
-        if let Some(addr) = i.nodes.addr(held.node.as_str()) {
-            addr.do_send(DropHold { uid: uid.clone(), id: Some(held.id) });
-        }
-    }
-}
-
-/// The hold's time ran out before the preemptor took it: its devices are free for any pod.
-async fn lapse<B: Backend>(e: &Arc<Inner<B>>, hold: &Hold, pref: &PodRef) {
-    let i = e;
-    let Some(held) = i.pods.take_hold(&hold.uid, Some(hold.id)) else { return };
-    let Some(addr) = i.nodes.addr(held.node.as_str()) else { return };
-    if addr.send(DropHold { uid: hold.uid.clone(), id: Some(hold.id) }).await.unwrap_or(false) {
+/// The claim's time ran out before the preemptor took it: its devices are free for any pod.
+fn lapse<B: Backend>(e: &Arc<Inner<B>>, key: &ClaimKey, hold: &Claimed, pref: &PodRef) {
+    if e.give_back_claim(key, Some(hold.id), "preemption claim lapsed").is_some() {
         crate::metrics::preemption(Preemption::Lapsed);
         let message = format!(
-            "the devices held on node {} were not taken in time (its evicted pods may still be terminating); they are free for any pod again",
-            held.node
+            "the devices claimed on node {} were not taken in time (its evicted pods may still be terminating); they are free for any pod again",
+            hold.node
         );
-        tracing::info!(pod = %pref, node = %held.node, "preemption hold lapsed");
-        i.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message.clone());
-        i.remember(pref, Some(held.node.to_string()), "hold_lapsed", message);
+        tracing::info!(pod = %pref, node = %hold.node, "preemption claim lapsed");
+        e.event(pref, reasons::PREEMPTION_FAILED, EventType::Warning, message.clone());
+        e.remember(pref, Some(hold.node.to_string()), "hold_lapsed", message);
     }
 }

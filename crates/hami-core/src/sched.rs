@@ -9,6 +9,7 @@ use crate::devices::NodeExtra;
 use crate::model::{DeviceUsage, NodeName};
 
 pub mod accounting;
+pub mod claim;
 pub mod fit;
 pub mod plan;
 pub mod quota;

@@ -17,9 +17,10 @@ use crate::log_writer::RateLimit;
 static EXPIRY_LINES: RateLimit = RateLimit::per_second(20);
 
 use super::bind_queue::BindQueue;
+use super::claims::{Claim, Claims};
 use super::ledger::{Alloc, Ledger, Reservation, State, Written};
 use super::record::{Parts, Record};
-use crate::actor::messages::{AllocReport, AllocState, NodeReport, NotReserved, Reserve, Reserved};
+use crate::actor::messages::{AllocReport, AllocState, Holding, NodeReport, NotReserved, Reserve, Reserved, TakeClaim};
 use crate::actor::quota::{QuotaBook, usage_of};
 use crate::actor::read_side::SnapCell;
 use crate::actor::read_side::{BindState, Placements};
@@ -29,6 +30,7 @@ use crate::model::device::MigSlot;
 use crate::model::pod::NodeView;
 use crate::model::{DeviceUsage, DeviceUuid, NodeName, PodDevices, PodRequest, PodUid, VendorId};
 use crate::sched::accounting::{self, Charge, Layout, Tag};
+use crate::sched::claim::ClaimKey;
 use crate::sched::reason::{Reason, Tally};
 use crate::sched::{NodeSnapshot, Rejection, fit};
 
@@ -110,8 +112,8 @@ pub struct NodeCore {
     pub(super) done: u64,
     /// The node left the cluster: its actor stopped, and nothing more is applied.
     pub(super) stopped: bool,
-    /// Devices kept for a preemptor while its victims terminate.
-    pub(super) hold: Option<std::sync::Arc<super::hold::Hold>>,
+    /// Capacity kept for pods not placed yet (a preemptor whose victims terminate, say).
+    pub(super) claims: Claims,
 }
 
 /// A move whose annotation write is not settled. The allocation meanwhile holds what covers both
@@ -156,7 +158,7 @@ impl NodeCore {
             timer: Timer::default(),
             done: 0,
             stopped: false,
-            hold: None,
+            claims: Claims::default(),
         }
     }
 
@@ -215,11 +217,11 @@ impl NodeCore {
     }
 
     /// Publishes usage the caller already built (a reservation applied on top of the snapshot),
-    /// as the pods that read it see it: held devices full.
+    /// as the pods that read it see it: every claim taken.
     pub(super) fn publish_devices(&mut self, devs: Vec<DeviceUsage>) {
         self.count_pending();
         self.ledger.next_seq();
-        let devs = self.seen_by_others(devs);
+        let devs = self.claims.charged(devs, None);
         self.cfg.snap.store(Arc::new(self.snapshot_of(devs)));
     }
 
@@ -258,9 +260,17 @@ impl NodeCore {
         Layout { n_init: pod.n_init, sidecars: pod.sidecars.clone(), init_released: false }
     }
 
+    /// The earliest deadline of a reservation or a claim.
+    pub(super) fn next_deadline(&self) -> Option<Deadline> {
+        match (self.ledger.next_deadline(), self.claims.earliest()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Whether the timer must be armed (again) for the earliest deadline.
     pub(super) fn timer_needed(&self) -> bool {
-        match (self.ledger.next_deadline(), self.timer.at) {
+        match (self.next_deadline(), self.timer.at) {
             (Some(next), Some(at)) => on_tick(next) < at,
             (Some(_), None) => true,
             (None, _) => false,
@@ -299,6 +309,9 @@ impl NodeCore {
         }
         if !due.is_empty() {
             self.publish();
+        }
+        for key in self.expire_claims(Deadline::now()) {
+            tracing::info!(node = %self.cfg.name, claim = %key, outcome = "expired", "claim lapsed before its pod came; its capacity is free again");
         }
     }
 
@@ -340,12 +353,10 @@ impl NodeCore {
         }
         let layout = Self::layout_of(&msg.pod);
         // Against usage without this pod's own earlier reservation (the published snapshot is
-        // exactly that when the pod holds nothing here), held devices full unless for this pod.
-        let holder = self.holds_for(uid);
-        let snap = if holder {
-            Arc::new(self.snapshot_of(self.usage(Some(uid))))
-        } else if self.ledger.contains(uid) {
-            Arc::new(self.snapshot_of(self.seen_by_others(self.usage(Some(uid)))))
+        // exactly that when the pod holds nothing here), every claim taken but the pod's own.
+        let claim = msg.claim.as_ref().filter(|k| self.claims.get(k).is_some());
+        let snap = if claim.is_some() || self.ledger.contains(uid) {
+            Arc::new(self.snapshot_of(self.claims.charged(self.usage(Some(uid)), claim)))
         } else {
             self.current()
         };
@@ -391,11 +402,14 @@ impl NodeCore {
         // A refit held for the pod is superseded: its settlement finds nothing to settle.
         self.refits.remove(uid);
         self.cfg.placements.insert(uid.clone(), self.cfg.name.clone());
-        if holder {
-            // The preemptor has what was held for it.
-            self.hold = None;
+        if let Some(key) = claim.cloned() {
+            // The pod has what was claimed for it: the claim ends with the reservation, and the
+            // usage published must not count it any more.
+            self.claims_taken(&key);
+            self.publish();
+        } else {
+            self.publish_devices(after);
         }
-        self.publish_devices(after);
         Ok(Reserved { devices, score })
     }
 
@@ -409,16 +423,29 @@ impl NodeCore {
         Ok(devices)
     }
 
-    /// Drops the pod's allocation (only a reservation when `only_reserved`).
-    pub(super) fn release(&mut self, uid: &PodUid, only_reserved: bool) -> bool {
-        if only_reserved && self.ledger.is_committed(uid) {
-            return false;
+    /// Gives back what `what` names: the one release path of reservations and claims.
+    pub(super) fn unreserve(&mut self, what: &Holding) -> bool {
+        match what {
+            Holding::Reservation { uid, only_reserved } => {
+                if *only_reserved && self.ledger.is_committed(uid) {
+                    return false;
+                }
+                let removed = self.drop_alloc(uid);
+                if removed {
+                    self.publish();
+                }
+                removed
+            }
+            Holding::Claim { key, id } => self.give_back_claim(key, *id),
+            Holding::Pod { uid } => {
+                let removed = self.drop_alloc(uid);
+                let claimed = self.claims_taken(&ClaimKey::Pod(uid.clone()));
+                if removed || claimed {
+                    self.publish();
+                }
+                removed || claimed
+            }
         }
-        let removed = self.drop_alloc(uid);
-        if removed {
-            self.publish();
-        }
-        removed
     }
 
     pub(super) fn report(&self) -> NodeReport {
@@ -439,14 +466,66 @@ impl NodeCore {
             })
             .collect();
         allocs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        // Readers of a report want the node's usage, not the view a hold gives other pods.
-        let snapshot = if self.hold.is_some() { Arc::new(self.snapshot_of(self.usage(None))) } else { self.current() };
+        // Readers of a report want the node's usage, and the claims beside it.
+        let snapshot =
+            if self.claims.is_empty() { self.current() } else { Arc::new(self.snapshot_of(self.usage(None))) };
+        let claims = self.claims.reports();
         NodeReport {
             name: self.cfg.name.clone(),
             snapshot,
             allocs,
             locked_by: self.binds.holder().cloned(),
-            held_for: self.hold.as_ref().map(|h| h.uid.clone()),
+            held_for: claims.iter().find_map(|c| c.key.pod().cloned()),
+            claims,
         }
+    }
+}
+
+impl NodeCore {
+    /// Takes the claim `msg` asks for if it fits on the node's usage without the pods of
+    /// `msg.gone` and beside every other claim: each touched device within its count, memory and
+    /// cores. A claim with the same key is replaced.
+    pub(super) fn take_claim(&mut self, msg: TakeClaim) -> Result<(), Rejection> {
+        if self.devices.unusable.is_some() {
+            return Err(Rejection::NodeUnusable);
+        }
+        let layout = Self::layout_of(&msg.pod);
+        let tags = accounting::tags_of(&self.cfg.vendors, &msg.pod.annotations, |v| msg.devices.vendor(v).is_some());
+        let charges = self.collapse(&msg.devices, &layout, &tags).into_boxed_slice();
+        let claim =
+            Claim { key: msg.key, id: msg.id, devices: msg.devices, charges, deadline: Deadline::now() + msg.ttl };
+        let gone = &msg.gone;
+        let mut devs = self.devices.base.clone();
+        for (_, a) in self.ledger.iter().filter(|(uid, _)| !gone.contains(uid)) {
+            accounting::apply(&mut devs, &a.charges);
+        }
+        let devs = self.claims.charged(devs, Some(&claim.key));
+        accounting::validate(devs, &claim.charges)?;
+        self.claims.put(claim);
+        self.publish();
+        Ok(())
+    }
+
+    /// Gives back the claim for `key` (only claim `id` when given); whether there was one.
+    pub(super) fn give_back_claim(&mut self, key: &ClaimKey, id: Option<u64>) -> bool {
+        let given = self.claims.take(key, id).is_some();
+        if given {
+            self.publish();
+        }
+        given
+    }
+
+    /// The claim for `key` is used up (its pod reserved, or is gone); the caller publishes.
+    pub(super) fn claims_taken(&mut self, key: &ClaimKey) -> bool {
+        self.claims.take(key, None).is_some()
+    }
+
+    /// Gives back the claims whose deadline passed, with the keys given back.
+    pub(super) fn expire_claims(&mut self, now: Deadline) -> Vec<ClaimKey> {
+        let due = self.claims.due(now);
+        if !due.is_empty() {
+            self.publish();
+        }
+        due.into_iter().map(|c| c.key).collect()
     }
 }

@@ -56,7 +56,7 @@ impl Harness {
 
     /// A reservation as the coordinator makes it: on this thread when the actor is idle.
     async fn reserve(&self, p: &PodBuilder, ttl: Duration) -> Result<Reserved, Rejection> {
-        self.addr.reserve(Reserve { pod: self.req(p), exact: None, ttl }).await.unwrap()
+        self.addr.reserve(Reserve { pod: self.req(p), exact: None, ttl, claim: None }).await.unwrap()
     }
 
     async fn report(&self) -> NodeReport {
@@ -165,7 +165,7 @@ async fn concurrent_reserves_never_exceed_a_devices_slots() {
     let h = Harness::start(one_gpu()).await;
     let sends = (0..200).map(|i| {
         let p = pod().gpu(1).mem_mib(100).cores(5).name(&format!("p{i}"));
-        h.addr.send(Reserve { pod: h.req(&p), exact: None, ttl: TTL })
+        h.addr.send(Reserve { pod: h.req(&p), exact: None, ttl: TTL, claim: None })
     });
     let answers = futures::future::join_all(sends).await;
     let ok = answers.iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
@@ -187,7 +187,7 @@ async fn concurrent_reserves_never_exceed_memory_or_cores() {
     let h = Harness::start(node("a").gpu(gpu("GPU-0", 16384).count(100))).await;
     let mem = (0..50).map(|i| {
         let p = pod().gpu(1).mem_mib(2300).name(&format!("m{i}"));
-        h.addr.send(Reserve { pod: h.req(&p), exact: None, ttl: TTL })
+        h.addr.send(Reserve { pod: h.req(&p), exact: None, ttl: TTL, claim: None })
     });
     let ok = futures::future::join_all(mem).await.into_iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
     assert_eq!(ok, 7);
@@ -196,7 +196,7 @@ async fn concurrent_reserves_never_exceed_memory_or_cores() {
     let h = Harness::start(node("a").gpu(gpu("GPU-0", 16384).count(100))).await;
     let cores = (0..50).map(|i| {
         let p = pod().gpu(1).mem_mib(10).cores(30).name(&format!("c{i}"));
-        h.addr.send(Reserve { pod: h.req(&p), exact: None, ttl: TTL })
+        h.addr.send(Reserve { pod: h.req(&p), exact: None, ttl: TTL, claim: None })
     });
     let ok = futures::future::join_all(cores).await.into_iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
     assert_eq!(ok, 3);
@@ -211,7 +211,8 @@ async fn an_exact_reserve_is_validated_against_capacity() {
     let h = Harness::start(one_gpu()).await;
     let p1 = pod().gpu(1).mem_mib(10000).name("p1");
     let p2 = pod().gpu(1).mem_mib(10000).name("p2");
-    let exact = |p: &PodBuilder| Reserve { pod: h.req(p), exact: Some(on_gpu("GPU-0", 10000, 0)), ttl: TTL };
+    let exact =
+        |p: &PodBuilder| Reserve { pod: h.req(p), exact: Some(on_gpu("GPU-0", 10000, 0)), ttl: TTL, claim: None };
     assert!(h.addr.send(exact(&p1)).await.unwrap().is_ok());
     let r = h.addr.send(exact(&p2)).await.unwrap().unwrap_err();
     assert_eq!(r.hami_text(), "1/1 CardInsufficientMemory");
@@ -220,131 +221,12 @@ async fn an_exact_reserve_is_validated_against_capacity() {
     let p3 = pod().gpu(1).mem_mib(10).name("p3");
     let r = h
         .addr
-        .send(Reserve { pod: h.req(&p3), exact: Some(on_gpu("GPU-gone", 10, 0)), ttl: TTL })
+        .send(Reserve { pod: h.req(&p3), exact: Some(on_gpu("GPU-gone", 10, 0)), ttl: TTL, claim: None })
         .await
         .unwrap()
         .unwrap_err();
     assert_eq!(r.hami_text(), "1/1 CardUuidMismatch");
     assert_eq!(h.used(0), (1, 10000, 0));
-}
-
-#[actix::test]
-async fn an_uncommitted_reservation_expires_after_its_ttl() {
-    // HAMi keeps reservations of pods that never bind until the pod is
-    // filtered again or finishes; hami-rs expires them.
-    tokio::time::pause();
-    let h = Harness::start(one_gpu()).await;
-    let p1 = pod().gpu(1).mem_mib(16384).name("p1");
-    h.reserve(&p1, TTL).await.unwrap();
-
-    elapse(TTL - Duration::from_secs(1)).await;
-    assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Reserved));
-    assert_eq!(h.used(0), (1, 16384, 0));
-
-    elapse(Duration::from_secs(2)).await;
-    assert_eq!(h.state_of("uid-p1").await, None);
-    assert_eq!(h.used(0), (0, 0, 0));
-    assert!(h.placements.is_empty());
-    assert!(h.reserve(&pod().gpu(1).mem_mib(16384).name("p2"), TTL).await.is_ok(), "the capacity is free again");
-}
-
-#[test]
-fn deadlines_lapse_on_the_next_shared_tick() {
-    use super::core::{EXPIRY_TICK, on_tick};
-    let now = tokio::time::Instant::now();
-    let mut ticks = std::collections::BTreeSet::new();
-    for ms in (0..2_000).step_by(7) {
-        let at = now + Duration::from_millis(ms);
-        let t = on_tick(at);
-        assert!(t >= at && t - at < EXPIRY_TICK, "{ms} ms: {:?} after", t - at);
-        assert_eq!(on_tick(t), t, "a tick is its own tick");
-        ticks.insert(t);
-    }
-    // 2 s of deadlines share 20 (or 21) ticks, whatever instant the ticks count from.
-    assert!((20..=21).contains(&ticks.len()), "{} ticks", ticks.len());
-}
-
-#[actix::test]
-async fn a_reservation_lapses_within_one_tick_of_its_deadline() {
-    tokio::time::pause();
-    let h = Harness::start(one_gpu()).await;
-    h.reserve(&pod().gpu(1).mem_mib(1000).name("p1"), TTL).await.unwrap();
-    elapse(TTL - Duration::from_millis(2)).await;
-    assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Reserved), "before its deadline");
-    elapse(super::core::EXPIRY_TICK + Duration::from_millis(2)).await;
-    assert_eq!(h.state_of("uid-p1").await, None, "one tick after its deadline");
-}
-
-#[actix::test]
-async fn a_renewed_reservation_is_not_expired_by_the_earlier_timer() {
-    // The timer of a replaced reservation is stale (sequence number): only the newest TTL counts.
-    tokio::time::pause();
-    let h = Harness::start(one_gpu()).await;
-    let p1 = pod().gpu(1).mem_mib(4096).name("p1");
-    h.reserve(&p1, TTL).await.unwrap();
-    elapse(Duration::from_secs(20)).await;
-    h.reserve(&p1, TTL).await.unwrap();
-    elapse(Duration::from_secs(20)).await;
-    assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Reserved), "40 s after the first, 20 s after the second");
-    elapse(Duration::from_secs(11)).await;
-    assert_eq!(h.state_of("uid-p1").await, None);
-}
-
-#[actix::test]
-async fn reservations_lapse_each_at_its_own_deadline_whatever_order_they_were_made_in() {
-    // One timer serves every reservation of the node: a later reservation with a nearer deadline
-    // moves it earlier, and after each expiry it is armed for the next deadline.
-    tokio::time::pause();
-    let h = Harness::start(one_gpu()).await;
-    let (long, short, mid) = (
-        pod().gpu(1).mem_mib(1000).name("long"),
-        pod().gpu(1).mem_mib(1000).name("short"),
-        pod().gpu(1).mem_mib(1000).name("mid"),
-    );
-    h.reserve(&long, Duration::from_secs(30)).await.unwrap();
-    h.reserve(&short, Duration::from_secs(5)).await.unwrap();
-    h.reserve(&mid, Duration::from_secs(12)).await.unwrap();
-    let states = || async {
-        let mut v = Vec::new();
-        for p in ["uid-long", "uid-short", "uid-mid"] {
-            v.push(h.state_of(p).await.is_some());
-        }
-        v
-    };
-    elapse(Duration::from_secs(6)).await;
-    assert_eq!(states().await, [true, false, true]);
-    elapse(Duration::from_secs(7)).await;
-    assert_eq!(states().await, [true, false, false]);
-    assert_eq!(h.used(0), (1, 1000, 0));
-    elapse(Duration::from_secs(18)).await;
-    assert_eq!(states().await, [false, false, false]);
-    assert_eq!(h.used(0), (0, 0, 0));
-}
-
-#[actix::test]
-async fn commit_stops_expiry() {
-    // Bind commits the reservation: a bound pod holds its devices until it is deleted.
-    tokio::time::pause();
-    let h = Harness::start(one_gpu()).await;
-    let p1 = pod().gpu(1).mem_mib(4096).name("p1");
-    let reserved = h.reserve(&p1, TTL).await.unwrap();
-    // Commit answers the devices held, which the decision written at bind names.
-    assert_eq!(h.addr.send(Commit { uid: PodUid::new("uid-p1") }).await.unwrap(), Ok(reserved.devices));
-    elapse(TTL * 4).await;
-    assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Committed));
-    assert_eq!(h.used(0), (1, 4096, 0));
-
-    // Reserving a committed pod again changes nothing.
-    let again = h.reserve(&p1, TTL).await.unwrap();
-    assert_eq!(again.devices, on_gpu("GPU-0", 4096, 0));
-    assert_eq!(h.used(0), (1, 4096, 0));
-}
-
-#[actix::test]
-async fn commit_without_a_reservation_is_an_error() {
-    // A bind that finds no reservation must know it (the caller re-reserves or fails).
-    let h = Harness::start(one_gpu()).await;
-    assert_eq!(h.addr.send(Commit { uid: PodUid::new("uid-nobody") }).await.unwrap(), Err(NotReserved));
 }
 
 #[actix::test]
@@ -356,14 +238,29 @@ async fn release_only_reserved_leaves_a_committed_pod_alone() {
     h.reserve(&p1, TTL).await.unwrap();
     h.addr.send(Commit { uid: PodUid::new("uid-p1") }).await.unwrap().unwrap();
 
-    assert!(!h.addr.send(Release { uid: PodUid::new("uid-p1"), only_reserved: true }).await.unwrap());
+    assert!(
+        !h.addr
+            .send(Unreserve(Holding::Reservation { uid: PodUid::new("uid-p1"), only_reserved: true }))
+            .await
+            .unwrap()
+    );
     assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Committed));
     assert_eq!(h.used(0), (1, 4096, 0));
 
-    assert!(h.addr.send(Release { uid: PodUid::new("uid-p1"), only_reserved: false }).await.unwrap());
+    assert!(
+        h.addr
+            .send(Unreserve(Holding::Reservation { uid: PodUid::new("uid-p1"), only_reserved: false }))
+            .await
+            .unwrap()
+    );
     assert_eq!(h.state_of("uid-p1").await, None);
     assert_eq!(h.used(0), (0, 0, 0));
-    assert!(!h.addr.send(Release { uid: PodUid::new("uid-p1"), only_reserved: false }).await.unwrap());
+    assert!(
+        !h.addr
+            .send(Unreserve(Holding::Reservation { uid: PodUid::new("uid-p1"), only_reserved: false }))
+            .await
+            .unwrap()
+    );
 }
 
 #[actix::test]
@@ -372,7 +269,9 @@ async fn release_frees_a_reservation_and_its_placement() {
     let h = Harness::start(one_gpu()).await;
     let p1 = pod().gpu(1).mem_mib(4096).name("p1");
     h.reserve(&p1, TTL).await.unwrap();
-    assert!(h.addr.send(Release { uid: PodUid::new("uid-p1"), only_reserved: true }).await.unwrap());
+    assert!(
+        h.addr.send(Unreserve(Holding::Reservation { uid: PodUid::new("uid-p1"), only_reserved: true })).await.unwrap()
+    );
     assert_eq!(h.used(0), (0, 0, 0));
     assert!(h.placements.is_empty());
 }
@@ -515,7 +414,8 @@ async fn reserves_from_many_threads_never_exceed_a_devices_slots() {
             std::thread::spawn(move || {
                 let sends = (0..25).map(|i| {
                     let p = pod().gpu(1).mem_mib(100).name(&format!("t{t}-{i}"));
-                    let reserve = Reserve { pod: Arc::new(p.request_with(&vendors)), exact: None, ttl: TTL };
+                    let reserve =
+                        Reserve { pod: Arc::new(p.request_with(&vendors)), exact: None, ttl: TTL, claim: None };
                     // On the sending thread whenever the actor is idle, through its mailbox otherwise.
                     let addr = addr.clone();
                     async move { addr.reserve(reserve).await }
@@ -594,4 +494,6 @@ async fn a_record_that_does_not_read_never_reads_after_the_devices_change() {
     assert_eq!(core.usage(None)[3].used_mem.get(), 1024);
 }
 
+mod claims;
+mod expiry;
 mod observe;

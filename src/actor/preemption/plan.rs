@@ -1,20 +1,21 @@
 //! Preemption planning: for a pod that no candidate fits for device reasons, the node and the
-//! fewest bound pods of strictly lower priority whose release would let it fit there, by the fit
-//! and GPU policy a filter uses. Read-only: nothing is reserved or evicted here.
+//! fewest bound pods of strictly lower priority whose release would let it fit there, by the
+//! planner (`sched::plan`) over one view of the candidate nodes gathered at once. Read-only:
+//! nothing is claimed or evicted here.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::super::error::FilterError;
-use super::super::messages::Report;
 use super::super::{Failures, Inner, with_scratch};
 use crate::devices::{NoQuota, QuotaCheck};
-use crate::model::{DeviceUsage, DeviceUuid, PodRequest, PodView};
+use crate::model::{DeviceUuid, NodeName, PodDevices, PodRequest, PodView};
 use crate::port::Backend;
 use crate::port::PodRef;
+use crate::sched::claim::ClaimKey;
 use crate::sched::report::{AllocReport, AllocState, NodeReport};
-use crate::sched::victims::{self, Cost, Holder};
-use crate::sched::{NodeSnapshot, fit};
+use crate::sched::victims::{self, Holder};
+use crate::sched::{NodeSnapshot, plan};
 
 /// A pod a preemption would evict.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -35,13 +36,17 @@ impl std::fmt::Display for Victim {
 }
 
 /// Where the pod would fit, and whom that would evict.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Plan {
     pub node: String,
     pub victims: Vec<Victim>,
-    /// The devices the victims hold there (what a live preemption holds for the pod).
+    /// The devices the victims hold there.
     #[serde(skip)]
     pub devices: Vec<DeviceUuid>,
+    /// The devices the pod takes there once the victims are gone (what a live preemption
+    /// claims for it).
+    #[serde(skip)]
+    pub placement: PodDevices,
 }
 
 impl Victim {
@@ -90,7 +95,7 @@ impl<B: Backend> Inner<B> {
         if !req.requests_devices() {
             return Ok(proposals.clone());
         }
-        if self.pods.holds_for(&req.uid) {
+        if self.pods.has_claim(&ClaimKey::Pod(req.uid.clone())) {
             // This scheduler's own preemption is already making room for the pod: no one else goes.
             return Ok(BTreeMap::new());
         }
@@ -98,31 +103,39 @@ impl<B: Backend> Inner<B> {
         // have keeps no node, so kube-scheduler evicts no one for it.
         let Some(own) = self.preemptor_of_record(&PodRef::of(pod)).await else { return Ok(BTreeMap::new()) };
         let below = priority(&own);
+        let names: Vec<NodeName> = proposals.keys().map(|n| NodeName::new(n)).collect();
+        // One view of every proposed node, asked of their actors at once.
+        let reports = self.nodes.reports(Some(&names)).await;
         let mut out = BTreeMap::new();
-        for (node, uids) in proposals {
-            let Some(addr) = self.nodes.addr(node.as_str()) else { continue };
-            let Ok(r) = addr.send(Report).await else { continue };
+        for r in &reports {
+            let Some(uids) = proposals.get(r.name.as_str()) else { continue };
             // The proposed victims are gone; the others may still be added.
-            let (rest, kept): (Vec<Holder<'_>>, Vec<&AllocReport>) = self
-                .holders(&r, below)
+            let (rest, kept): (Vec<Holder<'_>>, Vec<Option<&AllocReport>>) = self
+                .holders(r, below)
                 .into_iter()
-                .zip(&r.allocs)
-                .filter(|(_, a)| !uids.iter().any(|u| u == a.uid.as_str()))
+                .zip(r.allocs.iter().map(Some).chain(std::iter::repeat(None)))
+                .filter(|(_, a)| !a.is_some_and(|a| uids.iter().any(|u| u == a.uid.as_str())))
                 .unzip();
-            let extra = self.with_fit(&r, &req, |fits| {
-                if fits(&victims::usage_without(&r.snapshot.devices, &rest, &[])) {
-                    Some(Vec::new())
-                } else {
-                    victims::fewest(&r.snapshot.devices, &rest, fits)
-                }
+            let freed = NodeSnapshot::new(
+                r.snapshot.name.clone(),
+                victims::usage_without(&r.snapshot.devices, &rest, &[]),
+                r.snapshot.extras.clone(),
+            );
+            let view = plan::View { nodes: vec![plan::Node { snapshot: &freed, holders: rest }] };
+            let ask = plan::Ask { req: &req, within: None };
+            let extra = self.with_planner(&req, |w| match plan::place(&view, &[ask], w) {
+                Ok(_) => Some(Vec::new()),
+                Err(_) => plan::preempt(&view, &ask, w).map(|p| p.victims),
             });
             if let Some(extra) = extra {
                 let mut victims = uids.clone();
-                victims.extend(extra.into_iter().map(|k| kept[k].uid.to_string()));
+                victims.extend(
+                    extra.into_iter().filter_map(|k| kept.get(k).copied().flatten()).map(|a| a.uid.to_string()),
+                );
                 // kube-scheduler refuses an answer naming a node without victims: a node the pod
                 // fits as it is needs no preemption.
                 if !victims.is_empty() {
-                    out.insert(node.clone(), victims);
+                    out.insert(r.name.to_string(), victims);
                 }
             }
         }
@@ -131,8 +144,8 @@ impl<B: Backend> Inner<B> {
 }
 
 impl<B: Backend> Inner<B> {
-    /// `preemption_plan` with the pods of `spared` (UIDs) kept, and no node that holds devices
-    /// for another preemptor.
+    /// `preemption_plan` with the pods of `spared` (UIDs) kept. Other claims count as holders no
+    /// plan may evict, so a node whose room another preemptor claimed is planned as it is.
     pub(super) async fn plan_sparing(
         self: &Arc<Self>,
         pod: &PodView,
@@ -145,109 +158,88 @@ impl<B: Backend> Inner<B> {
         }
         let nodes = failed.device_nodes();
         let below = priority(pod);
+        // One view of every candidate node, asked of their actors at once.
         let reports = self.nodes.reports(Some(&nodes)).await;
-        let mut best: Option<(Cost, &NodeReport, Victims)> = None;
-        let open = |r: &&NodeReport| r.held_for.as_ref().is_none_or(|u| *u == req.uid);
-        for r in reports.iter().filter(open) {
-            let Some((cost, set)) = self.victims_on(r, req, below, spared) else { continue };
-            if best.as_ref().is_none_or(|(c, n, _)| (cost, &r.name) < (*c, &n.name)) {
-                best = Some((cost, r, set));
-            }
-        }
-        let (_, r, set) = best?;
-        Some(plan_of(r, &set))
+        let view = plan::View {
+            nodes: reports
+                .iter()
+                .map(|r| {
+                    let mut holders = self.holders(r, below);
+                    for (h, a) in holders.iter_mut().zip(&r.allocs) {
+                        if spared.iter().any(|u| u == a.uid.as_str()) {
+                            h.evictable = false;
+                        }
+                    }
+                    plan::Node { snapshot: &r.snapshot, holders }
+                })
+                .collect(),
+        };
+        let ask = plan::Ask { req, within: None };
+        let p = self.with_planner(req, |w| plan::preempt(&view, &ask, w))?;
+        Some(plan_of(&reports[p.node], &view.nodes[p.node].holders, &p))
     }
 
     /// Every pod holding devices on the node, evictable when it is bound and running with a
-    /// priority below `below` (a pod being scheduled or terminating keeps its hold).
+    /// priority below `below` (a pod being scheduled or terminating keeps its hold), followed by
+    /// every claim the node keeps, which nothing evicts.
     fn holders<'r>(self: &Arc<Self>, r: &'r NodeReport, below: i32) -> Vec<Holder<'r>> {
         let backend = &self.backend;
-        r.allocs
-            .iter()
-            .map(|a| {
-                let v = backend.pod(&a.namespace, &a.name);
-                let p = v.as_deref().map_or(i32::MAX, priority);
-                Holder {
-                    priority: p,
-                    started: v.as_deref().map_or(i64::MAX, started),
-                    evictable: a.state == AllocState::Committed
-                        && p < below
-                        && v.as_deref().is_some_and(|v| !v.is_terminating() && !v.is_finished()),
-                    charges: &a.charges,
-                }
-            })
-            .collect()
+        let allocs = r.allocs.iter().map(|a| {
+            let v = backend.pod(&a.namespace, &a.name);
+            let p = v.as_deref().map_or(i32::MAX, priority);
+            Holder {
+                priority: p,
+                started: v.as_deref().map_or(i64::MAX, started),
+                evictable: a.state == AllocState::Committed
+                    && p < below
+                    && v.as_deref().is_some_and(|v| !v.is_terminating() && !v.is_finished()),
+                charges: &a.charges,
+            }
+        });
+        let claims = r.claims.iter().map(|c| Holder {
+            priority: i32::MAX,
+            started: i64::MAX,
+            evictable: false,
+            charges: &c.charges,
+        });
+        allocs.chain(claims).collect()
     }
 
-    /// Runs `f` with the filter's fit of `req` on usages of the node (its namespace quota
-    /// applied), on this thread's fit buffers.
-    fn with_fit<R>(
-        self: &Arc<Self>,
-        r: &NodeReport,
-        req: &PodRequest,
-        f: impl FnOnce(&mut dyn FnMut(&[DeviceUsage]) -> bool) -> R,
-    ) -> R {
-        let i = self;
-        let view = i.quota.as_deref().and_then(|q| q.view(&req.namespace));
+    /// Runs `f` with the planner's fit of `req` (its namespace quota applied), on this thread's
+    /// fit buffers.
+    fn with_planner<R>(self: &Arc<Self>, req: &PodRequest, f: impl FnOnce(&mut plan::With<'_>) -> R) -> R {
+        let view = self.quota.as_deref().and_then(|q| q.view(&req.namespace));
         let quota: &dyn QuotaCheck = match &view {
             Some(v) => v,
             None => &NoQuota,
         };
-        let snap = &r.snapshot;
-        with_scratch(|s| {
-            let mut fits = |devs: &[DeviceUsage]| {
-                let node = NodeSnapshot::new(snap.name.clone(), devs.to_vec(), snap.extras.clone());
-                fit::fit_pod(&node, req, &i.vendors, quota, s).is_ok()
-            };
-            f(&mut fits)
-        })
-    }
-
-    /// The victims on one node (places in `r.allocs`, with their priorities), with their cost;
-    /// the pods of `spared` are not evictable.
-    fn victims_on(
-        self: &Arc<Self>,
-        r: &NodeReport,
-        req: &PodRequest,
-        below: i32,
-        spared: &[String],
-    ) -> Option<(Cost, Victims)> {
-        let mut holders = self.holders(r, below);
-        for (h, a) in holders.iter_mut().zip(&r.allocs) {
-            if spared.iter().any(|u| u == a.uid.as_str()) {
-                h.evictable = false;
-            }
-        }
-        let set = self.with_fit(r, req, |fits| victims::fewest(&r.snapshot.devices, &holders, fits))?;
-        let cost = victims::cost(&holders, &set);
-        Some((cost, set.into_iter().map(|k| (k, holders[k].priority)).collect()))
+        with_scratch(|s| f(&mut plan::With { vendors: &self.vendors, quota, scratch: s }))
     }
 }
 
-/// Victims on one node: their places in its report's `allocs`, with their priorities.
-type Victims = Vec<(usize, i32)>;
-
-/// The plan that evicts `set` on `r`'s node.
-fn plan_of(r: &NodeReport, set: &[(usize, i32)]) -> Plan {
-    let mut victims: Vec<Victim> = set
+/// The plan `p` makes on `r`'s node: its victims (the holders it takes off, all allocations) and
+/// the devices the pod then takes.
+fn plan_of(r: &NodeReport, holders: &[Holder<'_>], p: &plan::Preemption) -> Plan {
+    let mut victims: Vec<Victim> = p
+        .victims
         .iter()
-        .map(|&(k, priority)| {
-            let a = &r.allocs[k];
-            Victim {
+        .filter_map(|&k| {
+            let a = r.allocs.get(k)?;
+            Some(Victim {
                 namespace: a.namespace.to_string(),
                 name: a.name.to_string(),
                 uid: a.uid.to_string(),
-                priority,
+                priority: holders[k].priority,
                 holds: a.charges.iter().fold((0, 0), |(m, c), ch| (m + ch.mem.0, c + u64::from(ch.cores))),
-            }
+            })
         })
         .collect();
     victims.sort_by(|a, b| (a.priority, &a.namespace, &a.name).cmp(&(b.priority, &b.namespace, &b.name)));
     let mut devices: Vec<DeviceUuid> = Vec::new();
-    for c in set.iter().flat_map(|&(k, _)| &r.allocs[k].charges) {
+    for c in p.victims.iter().filter_map(|&k| r.allocs.get(k)).flat_map(|a| &a.charges) {
         if !devices.contains(&c.uuid) {
             devices.push(c.uuid.clone());
         }
     }
-    Plan { node: r.name.to_string(), victims, devices }
+    Plan { node: r.name.to_string(), victims, devices, placement: p.placement.devices.clone() }
 }

@@ -1,5 +1,6 @@
-//! Live GPU-aware preemption: victims evicted through the backend, their devices held for the
-//! preemptor until its next filter takes them, budgets, `Never`, equal priority, lapse, deletion.
+//! Live GPU-aware preemption: victims evicted through the backend, the devices the preemptor
+//! will take claimed for it until its next filter reserves them, budgets, `Never`, equal
+//! priority, lapse, deletion, two preemptors' claims side by side.
 
 use super::*;
 
@@ -42,13 +43,17 @@ async fn a_preemptor_evicts_the_latest_started_victim_and_takes_the_devices_held
     assert_eq!(messages(&b, &low_b, reasons::PREEMPTED).len(), 1);
     let said = messages(&b, &urgent, reasons::PREEMPTING);
     assert!(said.len() == 1 && said[0].contains("default/low-b (priority 1)"), "{said:?}");
-    // Held: a pod that would fit in what low-b freed is kept out, though it has room.
+    // Claimed: a pod that would fit in what low-b freed but not beside the claim (6000 used,
+    // 8000 claimed, 2384 MiB left) is kept out.
+    let big = pod().gpu(1).mem_mib(3000).name("big").priority(1);
+    assert!(matches!(filter(&e, &b, &big, &["n"]).await, FilterOutcome::NoFit { .. }));
+    assert!(!gone(&b, &a), "the pod evicts nothing: it only waits");
     let small = pod().gpu(1).mem_mib(2000).name("small").priority(1);
-    assert!(matches!(filter(&e, &b, &small, &["n"]).await, FilterOutcome::NoFit { .. }));
-    assert!(!gone(&b, &a), "the small pod evicts nothing: it only waits");
     let report = e.reports().await;
     assert_eq!(report[0].held_for.as_ref().map(|u| u.as_str()), Some(urgent.view.metadata.uid.as_str()));
     assert_eq!(report[0].snapshot.devices[0].used_mem.get(), 6000, "reports show the node's real usage");
+    let claimed: u64 = report[0].claims.iter().flat_map(|c| &c.charges).map(|c| c.mem.get()).sum();
+    assert_eq!(claimed, 8000, "and what is claimed beside it, as much as the pod asks");
     let json = crate::report::node_json(&report[0], e.vendors());
     assert_eq!((json.held_for.as_deref(), json.devices[0].mem_used), (Some(urgent.view.metadata.uid.as_str()), 6000));
     // The preemptor's next filter reserves the held devices; the hold is gone with it.
@@ -117,12 +122,13 @@ async fn never_equal_priority_and_preemption_off_evict_nothing() {
 
 #[actix::test]
 async fn a_hold_ends_when_it_lapses_or_its_preemptor_is_deleted() {
-    let small = pod().gpu(1).mem_mib(2000).name("small").priority(1);
+    // 3000 MiB fits in what the victim freed but not beside the 8000 MiB claim.
+    let small = pod().gpu(1).mem_mib(3000).name("small").priority(1);
     let urgent = pod().gpu(1).mem_mib(8000).name("urgent").priority(100);
 
     let (e, b, _, _) = full_node(preempting(Duration::from_millis(100))).await;
     assert!(matches!(filter(&e, &b, &urgent, &["n"]).await, FilterOutcome::NoFit { .. }));
-    assert!(matches!(filter(&e, &b, &small, &["n"]).await, FilterOutcome::NoFit { .. }), "held");
+    assert!(matches!(filter(&e, &b, &small, &["n"]).await, FilterOutcome::NoFit { .. }), "claimed");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(e.reports().await[0].held_for.is_none(), "lapsed");
     assert_eq!(messages(&b, &urgent, reasons::PREEMPTION_FAILED).len(), 1, "and the preemptor is told");
@@ -136,18 +142,32 @@ async fn a_hold_ends_when_it_lapses_or_its_preemptor_is_deleted() {
 }
 
 #[actix::test]
-async fn a_preemptor_waiting_on_its_hold_preempts_no_more() {
+async fn a_second_preemptor_counts_the_first_ones_claim() {
     let (e, b, a, low_b) = full_node(preempting(Duration::from_secs(60))).await;
-    // Asks for more than one victim frees: low-b goes, then the pod still does not fit, and its
-    // second filter must not take low-a too while it holds.
     let urgent = pod().gpu(1).mem_mib(8000).name("urgent").priority(100);
     assert!(matches!(filter(&e, &b, &urgent, &["n"]).await, FilterOutcome::NoFit { .. }));
     assert!(gone(&b, &low_b));
-    // Another pod arrives and takes... nothing: the freed device is held. A second preemptor
-    // finds the only node held and evicts nothing there.
+    // Its second filter, victims not all released yet in its eyes, takes no one more.
+    assert!(!gone(&b, &a));
+    // A second preemptor of 8000 MiB fits beside the first one's claim only once low-a goes
+    // too: it takes low-a, and the two claims together stay within the device.
     let other = pod().gpu(1).mem_mib(8000).name("other").priority(100);
     assert!(matches!(filter(&e, &b, &other, &["n"]).await, FilterOutcome::NoFit { .. }));
-    assert!(!gone(&b, &a), "a held node is no second preemptor's");
+    assert!(gone(&b, &a), "the second preemptor's victim");
+    let report = e.reports().await;
+    assert_eq!(report[0].claims.len(), 2);
+    let claimed: u64 = report[0].claims.iter().flat_map(|c| &c.charges).map(|c| c.mem.get()).sum();
+    assert!(claimed <= 16384, "two claims never count the same room: {claimed}");
+    // A third finds nothing left to evict, and claims nothing.
+    let third = pod().gpu(1).mem_mib(8000).name("third").priority(100);
+    assert!(matches!(filter(&e, &b, &third, &["n"]).await, FilterOutcome::NoFit { .. }));
+    assert!(messages(&b, &third, reasons::PREEMPTING).is_empty());
+    assert_eq!(e.reports().await[0].claims.len(), 2);
+    // Both preemptors then reserve what was claimed for them.
+    assert_eq!(chosen(&filter(&e, &b, &urgent, &["n"]).await), "n");
+    assert_eq!(chosen(&filter(&e, &b, &other, &["n"]).await), "n");
+    assert_eq!(used(&e, "n"), (2, 16000, 0));
+    assert!(e.reports().await[0].claims.is_empty());
 }
 
 /// One case of victim selection: nodes, pods placed first (in order, on the named candidates),

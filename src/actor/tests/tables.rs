@@ -3,10 +3,11 @@
 
 use proptest::prelude::*;
 
-use super::candidates::{Directory, Listed, NO_SLOT, Placed, Rejections, Resolution, Table, Tables};
+use super::candidates::{Directory, NO_SLOT, Placed, Resolution};
 use super::evaluate::{Evaluation, RANKED_FIRST};
 use super::*;
 use crate::actor::node::{NodeActor, SnapCell};
+use crate::actor::tables::{Listed, Rejections, Table, Tables};
 use crate::model::request::NodePolicy;
 
 fn owned(names: &[String]) -> Vec<Cow<'static, str>> {

@@ -20,6 +20,7 @@ fn report(v: &Vendors) -> NodeReport {
         }],
         locked_by: None,
         held_for: None,
+        claims: Vec::new(),
     }
 }
 

@@ -1,5 +1,5 @@
-//! What a node holds, as its actor reports it: every allocation with its state, the snapshot
-//! and the bind lock's holder. Plain data for `/usage`, the status page, the simulator and the
+//! What a node holds, as its actor reports it: every allocation with its state, the claims it
+//! keeps, the snapshot and the bind lock's holder. Plain data for `/usage`, the status page, the simulator and the
 //! cluster gauges.
 
 use std::sync::Arc;
@@ -31,6 +31,16 @@ pub struct NodeReport {
     pub snapshot: Arc<super::NodeSnapshot>,
     pub allocs: Vec<AllocReport>,
     pub locked_by: Option<PodUid>,
-    /// The preemptor the node holds devices for, while it does.
+    /// The first pod the node keeps a claim for (a preemptor whose victims are leaving), while
+    /// it does: what the console and `kubectl hami` name.
     pub held_for: Option<PodUid>,
+    /// Every claim the node keeps, with what it takes of each device.
+    pub claims: Vec<ClaimReport>,
+}
+
+/// Capacity a node keeps for a pod not placed yet (see `sched::claim`).
+#[derive(Clone, Debug)]
+pub struct ClaimReport {
+    pub key: super::claim::ClaimKey,
+    pub charges: Vec<crate::sched::accounting::Charge>,
 }

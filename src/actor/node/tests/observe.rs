@@ -89,7 +89,7 @@ async fn an_observed_pod_that_was_released_is_ignored() {
     let h = Harness::start(one_gpu()).await;
     let p1 = pod().gpu(1).mem_mib(4096).name("p1");
     let r = h.reserve(&p1, TTL).await.unwrap();
-    h.addr.send(Release { uid: PodUid::new("uid-p1"), only_reserved: true }).await.unwrap();
+    h.addr.send(Unreserve(Holding::Reservation { uid: PodUid::new("uid-p1"), only_reserved: true })).await.unwrap();
     h.addr.send(observed("uid-p1", r.devices.clone(), false, TTL)).await.unwrap();
     assert_eq!(h.state_of("uid-p1").await, None);
     assert_eq!(h.used(0), (0, 0, 0));
@@ -111,7 +111,10 @@ async fn tombstones_are_bounded_without_node_updates_and_the_newest_are_kept() {
     for i in 0..n {
         let p = pod().gpu(1).mem_mib(1000).name(&format!("t{i}"));
         let r = h.reserve(&p, TTL).await.unwrap();
-        h.addr.send(Release { uid: PodUid::new(&format!("uid-t{i}")), only_reserved: true }).await.unwrap();
+        h.addr
+            .send(Unreserve(Holding::Reservation { uid: PodUid::new(&format!("uid-t{i}")), only_reserved: true }))
+            .await
+            .unwrap();
         first.get_or_insert(r.devices);
     }
     let devices = first.unwrap();
@@ -138,9 +141,12 @@ async fn pod_deleted_frees_its_devices() {
     // Delete drops the pod's usage.
     let h = Harness::start(one_gpu()).await;
     h.addr.send(observed("uid-p1", on_gpu("GPU-0", 4096, 30), true, TTL)).await.unwrap();
-    assert!(h.addr.send(PodDeleted { uid: PodUid::new("uid-p1") }).await.unwrap());
+    assert!(h.addr.send(Unreserve(Holding::Pod { uid: PodUid::new("uid-p1") })).await.unwrap());
     assert_eq!(h.used(0), (0, 0, 0));
     assert!(h.placements.is_empty());
     assert!(h.report().await.allocs.is_empty());
-    assert!(!h.addr.send(PodDeleted { uid: PodUid::new("uid-p1") }).await.unwrap(), "nothing left to delete");
+    assert!(
+        !h.addr.send(Unreserve(Holding::Pod { uid: PodUid::new("uid-p1") })).await.unwrap(),
+        "nothing left to delete"
+    );
 }
