@@ -9,41 +9,8 @@ use crate::backend::Backend;
 use crate::devices::Vendors;
 use crate::model::annotations as keys;
 use crate::sched::report::{AllocState, NodeReport};
-
-#[derive(Clone, Debug, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceJson {
-    pub vendor: String,
-    pub uuid: String,
-    #[serde(rename = "type")]
-    pub ty: String,
-    pub index: u32,
-    pub numa: i32,
-    pub healthy: bool,
-    /// Takes no new allocations (NVIDIA's `hami.io/device-cordon`).
-    pub cordoned: bool,
-    pub count: u32,
-    pub used: u32,
-    pub mem_total: u64,
-    pub mem_used: u64,
-    pub cores_total: u32,
-    pub cores_used: u32,
-}
-
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct NodeJson {
-    pub name: String,
-    pub devices: Vec<DeviceJson>,
-    /// The HAMi annotations on the node (register, handshake, locks); `/usage` only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<BTreeMap<String, String>>,
-    /// Why the node's devices are unusable, when its registration is malformed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unusable: Option<String>,
-    /// The UID of the preemptor the node holds its victims' devices for, while it does.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub held_for: Option<String>,
-}
+/// The per-device shapes, pure data the core measures fragmentation on.
+pub use crate::sched::report::{DeviceJson, DeviceState, NodeJson};
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -62,52 +29,6 @@ pub struct PodStateJson {
 pub struct UsageJson {
     pub nodes: Vec<NodeJson>,
     pub pods: Vec<PodStateJson>,
-}
-
-/// A device's state as the console and `kubectl hami` show it. The console also tells the shared
-/// devices whose free memory no pending pod could use (fragmented), which needs the pending pods.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum DeviceState {
-    Idle,
-    Shared,
-    Full,
-    /// On a node that holds its devices for a preemptor.
-    Held,
-    /// Takes no new allocations, whatever it holds.
-    Cordoned,
-    Unhealthy,
-}
-
-impl DeviceState {
-    pub fn of(n: &NodeJson, d: &DeviceJson) -> DeviceState {
-        if !d.healthy {
-            DeviceState::Unhealthy
-        } else if d.cordoned {
-            DeviceState::Cordoned
-        } else if n.held_for.is_some() {
-            DeviceState::Held
-        } else if d.used == 0 {
-            DeviceState::Idle
-        } else if n.unusable.is_some()
-            || d.used >= d.count
-            || d.mem_used >= d.mem_total
-            || d.cores_used >= d.cores_total
-        {
-            DeviceState::Full
-        } else {
-            DeviceState::Shared
-        }
-    }
-    pub fn word(self) -> &'static str {
-        match self {
-            DeviceState::Idle => "idle",
-            DeviceState::Shared => "shared",
-            DeviceState::Full => "full",
-            DeviceState::Held => "held",
-            DeviceState::Cordoned => "cordoned",
-            DeviceState::Unhealthy => "unhealthy",
-        }
-    }
 }
 
 /// Whether a node annotation key is one of HAMi's (registration, handshake, scores, locks).

@@ -3,15 +3,19 @@
 //! the node actor that holds the pod re-fits the container onto the allowed devices and holds
 //! the move, the two annotations are written, and the actor keeps or rolls back the move.
 //!
+//! One call is a `RefitCx` (the pod, its node actor), whose steps read top to bottom:
+//!
 //! ```text
-//!  checks ─▶ Refit (node actor: checks, re-fit, hold old+new) ─▶ patch the two annotations
-//!        ─▶ RefitSettle { written } (keep new, or restore old) ─▶ Event
+//!  check ─▶ of (the pod's node) ─▶ plan: Refit (node actor: checks, re-fit, hold old+new)
+//!        ─▶ write: patch the two annotations ─▶ RefitSettle { written } (keep new, or restore
+//!           old) ─▶ Event
 //! ```
 
 use super::Inner;
-use super::messages::{Refit, RefitAsk, RefitFailure, RefitPlan, RefitSettle};
-use crate::model::PodUid;
+use super::messages::{Refit, RefitAsk, RefitFailure, RefitMove, RefitPlan, RefitSettle};
+use super::node::NodeAddr;
 use crate::model::annotations as keys;
+use crate::model::{PodUid, VendorId};
 use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};
 use std::sync::Arc;
 
@@ -64,49 +68,64 @@ impl<B: Backend> Inner<B> {
     /// and the move is held until the annotation write settles, so a failed write gives back
     /// exactly what the pod held.
     pub async fn refit(self: &Arc<Self>, args: RefitArgs) -> RefitOutcome {
-        let refused = |r: String| RefitOutcome::Refused(r);
-        if args.pod_uid.is_empty()
-            || args.pod_namespace.is_empty()
-            || args.pod_name.is_empty()
-            || args.node_name.is_empty()
-        {
-            return refused("incomplete refit request: pod UID, namespace, name, and node are required".into());
+        match RefitCx::run(self, args).await {
+            Ok(outcome) => outcome,
+            Err(reason) => RefitOutcome::Refused(reason),
         }
-        if args.allowed_device_uuids.is_empty() {
-            return refused("refit request carries an empty allowed device set".into());
-        }
-        if args.allowed_device_uuids.len() > MAX_ALLOWED_DEVICES {
-            return refused(format!(
-                "refit request carries {} allowed devices, limit is {MAX_ALLOWED_DEVICES}",
-                args.allowed_device_uuids.len()
-            ));
-        }
-        let Some(vendor) = self.vendors.by_name(&args.device_type) else {
-            return refused(format!("unknown device type {}", go_quote(&args.device_type)));
+    }
+}
+
+/// One refit call as its steps see it: the pod it names, the node actor that holds the pod, and
+/// the request's arguments.
+struct RefitCx<'a, B: Backend> {
+    e: &'a Arc<Inner<B>>,
+    uid: PodUid,
+    pod: PodRef,
+    addr: NodeAddr,
+}
+
+impl<'a, B: Backend> RefitCx<'a, B> {
+    /// The steps: the request's checks, the pod's node, the node's plan, the write, the Event.
+    async fn run(e: &'a Arc<Inner<B>>, args: RefitArgs) -> Result<RefitOutcome, String> {
+        let vendor = check(e, &args)?;
+        let cx = RefitCx::of(e, &args)?;
+        let mv = match cx.plan(args, vendor).await? {
+            RefitPlan::Unchanged { devices } => return Ok(RefitOutcome::Unchanged(devices)),
+            RefitPlan::Moved(mv) => mv,
         };
-        if args.device_type != REFIT_VENDOR {
-            return refused(format!(
-                "device type {} is not supported by the NUMA refit yet",
-                go_quote(&args.device_type)
-            ));
-        }
+        cx.write(&mv).await?;
+        let message =
+            format!("NUMA refit moved container {} from {} to {}", mv.index, go_list(&mv.from), go_list(&mv.to));
+        cx.e.event(&cx.pod, reasons::NUMA_REFIT_SUCCEED, EventType::Normal, message);
+        Ok(RefitOutcome::Moved(mv.devices))
+    }
+
+    /// The pod's node actor, from the placement the engine keeps.
+    fn of(e: &'a Arc<Inner<B>>, args: &RefitArgs) -> Result<RefitCx<'a, B>, String> {
         let uid = PodUid::new(&args.pod_uid);
-        let not_tracked = || refused(format!("pod {} is not tracked by the scheduler", args.pod_uid));
-        let Some(node) = self.nodes.placement(&uid) else { return not_tracked() };
-        let Some(addr) = self.nodes.addr(node.as_str()) else { return not_tracked() };
-        let pod = self.backend.pod(&args.pod_namespace, &args.pod_name);
+        let not_tracked = || format!("pod {} is not tracked by the scheduler", args.pod_uid);
+        let node = e.nodes.placement(&uid).ok_or_else(not_tracked)?;
+        let addr = e.nodes.addr(node.as_str()).ok_or_else(not_tracked)?;
+        let pod =
+            PodRef { namespace: args.pod_namespace.clone(), name: args.pod_name.clone(), uid: args.pod_uid.clone() };
+        Ok(RefitCx { e, uid, pod, addr })
+    }
+
+    /// The node actor checks the pod and the container, re-fits it onto the allowed devices and
+    /// holds the move (old and new devices) until the write settles.
+    async fn plan(&self, args: RefitArgs, vendor: VendorId) -> Result<RefitPlan, String> {
+        let e = self.e;
+        let pod = e.backend.pod(&args.pod_namespace, &args.pod_name);
         let request = match &pod {
             // HAMi's text for weights it cannot read; a quantity it cannot use says so itself.
-            Some(p) => self.vendors.pod_request(p, &self.cfg.defaults).map(Arc::new).map_err(|e| match e {
-                crate::model::request::Error::Weights(_) => format!("invalid device scoring weights: {e}"),
+            Some(p) => e.vendors.pod_request(p, &e.cfg.defaults).map(Arc::new).map_err(|err| match err {
+                crate::model::request::Error::Weights(_) => format!("invalid device scoring weights: {err}"),
                 other => other.to_string(),
             }),
             None => Err(String::new()),
         };
-        let pod_ref =
-            PodRef { namespace: args.pod_namespace.clone(), name: args.pod_name.clone(), uid: args.pod_uid.clone() };
         let ask = Arc::new(RefitAsk {
-            uid: uid.clone(),
+            uid: self.uid.clone(),
             namespace: args.pod_namespace,
             name: args.pod_name,
             node: args.node_name,
@@ -115,20 +134,22 @@ impl<B: Backend> Inner<B> {
             vendor,
             allowed: args.allowed_device_uuids,
         });
-        let plan = match addr.send(Refit { ask, pod, request }).await {
+        let plan = match self.addr.send(Refit { ask, pod, request }).await {
             Ok(p) => p,
-            Err(e) => Err(RefitFailure { reason: format!("cannot compute node usage: {e}"), event: true }),
+            Err(err) => Err(RefitFailure { reason: format!("cannot compute node usage: {err}"), event: true }),
         };
-        let mv = match plan {
-            Ok(RefitPlan::Unchanged { devices }) => return RefitOutcome::Unchanged(devices),
-            Ok(RefitPlan::Moved(mv)) => mv,
-            Err(f) => {
-                if f.event {
-                    self.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, f.reason.clone());
-                }
-                return refused(f.reason);
+        plan.map_err(|f| {
+            if f.event {
+                e.event(&self.pod, reasons::NUMA_REFIT_FAILED, EventType::Warning, f.reason.clone());
             }
-        };
+            f.reason
+        })
+    }
+
+    /// Writes the two annotations at the version the plan read, and tells the node actor
+    /// whether they were written (it keeps the new devices or restores the old). The write and
+    /// its settlement run on their own, so a caller that goes away cannot leave the move held.
+    async fn write(&self, mv: &RefitMove) -> Result<(), String> {
         let patch = PodPatch {
             annotations: vec![
                 (keys::NVIDIA_TO_ALLOCATE.into(), Some(mv.to_allocate.clone())),
@@ -137,9 +158,8 @@ impl<B: Backend> Inner<B> {
             at_version: Some(mv.resource_version.clone()),
             ..PodPatch::default()
         };
-        // The write and its settlement run on their own, so a caller that goes away cannot leave
-        // the move held.
-        let (backend, target) = (self.backend.clone(), pod_ref.clone());
+        let (backend, target, addr, uid) =
+            (self.e.backend.clone(), self.pod.clone(), self.addr.clone(), self.uid.clone());
         let written = actix::spawn(async move {
             let r = backend.patch_pod(&target, &patch).await;
             let _ = addr.send(RefitSettle { uid, written: r.is_ok() }).await;
@@ -147,19 +167,38 @@ impl<B: Backend> Inner<B> {
         })
         .await;
         let err = match written {
-            Ok(Ok(())) => None,
-            Ok(Err(port::Error::Status { message, .. })) => Some(message),
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(e) => Some(e.to_string()),
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(port::Error::Status { message, .. })) => message,
+            Ok(Err(err)) => err.to_string(),
+            Err(err) => err.to_string(),
         };
-        if let Some(e) = err {
-            let reason = format!("cannot patch pod annotations: {e}");
-            self.event(&pod_ref, reasons::NUMA_REFIT_FAILED, EventType::Warning, reason.clone());
-            return refused(reason);
-        }
-        let message =
-            format!("NUMA refit moved container {} from {} to {}", mv.index, go_list(&mv.from), go_list(&mv.to));
-        self.event(&pod_ref, reasons::NUMA_REFIT_SUCCEED, EventType::Normal, message);
-        RefitOutcome::Moved(mv.devices)
+        let reason = format!("cannot patch pod annotations: {err}");
+        self.e.event(&self.pod, reasons::NUMA_REFIT_FAILED, EventType::Warning, reason.clone());
+        Err(reason)
     }
+}
+
+/// The request's own checks, before any node is asked: what it names, how many devices it
+/// allows, and the vendor (NVIDIA only).
+fn check<B: Backend>(e: &Inner<B>, args: &RefitArgs) -> Result<VendorId, String> {
+    if args.pod_uid.is_empty() || args.pod_namespace.is_empty() || args.pod_name.is_empty() || args.node_name.is_empty()
+    {
+        return Err("incomplete refit request: pod UID, namespace, name, and node are required".into());
+    }
+    if args.allowed_device_uuids.is_empty() {
+        return Err("refit request carries an empty allowed device set".into());
+    }
+    if args.allowed_device_uuids.len() > MAX_ALLOWED_DEVICES {
+        return Err(format!(
+            "refit request carries {} allowed devices, limit is {MAX_ALLOWED_DEVICES}",
+            args.allowed_device_uuids.len()
+        ));
+    }
+    let Some(vendor) = e.vendors.by_name(&args.device_type) else {
+        return Err(format!("unknown device type {}", go_quote(&args.device_type)));
+    };
+    if args.device_type != REFIT_VENDOR {
+        return Err(format!("device type {} is not supported by the NUMA refit yet", go_quote(&args.device_type)));
+    }
+    Ok(vendor)
 }

@@ -20,9 +20,7 @@ use crate::report::{DeviceJson, DeviceState, NodeJson, PodsOnDevice};
 
 use super::AppState;
 
-mod fragmentation;
-
-use fragmentation::Fragmentation;
+use crate::sched::fragmentation::{self, Fragmentation};
 
 /// How many rows a list shows in full (nodes and pods found, devices in a state, pending pods).
 const SEARCH_ROWS: usize = 200;
@@ -605,29 +603,7 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
 /// The console's test devices: NVIDIA, 16384 MiB, 100 cores, 10 slots, healthy.
 #[cfg(test)]
 mod fixtures {
-    use crate::report::{DeviceJson, NodeJson};
-
-    pub fn device(ty: &str, uuid: String, index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
-        DeviceJson {
-            vendor: "NVIDIA".into(),
-            uuid,
-            ty: ty.into(),
-            index,
-            numa: 0,
-            healthy: true,
-            cordoned: false,
-            count: 10,
-            used,
-            mem_total: 16384,
-            mem_used,
-            cores_total: 100,
-            cores_used,
-        }
-    }
-
-    pub fn node(name: &str, devices: Vec<DeviceJson>) -> NodeJson {
-        NodeJson { name: name.into(), devices, annotations: None, unusable: None, held_for: None }
-    }
+    pub use crate::testing::report_json::{device, node};
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::model::{DeviceUsage, NodeName};
 pub mod accounting;
 pub mod claim;
 pub mod fit;
+pub mod fragmentation;
 pub mod plan;
 pub mod quota;
 pub mod quota_book;

@@ -454,3 +454,31 @@ pub fn place(
     }
     Ok(Some(fit.devices))
 }
+
+/// The per-device JSON shapes of a node, for the console's and fragmentation's tests.
+pub mod report_json {
+    use crate::sched::report::{DeviceJson, NodeJson};
+
+    /// A healthy 10-slot NVIDIA device of 16384 MiB and 100 cores with this much in use.
+    pub fn device(ty: &str, uuid: String, index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
+        DeviceJson {
+            vendor: "NVIDIA".into(),
+            uuid,
+            ty: ty.into(),
+            index,
+            numa: 0,
+            healthy: true,
+            cordoned: false,
+            count: 10,
+            used,
+            mem_total: 16384,
+            mem_used,
+            cores_total: 100,
+            cores_used,
+        }
+    }
+
+    pub fn node(name: &str, devices: Vec<DeviceJson>) -> NodeJson {
+        NodeJson { name: name.into(), devices, annotations: None, unusable: None, held_for: None }
+    }
+}

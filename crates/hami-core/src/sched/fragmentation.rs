@@ -6,9 +6,59 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::actor::DeviceNeed;
 use crate::devices::Vendors;
-use crate::report::{DeviceJson, DeviceState, NodeJson};
+use crate::model::VendorId;
+use crate::model::request::{FitKey, VendorParams};
+
+use super::report::{DeviceJson, DeviceState, NodeJson};
+
+/// What one container asks of each of its devices, with the pod's device selection: what the
+/// console measures the free memory of shared devices against.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct DeviceNeed {
+    /// The vendor's name, as devices report it.
+    pub vendor: String,
+    #[serde(skip)]
+    pub vendor_id: VendorId,
+    /// Devices the container asks for, each with what follows.
+    pub nums: u32,
+    /// MiB per device; 0 when the request is a share of the device's memory.
+    pub mem: u64,
+    /// Percent of the device's memory, when `mem` is 0.
+    pub mem_pct: u32,
+    pub cores: u32,
+    /// The pod's type and UUID selections as its vendor parsed them.
+    #[serde(skip)]
+    pub params: Option<VendorParams>,
+    /// Everything the pod's fit reads, hashed: needs with the same key select alike.
+    #[serde(skip)]
+    pub shape: Option<FitKey>,
+}
+
+impl PartialEq for DeviceNeed {
+    fn eq(&self, o: &Self) -> bool {
+        (&self.vendor, self.nums, self.mem, self.mem_pct, self.cores) == (&o.vendor, o.nums, o.mem, o.mem_pct, o.cores)
+    }
+}
+
+impl DeviceNeed {
+    /// One device of `nums`, asking `mem` MiB (or `mem_pct` percent when `mem` is 0) and `cores`.
+    pub fn new(vendor: &str, nums: u32, mem: u64, mem_pct: u32, cores: u32) -> DeviceNeed {
+        DeviceNeed { vendor: vendor.into(), nums, mem, mem_pct, cores, ..DeviceNeed::default() }
+    }
+
+    /// Whether a device with this much memory (`total`) and this much free could take one of the
+    /// container's devices, its selection aside.
+    pub fn fits(&self, vendor: &str, total: u64, free_mem: u64, free_cores: u32) -> bool {
+        let mem = if self.mem > 0 { self.mem } else { total * u64::from(self.mem_pct.min(100)) / 100 };
+        vendor == self.vendor && free_mem >= mem && free_cores >= self.cores
+    }
+
+    /// Whether the pod's selection lets the container use a device of type `ty` and id `uuid`.
+    pub fn selects(&self, vendors: &Vendors, ty: &str, uuid: &str) -> bool {
+        vendors.get(self.vendor_id).selects(self.params.as_ref(), ty, uuid)
+    }
+}
 
 /// One device type's line.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -113,7 +163,7 @@ mod tests {
     use super::*;
     use crate::model::PodView;
 
-    use super::super::fixtures::{device, node};
+    use crate::testing::report_json::{device, node};
 
     fn dev(ty: &str, index: u32, mem_used: u64, cores_used: u32, used: u32) -> DeviceJson {
         device(ty, format!("GPU-{ty}-{index}"), index, mem_used, cores_used, used)
