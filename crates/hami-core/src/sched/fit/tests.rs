@@ -1386,8 +1386,7 @@ fn init_containers_fit_against_a_fresh_copy_and_are_padded() {
 fn native_sidecars_add_to_the_app_containers() {
     check(vec![
         Row {
-            // A sidecar runs beside the app containers, so its usage is summed with theirs (HAMi
-            // takes it as an init-container peak).
+            // A sidecar runs beside the app containers, so its usage is summed with theirs.
             what: "sidecar and app over the GPU",
             node: idle(1),
             pod: pod().sidecar("s").gpu(1).mem_mib(12000).main().gpu(1).mem_mib(12000),
@@ -1400,8 +1399,7 @@ fn native_sidecars_add_to_the_app_containers() {
             want: ok("GPU-0,NVIDIA,8000,0:;GPU-0,NVIDIA,8000,0:;"),
         },
         Row {
-            // hami-rs: a plain init container started after a sidecar runs beside it (HAMi would
-            // fit it against a fresh copy and accept this pod).
+            // A plain init container started after a sidecar runs beside it.
             what: "init container after a sidecar",
             node: idle(1),
             pod: pod().sidecar("s").gpu(1).mem_mib(8000).init("i").gpu(1).mem_mib(10000).main().gpu(1).mem_mib(1000),
@@ -1413,6 +1411,47 @@ fn native_sidecars_add_to_the_app_containers() {
             node: idle(1),
             pod: pod().init("i").gpu(1).mem_mib(10000).sidecar("s").gpu(1).mem_mib(8000).main().gpu(1).mem_mib(1000),
             want: ok("GPU-0,NVIDIA,10000,0:;GPU-0,NVIDIA,8000,0:;GPU-0,NVIDIA,1000,0:;"),
+        },
+    ]);
+}
+
+#[test]
+fn init_containers_and_sidecars_are_fitted_in_declaration_order() {
+    // HAMi's scoring walk: a sidecar stays on the node for every later container, a plain init
+    // container is fitted on a copy holding the sidecars declared so far; one card of 10 slots
+    // and 100 cores, 10 cores per request.
+    let card = |mem: u64| node("a").gpu(gpu("GPU-0", mem));
+    let c = |p: PodBuilder| p.cores(10);
+    check(vec![
+        Row {
+            what: "init 5000 then sidecar 8000 on 10000, app without a GPU",
+            node: card(10000),
+            pod: c(c(pod().init("i").gpu(1).mem_mib(5000)).sidecar("s").gpu(1).mem_mib(8000)).main(),
+            want: ok("GPU-0,NVIDIA,5000,10:;GPU-0,NVIDIA,8000,10:;;"),
+        },
+        Row {
+            what: "sidecar 8000 then init 5000 on 10000",
+            node: card(10000),
+            pod: c(c(pod().sidecar("s").gpu(1).mem_mib(8000)).init("i").gpu(1).mem_mib(5000)).main(),
+            want: no("1/1 CardInsufficientMemory"),
+        },
+        Row {
+            what: "init 5000, sidecar 3000, init 4000, app 1000 on 7500",
+            node: card(7500),
+            pod: c(c(c(c(pod().init("i1").gpu(1).mem_mib(5000)).sidecar("s").gpu(1).mem_mib(3000))
+                .init("i2")
+                .gpu(1)
+                .mem_mib(4000))
+            .main()
+            .gpu(1)
+            .mem_mib(1000)),
+            want: ok("GPU-0,NVIDIA,5000,10:;GPU-0,NVIDIA,3000,10:;GPU-0,NVIDIA,4000,10:;GPU-0,NVIDIA,1000,10:;"),
+        },
+        Row {
+            what: "sidecar 4000 and app 4000 on 7500",
+            node: card(7500),
+            pod: c(c(pod().sidecar("s").gpu(1).mem_mib(4000)).main().gpu(1).mem_mib(4000)),
+            want: no("1/1 CardInsufficientMemory"),
         },
     ]);
 }
