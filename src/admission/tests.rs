@@ -162,3 +162,12 @@ fn a_policy_annotation_that_names_no_policy_is_admitted() {
         assert!(matches!(verdict(&hami(), &p), Verdict::Allow { mutated: Some(_), .. }), "{key}={value}");
     }
 }
+
+#[test]
+fn a_pod_asking_for_devices_only_through_resource_claims_is_left_alone() {
+    // DRA allocates such a pod's devices: the webhook neither mutates it nor takes it over.
+    let mut p = pod(None, json!({"cpu": "1"}));
+    p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
+    p["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+    assert_eq!(verdict(&hami(), &p), Verdict::Allow { mutated: Some(p.clone()), message: None });
+}

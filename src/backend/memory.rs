@@ -138,6 +138,8 @@ struct Inner {
     /// Evictions refused although no budget was seen to protect the pod (one that changed
     /// after it was read).
     refuse_evictions: std::sync::atomic::AtomicBool,
+    /// DeviceClasses of the cluster file that map a served resource name.
+    dra: crate::port::dra::DraBook,
 }
 
 /// The in-memory cluster. Clones share the same cluster.
@@ -166,8 +168,14 @@ impl MemoryBackend {
                 fail_read: false.into(),
                 protected: DashMap::new(),
                 refuse_evictions: false.into(),
+                dra: Default::default(),
             }),
         }
+    }
+
+    /// The DeviceClass book, filled from the cluster file.
+    pub fn dra(&self) -> &crate::port::dra::DraBook {
+        &self.inner.dra
     }
 
     pub fn insert_node(&self, node: NodeView) {
@@ -536,6 +544,10 @@ impl Backend for MemoryBackend {
                 self.inner.hearsay.remove(&old);
             }
         }
+    }
+
+    fn dra_classes(&self) -> Vec<crate::port::dra::DraClass> {
+        self.inner.dra.list()
     }
 
     fn record_event(&self, event: Event) {
