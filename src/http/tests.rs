@@ -496,6 +496,21 @@ async fn a_native_sidecar_books_beside_the_app_and_a_plain_init_container_alone(
     }
 }
 
+// --- filter: DRA claims -------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn a_pod_asking_for_devices_only_through_resource_claims_is_passed_through() {
+    // DRA allocates such a pod's devices; hami-rs neither places nor reserves anything for it.
+    let app = TestApp::new().node(node("a").gpus(1, 16000)).node(node("b").gpus(1, 16000)).start().await;
+    let mut p = serde_json::to_value(pod().name("claims").view()).unwrap();
+    p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
+    p["spec"]["containers"][0]["resources"] = json!({"claims": [{"name": "gpu"}]});
+    let res = app.filter(&json!({ "Pod": p, "Nodes": null, "NodeNames": ["a", "b"] })).await;
+    assert_eq!(res["NodeNames"], json!(["a", "b"]), "{res}");
+    assert_eq!(res["Error"], "");
+    assert!(app.usage_pod("claims").await.is_none(), "nothing is reserved for it");
+}
+
 // --- filter: simulation mode -------------------------------------------------------------------
 
 #[actix_web::test]

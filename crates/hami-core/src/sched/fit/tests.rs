@@ -1218,6 +1218,22 @@ fn topology_aware_single_gpu_leaves_well_connected_gpus_alone() {
 }
 
 #[test]
+fn topology_aware_weighs_each_mig_gpu_once_when_enough_gpus_fit() {
+    // A MIG GPU is collected once per free instance; HAMi keeps its first entry only when that
+    // leaves as many distinct GPUs as asked, so the request spreads over GPUs instead of landing
+    // on one GPU's instances at pair score 0.
+    let two = || node("a").gpu(gpu("GPU-0", 40960).mig(a100_profiles())).gpu(gpu("GPU-1", 40960).mig(a100_profiles()));
+    let fit = try_fit(&two(), &topo(2)).expect("two MIG GPUs fit two instances");
+    let uuids: Vec<&str> = fit.trim_end_matches(":;").split(':').map(|e| e.split(',').next().unwrap_or("")).collect();
+    assert_eq!(uuids.len(), 2, "{fit}");
+    assert_ne!(uuids[0], uuids[1], "{fit}");
+    // One MIG GPU alone still takes two of its instances.
+    let one = node("a").gpu(gpu("GPU-0", 40960).mig(a100_profiles()));
+    let fit = try_fit(&one, &topo(2)).expect("one MIG GPU fits two instances");
+    assert_eq!(fit.matches("GPU-0,").count(), 2, "{fit}");
+}
+
+#[test]
 fn topology_aware_multi_gpu_takes_the_best_connected_subset() {
     // GPU-a and GPU-b are linked, GPU-c and GPU-d more weakly; spread alone would take d and c.
     let ab = r#"[{"uuid":"GPU-a","score":{"GPU-b":400}},{"uuid":"GPU-b","score":{"GPU-a":400}},{"uuid":"GPU-c","score":{"GPU-d":10}},{"uuid":"GPU-d","score":{"GPU-c":10}}]"#;
