@@ -146,9 +146,9 @@ fn derive_request(vendors: &Vendors, view: &PodView, defaults: &PolicyDefaults) 
 
 /// Step 7: per vendor with a memory or core resource, the pod's peak usage must fit the namespace's
 /// quota. Memory is per-device MiB times the count (percentage-only requests carry 0 MiB here);
-/// regular containers add up, plain init containers run alone so their maximum counts, and the
-/// larger of the two is asked. Native sidecars run beside the regular containers, so they add to
-/// the sum (HAMi counts them as an init-container peak: over-commit).
+/// regular containers and native sidecars add up; a plain init container runs beside the sidecars
+/// declared before it and no other init container, so the largest of those running sums is the
+/// init peak; the larger of the peak and the sum is asked (as scheduling books the pod).
 fn fits_quota(req: &PodRequest, vendors: &Vendors, quota: &dyn QuotaCheck, namespace: &str) -> bool {
     vendors.iter().all(|(id, v)| {
         let names = v.quota_names();
@@ -156,6 +156,7 @@ fn fits_quota(req: &PodRequest, vendors: &Vendors, quota: &dyn QuotaCheck, names
             return true;
         }
         let (mut sum_mem, mut sum_cores, mut init_mem, mut init_cores) = (0u64, 0u64, 0u64, 0u64);
+        // Init containers come first, so the running sum is the sidecars' while they are walked.
         for (i, c) in req.containers.iter().enumerate() {
             let (mut mem, mut cores) = (0u64, 0u64);
             for r in c.iter().filter(|r| r.vendor == id) {
@@ -163,8 +164,8 @@ fn fits_quota(req: &PodRequest, vendors: &Vendors, quota: &dyn QuotaCheck, names
                 cores = cores.saturating_add(u64::from(r.cores).saturating_mul(u64::from(r.nums)));
             }
             if req.is_plain_init(i) {
-                init_mem = init_mem.max(mem);
-                init_cores = init_cores.max(cores);
+                init_mem = init_mem.max(sum_mem.saturating_add(mem));
+                init_cores = init_cores.max(sum_cores.saturating_add(cores));
             } else {
                 sum_mem = sum_mem.saturating_add(mem);
                 sum_cores = sum_cores.saturating_add(cores);

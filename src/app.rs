@@ -90,6 +90,12 @@ pub async fn load_cluster(engine: &Engine<MemoryBackend>, objects: ClusterObject
 /// observed, one at a time.
 pub async fn load_packed_cluster(engine: &Engine<MemoryBackend>, objects: PackedCluster) {
     let backend = engine.backend().clone();
+    let served = engine.vendors().resource_names();
+    let book = backend.dra();
+    for c in &objects.device_classes {
+        let change = book.apply(c, &served);
+        crate::backend::tell_dra_change(&backend, book, &served, &change, &c.metadata.uid);
+    }
     register_nodes(engine, objects.nodes).await;
     for (i, p) in objects.pods.into_iter().enumerate() {
         if let Some(view) = p.unpack() {
@@ -186,7 +192,12 @@ async fn serve_kube(args: &ServeArgs, metrics: Option<crate::metrics::Handle>) -
         (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
         _ => None,
     };
-    let opts = WatchOptions { node_selector: args.node_label_selector.clone(), leader, own_pod };
+    let opts = WatchOptions {
+        node_selector: args.node_label_selector.clone(),
+        leader,
+        own_pod,
+        served_resources: engine.vendors().resource_names(),
+    };
     watch::start(engine.clone(), backend, readiness.clone(), quota, opts);
     tracing::info!("serving the Kubernetes API's cluster");
     run_http(args, engine, readiness, metrics).await

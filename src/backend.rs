@@ -4,5 +4,8 @@
 
 pub use crate::port::*;
 
+mod dra_events;
 pub mod kube;
 pub mod memory;
+
+pub use dra_events::tell_dra_change;

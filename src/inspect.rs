@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::actor::Engine;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::config::SchedulerFlags;
+use crate::port::dra::{DeviceClassView, DraBook, DraClass};
 use crate::report::node_json;
 use crate::sched::report::NodeReport;
 
@@ -82,6 +83,39 @@ pub async fn read_cluster(client: &kube::Client) -> Result<ClusterObjects, Error
     items.extend(list_all::<ResourceQuota>(client, "ResourceQuota", "resourcequotas").await?);
     let text = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
     Ok(ClusterObjects::parse(&text)?)
+}
+
+/// The DeviceClasses that let DRA serve one of `served` (every vendor's resource names), read
+/// once; none when the cluster has no `resource.k8s.io/v1` (before Kubernetes 1.34) or the user
+/// may not list them, since they only add a note.
+pub async fn dra_classes(client: &kube::Client, served: &[String]) -> Vec<DraClass> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let gvk = GroupVersionKind::gvk("resource.k8s.io", "v1", "DeviceClass");
+    let api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "deviceclasses"));
+    let Ok(list) = api.list(&ListParams::default()).await else { return Vec::new() };
+    let book = DraBook::default();
+    for o in &list.items {
+        if let Some(c) = serde_json::to_value(o).ok().and_then(|v| serde_json::from_value::<DeviceClassView>(v).ok()) {
+            book.apply(&c, served);
+        }
+    }
+    book.list()
+}
+
+/// The note `kubectl hami top` ends with when DRA may serve a resource hami-rs serves; empty when
+/// none may.
+pub fn dra_note(classes: &[DraClass]) -> String {
+    let mut s = String::new();
+    if classes.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "\nDeviceClasses with an extendedResourceName hami-rs serves:");
+    for c in classes {
+        let _ = writeln!(s, "  {} -> {}", c.class, c.resource);
+    }
+    let _ = writeln!(s, "Their {}.", crate::port::dra::MEANING);
+    s
 }
 
 /// The scheduler's engine over `cluster`, in memory.
@@ -861,6 +895,15 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("would choose") && text.contains("It is placed"), "{text}");
+    }
+
+    #[test]
+    fn top_ends_with_a_note_only_when_dra_may_serve_a_resource_of_hami_rs() {
+        assert_eq!(dra_note(&[]), "");
+        let c = crate::port::dra::DraClass { class: "gpu.example.com".into(), resource: "nvidia.com/gpu".into() };
+        let note = dra_note(&[c]);
+        assert!(note.contains("  gpu.example.com -> nvidia.com/gpu\n"), "{note}");
+        assert!(note.contains("hami-rs does not see or count those devices"), "{note}");
     }
 
     #[test]

@@ -116,18 +116,19 @@ async fn run(cli: Cli) -> anyhow::Result<String> {
                 sort_by: Some(sort_by.clone()),
             };
             let wide = *output == Output::Wide;
+            let dra = inspect::dra_classes(&client, &engine.vendors().resource_names()).await;
             match what {
                 What::Nodes => {
                     let rows = inspect::node_rows(&engine, &reports, &f)?;
                     match output {
-                        Output::Table | Output::Wide => Ok(inspect::node_table(&rows, wide)),
+                        Output::Table | Output::Wide => Ok(inspect::node_table(&rows, wide) + &inspect::dra_note(&dra)),
                         _ => print(&rows, *output),
                     }
                 }
                 What::Gpus => {
                     let rows = inspect::gpu_rows(&engine, &reports, &f)?;
                     match output {
-                        Output::Table | Output::Wide => Ok(inspect::gpu_table(&rows, wide)),
+                        Output::Table | Output::Wide => Ok(inspect::gpu_table(&rows, wide) + &inspect::dra_note(&dra)),
                         _ => print(&rows, *output),
                     }
                 }

@@ -40,6 +40,7 @@ pub const LEADER: &str = "hami_scheduler_leader";
 pub const BUILD_INFO: &str = "hami_build_info";
 pub const PENDING_PODS: &str = "hami_scheduler_pending_pods";
 pub const UNSCHEDULABLE_PODS: &str = "hami_scheduler_unschedulable_pods";
+pub const DRA_EXTENDED_RESOURCE_CLASSES: &str = "hami_scheduler_dra_extended_resource_classes";
 
 /// Latency buckets in seconds, from 50 µs to 30 s (filters are sub-millisecond; binds wait on the API).
 const BUCKETS: &[f64] = &[
@@ -110,6 +111,10 @@ pub fn describe() {
         "Filters of a pod this scheduler's pod watch had not delivered yet (kube-scheduler's informer was ahead)"
     );
     zero_counters();
+    describe_gauge!(
+        DRA_EXTENDED_RESOURCE_CLASSES,
+        "DeviceClasses whose extendedResourceName is a resource hami-rs serves, by resource: DRA may serve that name on nodes without its device plugin, uncounted here"
+    );
     describe_gauge!(LEADER, "1 while this replica is the leader");
     describe_gauge!(BUILD_INFO, "The build: version, revision, build date, compiler and platform (always 1)");
     gauge!(BUILD_INFO,
@@ -478,6 +483,13 @@ pub fn watch_restart(resource: &'static str) {
 /// Reservations made by filter and not yet bound, as the cluster gauges count them on a scrape.
 pub fn reservations_outstanding(n: u64) {
     gauge!(RESERVATIONS_OUTSTANDING).set(n as f64);
+}
+
+/// Sets the DeviceClass count of every served resource (0 included, so a gone class drops it).
+pub fn dra_extended_resource_classes(counts: &[(String, usize)]) {
+    for (resource, n) in counts {
+        gauge!(DRA_EXTENDED_RESOURCE_CLASSES, "resource" => resource.clone()).set(*n as f64);
+    }
 }
 
 pub fn leader(is_leader: bool) {

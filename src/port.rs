@@ -12,6 +12,7 @@ use crate::model::PodView;
 
 pub mod access;
 mod backend;
+pub mod dra;
 mod error;
 mod event;
 mod lock;

@@ -186,6 +186,7 @@ check(rules(cr) == expand([
     ("", "nodes", ["get", "list", "watch", "patch"], []),
     ("", "events", ["create", "patch", "update"], []),
     ("", "resourcequotas", ["get", "list", "watch"], []),
+    ("resource.k8s.io", "deviceclasses", ["get", "list", "watch"], []),
     ("authentication.k8s.io", "tokenreviews", ["create"], []),
     ("authorization.k8s.io", "subjectaccessreviews", ["create"], []),
 ] + ([("", "pods/eviction", ["create"], []), ("policy", "poddisruptionbudgets", ["list"], [])] if E.get("preemption") else [])),

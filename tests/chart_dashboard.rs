@@ -60,6 +60,7 @@ const EXPORTED: &[(&str, Kind)] = &[
     ("hami_scheduler_cache_synced", Kind::Gauge),
     ("hami_scheduler_pending_pods", Kind::Gauge),
     ("hami_scheduler_unschedulable_pods", Kind::Gauge),
+    ("hami_scheduler_dra_extended_resource_classes", Kind::Gauge),
 ];
 
 const DOCS_COPY: &str = "docs/grafana-dashboard.json";

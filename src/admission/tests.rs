@@ -104,3 +104,70 @@ fn an_update_denial_names_the_key_and_the_user() {
     );
     assert!(update_denial("k", "").ends_with("cannot be set by an unauthenticated user"));
 }
+
+/// A namespace quota of `mem` MiB and `cores` of NVIDIA.
+struct Limit {
+    mem: u64,
+    cores: u32,
+}
+
+impl QuotaCheck for Limit {
+    fn fits(&self, _: &str, _: crate::model::VendorId, mem: crate::model::MemMiB, cores: u32) -> bool {
+        mem.get() <= self.mem && cores <= self.cores
+    }
+}
+
+#[test]
+fn the_quota_check_books_sidecars_beside_the_app_and_init_containers_beside_earlier_sidecars() {
+    use crate::testing::pod;
+    // HAMi's webhook quota walk: a sidecar adds to a running sum, a plain init container peaks at
+    // that sum plus its own, and the pod asks the larger of the peak and sidecars plus app.
+    // (init containers in order as (sidecar, MiB, cores), the app's MiB and cores, quota MiB, fits)
+    type Init = (bool, u64, u32);
+    type Case = (&'static [Init], (u64, u32), u64, bool);
+    let cases: &[Case] = &[
+        (&[(false, 5000, 50), (true, 8000, 80)], (0, 0), 10000, true),
+        (&[(true, 8000, 80), (false, 5000, 50)], (0, 0), 10000, false),
+        (&[(false, 5000, 10), (true, 3000, 30), (false, 4000, 20)], (1000, 5), 7500, true),
+        (&[(true, 4000, 40)], (4000, 40), 7500, false),
+        (&[(true, 4000, 40)], (4000, 40), 8000, true),
+        (&[(false, 12000, 0)], (4000, 0), 12000, true),
+        (&[(false, 12000, 0)], (4000, 0), 11999, false),
+    ];
+    let vendors = vendors();
+    for (inits, (app_mem, app_cores), quota_mem, fits) in cases {
+        let mut p = pod();
+        for (k, (sidecar, mem, cores)) in inits.iter().enumerate() {
+            let name = format!("init-{k}");
+            p = if *sidecar { p.sidecar(&name) } else { p.init(&name) };
+            p = p.gpu(1).mem_mib(*mem).cores(*cores);
+        }
+        p = p.main();
+        if *app_mem > 0 {
+            p = p.gpu(1).mem_mib(*app_mem).cores(*app_cores);
+        }
+        let req = p.request_with(&vendors);
+        let quota = Limit { mem: *quota_mem, cores: 100 };
+        assert_eq!(fits_quota(&req, &vendors, &quota, "default"), *fits, "{inits:?} + {app_mem} under {quota_mem}");
+    }
+}
+
+#[test]
+fn a_policy_annotation_that_names_no_policy_is_admitted() {
+    // The scheduler ignores such a value and keeps the configured policy; the webhook does not
+    // refuse it, as HAMi's does not.
+    for (key, value) in [(keys::GPU_SCHEDULER_POLICY, "bogus"), (keys::NODE_SCHEDULER_POLICY, "Spread")] {
+        let mut p = pod(None, json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}));
+        p["metadata"]["annotations"] = json!({ key: value });
+        assert!(matches!(verdict(&hami(), &p), Verdict::Allow { mutated: Some(_), .. }), "{key}={value}");
+    }
+}
+
+#[test]
+fn a_pod_asking_for_devices_only_through_resource_claims_is_left_alone() {
+    // DRA allocates such a pod's devices: the webhook neither mutates it nor takes it over.
+    let mut p = pod(None, json!({"cpu": "1"}));
+    p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
+    p["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+    assert_eq!(verdict(&hami(), &p), Verdict::Allow { mutated: Some(p.clone()), message: None });
+}

@@ -54,10 +54,35 @@ async fn every_pod_of_a_cluster_larger_than_a_load_batch_is_counted() {
         .collect();
     // Bound pods are counted whatever room is left, so every copy is held.
     let engine = start_memory_engine(&flags(), &[]).unwrap();
-    let loaded = PackedCluster { nodes: cluster.nodes, pods, quotas: Vec::new() };
+    let loaded = PackedCluster { nodes: cluster.nodes, pods, quotas: Vec::new(), device_classes: Vec::new() };
     load_packed_cluster(&engine, loaded).await;
     let reports = engine.reports().await;
     let counted: usize = reports.iter().map(|r| r.allocs.len()).sum();
     assert_eq!(counted, copies);
     assert_eq!(engine.backend().pods().len(), copies);
+}
+
+#[actix::test]
+async fn a_cluster_file_s_device_classes_naming_a_served_resource_are_reported() {
+    // DRA may serve a resource name through such a class on nodes without its device plugin: the
+    // simulated cluster lists it and records a Warning Event on it; others are left out.
+    let text = r#"{"kind": "List", "items": [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com", "uid": "u1"},
+         "spec": {"extendedResourceName": "nvidia.com/gpu"}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fpga.example.com"},
+         "spec": {"extendedResourceName": "example.com/fpga"}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "plain.example.com"}, "spec": {}}
+    ]}"#;
+    let cluster = PackedCluster::parse(text).unwrap();
+    assert_eq!(cluster.device_classes.len(), 3);
+    let engine = start_memory_engine(&flags(), &[]).unwrap();
+    load_packed_cluster(&engine, cluster).await;
+    let want = crate::port::dra::DraClass { class: "gpu.example.com".into(), resource: "nvidia.com/gpu".into() };
+    assert_eq!(engine.backend().dra_classes(), vec![want]);
+    let events = engine.backend().events();
+    let on_class: Vec<_> = events.iter().filter(|e| e.object == crate::port::ObjectKind::DeviceClass).collect();
+    assert_eq!(on_class.len(), 1, "{events:?}");
+    assert_eq!(on_class[0].pod.name, "gpu.example.com");
+    assert_eq!(on_class[0].reason, crate::port::reasons::EXTENDED_RESOURCE_SERVED_BY_DRA);
+    assert_eq!(on_class[0].kind, crate::port::EventType::Warning);
 }

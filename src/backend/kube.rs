@@ -51,6 +51,8 @@ struct Inner {
     pods: DashMap<(String, String), PackedPod>,
     nodes: DashMap<String, Arc<NodeView>>,
     events: mpsc::Sender<Event>,
+    /// DeviceClasses mapping a served resource name, as the DeviceClass watcher last saw them.
+    dra: crate::port::dra::DraBook,
 }
 
 /// Why no client to the API server could be made.
@@ -112,6 +114,7 @@ impl KubeBackend {
                 opts,
                 pods: DashMap::new(),
                 nodes: DashMap::new(),
+                dra: Default::default(),
                 events: tx,
             }),
         };
@@ -121,6 +124,11 @@ impl KubeBackend {
 
     pub fn client(&self) -> kube::Client {
         self.inner.client.clone()
+    }
+
+    /// The DeviceClass book the watcher keeps.
+    pub(super) fn dra(&self) -> &crate::port::dra::DraBook {
+        &self.inner.dra
     }
 
     /// One API call: waits for the rate limiter, counts the request by verb and result.

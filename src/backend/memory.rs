@@ -139,6 +139,8 @@ struct Inner {
     /// Evictions refused although no budget was seen to protect the pod (one that changed
     /// after it was read).
     refuse_evictions: std::sync::atomic::AtomicBool,
+    /// DeviceClasses of the cluster file that map a served resource name.
+    dra: crate::port::dra::DraBook,
 }
 
 /// The in-memory cluster. Clones share the same cluster.
@@ -167,8 +169,14 @@ impl MemoryBackend {
                 fail_read: false.into(),
                 protected: DashMap::new(),
                 refuse_evictions: false.into(),
+                dra: Default::default(),
             }),
         }
+    }
+
+    /// The DeviceClass book, filled from the cluster file.
+    pub fn dra(&self) -> &crate::port::dra::DraBook {
+        &self.inner.dra
     }
 
     pub fn insert_node(&self, node: NodeView) {

@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 use crate::actor::{Candidates, FilterOutcome, Simulation};
 use crate::backend::{Backend, PodRef};
 use crate::metrics::Outcome;
-use crate::model::pod::NodeView;
+use crate::model::pod::{Annotations, NodeView};
+use crate::model::request::{self, PolicyDefaults};
 
 use super::AppState;
 use super::error::{Error, read_json_body};
@@ -24,6 +25,23 @@ fn json<T: serde::Serialize>(v: &T) -> HttpResponse {
     match serde_json::to_vec(v) {
         Ok(b) => HttpResponse::Ok().content_type("application/json").body(b),
         Err(e) => HttpResponse::InternalServerError().body(e.to_string()),
+    }
+}
+
+/// Warns of the pod's policy annotations that name no policy: the request ignores them and keeps
+/// the configured policy, and without this line a typo would change nothing silently.
+fn warn_ignored_policies(defaults: &PolicyDefaults, annotations: &Annotations, pod: &str) {
+    for p in request::ignored_policies(annotations, defaults) {
+        tracing::warn!(
+            pod,
+            annotation = p.key,
+            value = %p.value,
+            configured = %p.configured,
+            "ignoring unrecognized {}={:?} on pod {pod}, using configured policy {:?}",
+            p.key,
+            p.value,
+            p.configured
+        );
     }
 }
 
@@ -40,6 +58,7 @@ pub async fn filter<B: Backend>(st: web::Data<AppState<B>>, payload: web::Payloa
         return Ok(json(&ExtenderFilterResult::error("extender args missing pod")));
     };
     let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
+    warn_ignored_policies(&st.engine.config().defaults, &pod.metadata.annotations, &pod_name);
     if let Some(nodes) = &args.nodes {
         let names = args.node_names.map(node_names).transpose().inspect_err(|_| refused())?;
         return Ok(json(&simulate_nodes(&st, &pod, nodes.items.as_slice(), names)));

@@ -15,6 +15,7 @@ use actix_web::{HttpResponse, web};
 
 use crate::actor::{DeviceNeed, PendingPod, RecentDecision};
 use crate::backend::Backend;
+use crate::backend::dra::DraClass;
 use crate::devices::Vendors;
 use crate::report::{DeviceJson, DeviceState, NodeJson, PodsOnDevice};
 
@@ -168,6 +169,8 @@ pub struct View<'a> {
     pub recent: &'a [RecentDecision],
     pub pending: &'a [PendingPod],
     pub vendors: &'a Vendors,
+    /// DeviceClasses that let DRA serve a resource name hami-rs serves.
+    pub dra: &'a [DraClass],
     pub leader: bool,
     pub now_s: i64,
 }
@@ -253,6 +256,7 @@ pub fn render(v: &View<'_>, q: &Query) -> String {
         gib(total.fragmented_mib),
     );
     by_type(&mut s, &frag);
+    dra(&mut s, v.dra);
 
     let needle = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
     pending(&mut s, v.pending, needle, v.now_s);
@@ -276,6 +280,23 @@ pub fn render(v: &View<'_>, q: &Query) -> String {
     }
     s.push_str("</body></html>");
     s
+}
+
+/// The DeviceClasses through which DRA may serve a resource name hami-rs serves, and what that means.
+fn dra(s: &mut String, classes: &[DraClass]) {
+    if classes.is_empty() {
+        return;
+    }
+    let _ = write!(
+        s,
+        r#"<h2>Served by DRA too ({})</h2><p class="bad">These DeviceClasses name a resource hami-rs serves: {}.</p><table><tr><th>DeviceClass</th><th>extendedResourceName</th></tr>"#,
+        classes.len(),
+        esc(crate::port::dra::MEANING)
+    );
+    for c in classes {
+        let _ = write!(s, "<tr><td>{}</td><td>{}</td></tr>", esc(&c.class), esc(&c.resource));
+    }
+    s.push_str("</table>");
 }
 
 /// Fragmentation per device type, beside the whole devices free.
@@ -596,7 +617,9 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
         pods.sort();
     }
     let recent = st.engine.recent_decisions();
-    let view = View { nodes: &nodes, pods: &pods, recent: &recent, pending: &pending, vendors, leader, now_s: now };
+    let dra = st.engine.backend().dra_classes();
+    let view =
+        View { nodes: &nodes, pods: &pods, recent: &recent, pending: &pending, vendors, dra: &dra, leader, now_s: now };
     html(render(&view, &q))
 }
 
@@ -654,7 +677,7 @@ mod tests {
     /// The front page of `nodes` with these pending pods and decisions, at `now_s`.
     fn page(nodes: &[NodeJson], pending: &[PendingPod], recent: &[RecentDecision], q: &Query, now_s: i64) -> String {
         let vendors = crate::testing::vendors();
-        render(&View { nodes, pods: &[], recent, pending, vendors: &vendors, leader: true, now_s }, q)
+        render(&View { nodes, pods: &[], recent, pending, vendors: &vendors, dra: &[], leader: true, now_s }, q)
     }
 
     /// The summary's cells by heading.
@@ -722,6 +745,44 @@ mod tests {
             html.contains("<h2>Pending (1)</h2><table><tr><th>pod</th>") && html.contains("<td>team/huge</td>"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn device_classes_dra_may_serve_a_resource_by_are_listed_with_what_that_means() {
+        let vendors = crate::testing::vendors();
+        let nodes = [fixtures::node("a", vec![dev(0, 0, 0, 0)])];
+        let q = Query::default();
+        let plain = render(
+            &View {
+                nodes: &nodes,
+                pods: &[],
+                recent: &[],
+                pending: &[],
+                vendors: &vendors,
+                dra: &[],
+                leader: true,
+                now_s: 0,
+            },
+            &q,
+        );
+        assert!(!plain.contains("Served by DRA"), "{plain}");
+        let dra = [DraClass { class: "gpu.example.com".into(), resource: "nvidia.com/gpu".into() }];
+        let html = render(
+            &View {
+                nodes: &nodes,
+                pods: &[],
+                recent: &[],
+                pending: &[],
+                vendors: &vendors,
+                dra: &dra,
+                leader: true,
+                now_s: 0,
+            },
+            &q,
+        );
+        assert!(html.contains("<h2>Served by DRA too (1)</h2>"), "{html}");
+        assert!(html.contains("<tr><td>gpu.example.com</td><td>nvidia.com/gpu</td></tr>"), "{html}");
+        assert!(html.contains("hami-rs does not see or count those devices"), "{html}");
     }
 
     #[test]
@@ -827,8 +888,16 @@ mod tests {
         let q = Query { q: Some("train".into()), ..Query::default() };
         let vendors = crate::testing::vendors();
         let nodes = [node("gpu-a", vec![])];
-        let view =
-            View { nodes: &nodes, pods: &pods, recent: &[], pending: &[], vendors: &vendors, leader: true, now_s: 0 };
+        let view = View {
+            nodes: &nodes,
+            pods: &pods,
+            recent: &[],
+            pending: &[],
+            vendors: &vendors,
+            dra: &[],
+            leader: true,
+            now_s: 0,
+        };
         let html = render(&view, &q);
         assert!(html.contains("Pods holding devices matching “train” (1)"), "{html}");
         assert!(html.contains(r#"<td>team/train-1</td><td><a href="?node=gpu-a">gpu-a</a></td>"#), "{html}");

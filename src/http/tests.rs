@@ -54,6 +54,11 @@ impl TestApp {
         self.cfg.decision_write = DecisionWrite::Bind;
         self
     }
+    /// `--gpu-scheduler-policy` and `--node-scheduler-policy`.
+    fn policies(mut self, gpu: &str, node: &str) -> TestApp {
+        self.cfg.defaults = crate::model::request::PolicyDefaults { gpu: gpu.into(), node: node.into() };
+        self
+    }
     fn node(mut self, n: NodeBuilder) -> TestApp {
         self.nodes.push(n.view());
         self
@@ -394,6 +399,116 @@ async fn filtering_the_same_pod_again_does_not_compete_with_its_own_reservation(
         let res = app.filter(&filter_args(&p, ["a"])).await;
         assert_eq!(res["NodeNames"], json!(["a"]), "{res}");
     }
+}
+
+// --- filter: policy annotations -----------------------------------------------------------------
+
+/// A pod of 4000 MiB already running on the first of node `n`'s GPUs.
+fn busy_on_first_gpu(n: &str) -> PodBuilder {
+    gpu_pod(&format!("busy-{n}"), 4000).placed(n, &format!("GPU-{n}-0,NVIDIA,4000,0:;")).bound_to(n).phase("Running")
+}
+
+/// The device the filter reserved for `p` on its node (the first entry of its allocation).
+async fn reserved_device(app: &Running, p: &PodBuilder) -> String {
+    let name = p.view().metadata.name;
+    let u = app.usage_pod(&name).await.unwrap_or_else(|| panic!("{name} reserved nothing"));
+    let alloc = u["annotations"][keys::NVIDIA_ALLOCATED].as_str().unwrap_or_default().to_owned();
+    alloc.split(',').next().unwrap_or_default().to_owned()
+}
+
+#[actix_web::test]
+async fn a_gpu_policy_annotation_that_names_no_policy_keeps_the_configured_one() {
+    // HAMi ignores such a value with a warning and sorts the cards by the configured policy; a
+    // padded name is read trimmed (a whole-string compare would sort ` binpack` as spread).
+    // (configured, annotation, the card chosen beside a card already holding 4000 MiB)
+    let cases = [
+        ("binpack", None, "GPU-a-0"),
+        ("binpack", Some("bogus"), "GPU-a-0"),
+        ("binpack", Some("Binpack"), "GPU-a-0"),
+        ("binpack", Some("binpack,"), "GPU-a-0"),
+        ("spread", None, "GPU-a-1"),
+        ("spread", Some(" binpack"), "GPU-a-0"),
+        ("spread", Some("binpack , numa"), "GPU-a-0"),
+        ("spread", Some("binpack,nmua"), "GPU-a-1"),
+    ];
+    for (configured, given, want) in cases {
+        let app =
+            TestApp::new().policies(configured, "binpack").node(node("a").gpus(2, 16000)).pod(busy_on_first_gpu("a"));
+        let app = app.start().await;
+        let mut p = gpu_pod("p1", 1000);
+        if let Some(v) = given {
+            p = p.annotation(keys::GPU_SCHEDULER_POLICY, v);
+        }
+        assert_eq!(app.filter(&filter_args(&p, ["a"])).await["NodeNames"], json!(["a"]));
+        assert_eq!(reserved_device(&app, &p).await, want, "{configured} + {given:?}");
+    }
+}
+
+#[actix_web::test]
+async fn a_node_policy_annotation_that_names_no_policy_keeps_the_configured_one() {
+    // (configured, annotation, the node chosen of a busy `a` and an idle `b`)
+    let cases = [
+        ("binpack", None, "a"),
+        ("binpack", Some("spred"), "a"),
+        ("binpack", Some("Spread"), "a"),
+        ("binpack", Some("binpack,spread"), "a"),
+        ("binpack", Some(" spread "), "b"),
+        ("spread", None, "b"),
+        ("spread", Some("numa"), "b"),
+        ("spread", Some("binpack"), "a"),
+    ];
+    for (configured, given, want) in cases {
+        let app = TestApp::new()
+            .policies("spread", configured)
+            .node(node("a").gpus(1, 16000))
+            .node(node("b").gpus(1, 16000))
+            .pod(busy_on_first_gpu("a"))
+            .start()
+            .await;
+        let mut p = gpu_pod("p1", 1000);
+        if let Some(v) = given {
+            p = p.annotation(keys::NODE_SCHEDULER_POLICY, v);
+        }
+        assert_eq!(
+            app.filter(&filter_args(&p, ["a", "b"])).await["NodeNames"],
+            json!([want]),
+            "{configured} + {given:?}"
+        );
+    }
+}
+
+// --- filter: native sidecars and init containers -----------------------------------------------
+
+#[actix_web::test]
+async fn a_native_sidecar_books_beside_the_app_and_a_plain_init_container_alone() {
+    // A sidecar keeps running beside the app, so the pod books their sum; a plain init container
+    // has finished before the app starts, so the pod books the larger of the two.
+    // (init container is a sidecar, its MiB, the app's MiB, the next pod's MiB, the next fits)
+    let cases = [(true, 8000, 8000, 1000, false), (false, 12000, 4000, 4000, true), (false, 12000, 4000, 5000, false)];
+    for (sidecar, init, app_mem, next, fits) in cases {
+        let app = TestApp::new().node(node("a").gpus(1, 16000)).start().await;
+        let first = if sidecar { pod().sidecar("side") } else { pod().init("setup") };
+        let first = first.gpu(1).mem_mib(init).main().gpu(1).mem_mib(app_mem).name("first");
+        assert_eq!(app.filter(&filter_args(&first, ["a"])).await["NodeNames"], json!(["a"]));
+        assert_eq!(app.bind(&first, "a").await, r#"{"Error":""}"#);
+        let res = app.filter(&filter_args(&gpu_pod("next", next), ["a"])).await;
+        assert_eq!(res["NodeNames"] == json!(["a"]), fits, "sidecar {sidecar}: {init} + {app_mem}, then {next}: {res}");
+    }
+}
+
+// --- filter: DRA claims -------------------------------------------------------------------------
+
+#[actix_web::test]
+async fn a_pod_asking_for_devices_only_through_resource_claims_is_passed_through() {
+    // DRA allocates such a pod's devices; hami-rs neither places nor reserves anything for it.
+    let app = TestApp::new().node(node("a").gpus(1, 16000)).node(node("b").gpus(1, 16000)).start().await;
+    let mut p = serde_json::to_value(pod().name("claims").view()).unwrap();
+    p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
+    p["spec"]["containers"][0]["resources"] = json!({"claims": [{"name": "gpu"}]});
+    let res = app.filter(&json!({ "Pod": p, "Nodes": null, "NodeNames": ["a", "b"] })).await;
+    assert_eq!(res["NodeNames"], json!(["a", "b"]), "{res}");
+    assert_eq!(res["Error"], "");
+    assert!(app.usage_pod("claims").await.is_none(), "nothing is reserved for it");
 }
 
 // --- filter: simulation mode -------------------------------------------------------------------

@@ -113,4 +113,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// in-memory backend adds a pod it does not know yet, so a client can drive
     /// `serve --cluster-file` with pods that are not in the file.
     fn learn_pod(&self, _pod: &PodView) {}
+
+    /// The DeviceClasses that let DRA serve a resource name hami-rs serves, as the backend last
+    /// saw them (none where it does not watch them).
+    fn dra_classes(&self) -> Vec<super::dra::DraClass> {
+        Vec::new()
+    }
 }

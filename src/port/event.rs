@@ -15,6 +15,8 @@ pub enum EventType {
 pub enum ObjectKind {
     Pod,
     Node,
+    /// A `resource.k8s.io/v1` DeviceClass (cluster-scoped, like a node).
+    DeviceClass,
 }
 
 /// An Event on a pod, as HAMi records them, or, for registration problems, on a node.
@@ -36,6 +38,8 @@ pub mod reasons {
     pub const BINDING_FAILED: &str = "BindingFailed";
     /// hami-rs's own: a node's registration annotation cannot be decoded.
     pub const DEVICE_REGISTRATION_INVALID: &str = "DeviceRegistrationInvalid";
+    /// hami-rs's own: a DeviceClass lets DRA serve a resource name hami-rs serves.
+    pub const EXTENDED_RESOURCE_SERVED_BY_DRA: &str = "ExtendedResourceServedByDRA";
     pub const NUMA_REFIT_SUCCEED: &str = "NumaRefitSucceed";
     pub const NUMA_REFIT_FAILED: &str = "NumaRefitFailed";
     /// hami-rs's own GPU-aware preemption: on the preemptor, victims are being evicted for it;

@@ -21,9 +21,11 @@ impl KubeBackend {
             if !budget.allow(&key, std::time::Instant::now()) {
                 continue;
             }
-            let (ns, kind) = match e.object {
-                ObjectKind::Pod => (e.pod.namespace.clone(), "Pod"),
-                ObjectKind::Node => ("default".to_owned(), "Node"),
+            // Events on cluster-scoped objects go to `default`, as kubectl's do.
+            let (ns, kind, api_version) = match e.object {
+                ObjectKind::Pod => (e.pod.namespace.clone(), "Pod", "v1"),
+                ObjectKind::Node => ("default".to_owned(), "Node", "v1"),
+                ObjectKind::DeviceClass => ("default".to_owned(), "DeviceClass", "resource.k8s.io/v1"),
             };
             let ev = KEvent {
                 metadata: ObjectMeta {
@@ -32,7 +34,7 @@ impl KubeBackend {
                     ..Default::default()
                 },
                 involved_object: ObjectReference {
-                    api_version: Some("v1".into()),
+                    api_version: Some(api_version.into()),
                     kind: Some(kind.into()),
                     name: Some(e.pod.name.clone()),
                     namespace: (e.object == ObjectKind::Pod).then(|| e.pod.namespace.clone()),

@@ -1,5 +1,6 @@
 //! Watchers and the registration loop of the Kubernetes backend: nodes (label selector), pods,
-//! ResourceQuotas and the kube-scheduler sidecar's Lease feed the engine; every 15 s the leader
+//! ResourceQuotas and the kube-scheduler sidecar's Lease feed the engine, DeviceClasses the DRA
+//! book; every 15 s the leader
 //! runs HAMi's handshake/health round and labels scheduler pods leader/follower. None of this runs
 //! on the filter path, and nothing here holds what the filter path waits on.
 
@@ -13,6 +14,7 @@ use crate::sched::quota_book::QuotaBook;
 
 use super::KubeBackend;
 
+mod device_classes;
 mod lease;
 mod nodes;
 mod options;
@@ -20,6 +22,7 @@ mod pods;
 mod quotas;
 mod registration;
 
+use device_classes::watch_device_classes;
 use lease::follow_lease;
 use nodes::watch_nodes;
 use pods::watch_pods;
@@ -53,6 +56,8 @@ pub fn start<O: Observer>(
     ));
     tokio::spawn(watch_pods(engine.clone(), backend.clone(), pods_synced.clone(), returned_rx));
     tokio::spawn(watch_quotas(backend.clone(), quota, quota_synced.clone()));
+    // Not waited for by readiness: DeviceClasses change no decision, and the API may be absent.
+    tokio::spawn(watch_device_classes(backend.clone(), opts.served_resources.clone()));
     match &opts.leader {
         Some(l) => {
             tokio::spawn(follow_lease(backend.clone(), l.clone(), readiness.clone(), kick_tx.clone()));

@@ -229,4 +229,8 @@ impl Backend for KubeBackend {
     fn record_event(&self, event: Event) {
         let _ = self.inner.events.try_send(event);
     }
+
+    fn dra_classes(&self) -> Vec<crate::port::dra::DraClass> {
+        self.inner.dra.list()
+    }
 }

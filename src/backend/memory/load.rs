@@ -1,5 +1,5 @@
 //! Reading a cluster file (`kubectl get nodes,pods,resourcequotas -A -o json`, or multi-document
-//! YAML) into nodes, pods and quotas, one object at a time: a JSON file is parsed as it is read,
+//! YAML) into nodes, pods and quotas (and, for `serve`, DeviceClasses), one object at a time: a JSON file is parsed as it is read,
 //! and each pod can be packed as soon as it is parsed, so neither the file nor its pods unpacked
 //! sit in memory whole.
 
@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::model::PodView;
 use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
+use crate::port::dra::DeviceClassView;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -195,6 +196,9 @@ pub struct PackedCluster {
     pub nodes: Vec<NodeView>,
     pub pods: Vec<PackedPod>,
     pub quotas: Vec<QuotaObject>,
+    /// `resource.k8s.io` DeviceClasses, so the simulated cluster reports the ones DRA may serve
+    /// a resource name of hami-rs's by.
+    pub device_classes: Vec<DeviceClassView>,
 }
 
 impl ClusterObjects {
@@ -208,7 +212,9 @@ impl ClusterObjects {
 
     fn read(source: Source<'_>) -> std::result::Result<ClusterObjects, LoadError> {
         let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
-        sort_objects(source, &mut nodes, &mut quotas, &mut |p| pods.push(p))?;
+        // DeviceClasses are kept by `serve`'s reading only (see `PackedCluster`).
+        let mut ignored = Vec::new();
+        sort_objects(source, &mut nodes, &mut quotas, &mut ignored, &mut |p| pods.push(p))?;
         Ok(ClusterObjects { nodes, pods, quotas })
     }
 }
@@ -223,10 +229,10 @@ impl PackedCluster {
     }
 
     fn read(source: Source<'_>) -> std::result::Result<PackedCluster, LoadError> {
-        let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
-        sort_objects(source, &mut nodes, &mut quotas, &mut |p| pods.push(PackedPod::pack(&p)))?;
+        let (mut nodes, mut pods, mut quotas, mut device_classes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        sort_objects(source, &mut nodes, &mut quotas, &mut device_classes, &mut |p| pods.push(PackedPod::pack(&p)))?;
         pods.shrink_to_fit();
-        Ok(PackedCluster { nodes, pods, quotas })
+        Ok(PackedCluster { nodes, pods, quotas, device_classes })
     }
 }
 
@@ -242,11 +248,12 @@ fn sort_objects(
     source: Source<'_>,
     nodes: &mut Vec<NodeView>,
     quotas: &mut Vec<QuotaObject>,
+    classes: &mut Vec<DeviceClassView>,
     pod: &mut dyn FnMut(PodView),
 ) -> std::result::Result<(), LoadError> {
     let mut index = 0usize;
     let f = &mut |v| {
-        add_object(index, v, nodes, quotas, pod)?;
+        add_object(index, v, nodes, quotas, classes, pod)?;
         index += 1;
         Ok(())
     };
@@ -293,6 +300,7 @@ fn add_object(
     v: Value,
     nodes: &mut Vec<NodeView>,
     quotas: &mut Vec<QuotaObject>,
+    classes: &mut Vec<DeviceClassView>,
     pod: &mut dyn FnMut(PodView),
 ) -> std::result::Result<(), LoadError> {
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
@@ -300,6 +308,7 @@ fn add_object(
     match kind.as_str() {
         "Node" => nodes.push(serde_json::from_value(v).map_err(err)?),
         "Pod" => pod(serde_json::from_value(v).map_err(err)?),
+        "DeviceClass" => classes.push(serde_json::from_value(v).map_err(err)?),
         "ResourceQuota" => {
             let meta = v.get("metadata");
             let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_owned();

@@ -174,6 +174,10 @@ impl Backend for MemoryBackend {
         }
     }
 
+    fn dra_classes(&self) -> Vec<crate::port::dra::DraClass> {
+        self.inner.dra.list()
+    }
+
     fn record_event(&self, event: Event) {
         if let Ok(mut q) = self.inner.events.lock() {
             if q.len() >= EVENTS_KEPT {

@@ -111,6 +111,26 @@ fn topology_choice(picks: &mut Vec<Pick>, n: usize, scores: &PairScores) {
     if picks.len() <= n {
         return;
     }
+    // A MIG GPU is collected once per free instance. As HAMi does, keep only its first entry when
+    // enough distinct GPUs remain: otherwise the pair scores (0 within one GPU) can put every
+    // instance on one card, and the subsets to weigh grow with every free slice.
+    let mut distinct: Vec<usize> = Vec::with_capacity(picks.len());
+    for (i, p) in picks.iter().enumerate() {
+        if !distinct.iter().any(|&j| picks[j].dev.uuid == p.dev.uuid) {
+            distinct.push(i);
+        }
+    }
+    if distinct.len() < picks.len() && distinct.len() >= n {
+        let mut k = 0;
+        picks.retain(|_| {
+            let keep = distinct.contains(&k);
+            k += 1;
+            keep
+        });
+        if picks.len() <= n {
+            return;
+        }
+    }
     let id = |p: &Pick| p.dev.uuid.as_str().to_owned();
     if n == 1 {
         let mut best = 0;

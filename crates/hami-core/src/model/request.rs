@@ -279,14 +279,76 @@ pub struct PolicyDefaults {
     pub node: String,
 }
 
+/// The GPU policy names a pod's `hami.io/gpu-scheduler-policy` may list.
+pub const GPU_POLICY_NAMES: [&str; 5] = ["binpack", "spread", "numa", "mutex", "topology-aware"];
+/// The node policy names a pod's `hami.io/node-scheduler-policy` may give.
+pub const NODE_POLICY_NAMES: [&str; 2] = ["binpack", "spread"];
+
+/// A pod's GPU policy annotation in its canonical form, or None when it is not one HAMi accepts:
+/// a comma list whose every token, trimmed, is one of [`GPU_POLICY_NAMES`] (case-sensitive; an
+/// empty token or an empty value is refused whole). The tokens come back trimmed and joined by a
+/// bare comma, so ` binpack` sorts as `binpack` and not as an unknown single value would.
+pub fn parse_gpu_policy_annotation(value: &str) -> Option<String> {
+    let mut out = String::with_capacity(value.len());
+    for (i, token) in value.split(',').map(str::trim).enumerate() {
+        if !GPU_POLICY_NAMES.contains(&token) {
+            return None;
+        }
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(token);
+    }
+    Some(out)
+}
+
+/// A pod's node policy annotation trimmed, or None when it is not exactly one of
+/// [`NODE_POLICY_NAMES`] once trimmed (no list, case-sensitive).
+pub fn parse_node_policy_annotation(value: &str) -> Option<&str> {
+    let v = value.trim();
+    NODE_POLICY_NAMES.contains(&v).then_some(v)
+}
+
+/// A policy annotation a pod gives that names no policy, so the configured policy is used instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IgnoredPolicy {
+    /// The annotation key.
+    pub key: &'static str,
+    /// Its value as the pod gives it.
+    pub value: String,
+    /// The configured policy that stands (`--gpu-scheduler-policy` or `--node-scheduler-policy`).
+    pub configured: String,
+}
+
+/// The pod's policy annotations that [`PodRequest::skeleton`] ignores, for the caller to warn
+/// about (this crate does not log). Empty for a pod whose policies are valid or not given.
+pub fn ignored_policies(annos: &Annotations, defaults: &PolicyDefaults) -> SmallVec<[IgnoredPolicy; 2]> {
+    let mut out = SmallVec::new();
+    if let Some(v) = annos.get(keys::GPU_SCHEDULER_POLICY).filter(|v| parse_gpu_policy_annotation(v).is_none()) {
+        out.push(IgnoredPolicy { key: keys::GPU_SCHEDULER_POLICY, value: v.clone(), configured: defaults.gpu.clone() });
+    }
+    if let Some(v) = annos.get(keys::NODE_SCHEDULER_POLICY).filter(|v| parse_node_policy_annotation(v).is_none()) {
+        out.push(IgnoredPolicy {
+            key: keys::NODE_SCHEDULER_POLICY,
+            value: v.clone(),
+            configured: defaults.node.clone(),
+        });
+    }
+    out
+}
+
 impl PodRequest {
     /// Builds the pod-level part; containers, and the weights of a pod that asks for a device,
     /// are filled in by the vendor registry.
     pub fn skeleton(pod: &PodView, defaults: &PolicyDefaults) -> PodRequest {
         let annos = &pod.metadata.annotations;
         let numa = annos.get(keys::NVIDIA_NUMA_BIND).is_some_and(|v| codec::parse_go_bool(v).unwrap_or(false));
-        let gpu_text = annos.get(keys::GPU_SCHEDULER_POLICY).map_or(defaults.gpu.as_str(), String::as_str);
-        let node_text = annos.get(keys::NODE_SCHEDULER_POLICY).map_or(defaults.node.as_str(), String::as_str);
+        // An annotation that names no policy is ignored, as HAMi does: the configured policy stands
+        // (the caller logs it, see `ignored_policies`), and a padded one is read trimmed.
+        let gpu_given = annos.get(keys::GPU_SCHEDULER_POLICY).and_then(|v| parse_gpu_policy_annotation(v));
+        let gpu_text = gpu_given.as_deref().unwrap_or(defaults.gpu.as_str());
+        let node_given = annos.get(keys::NODE_SCHEDULER_POLICY).and_then(|v| parse_node_policy_annotation(v));
+        let node_text = node_given.unwrap_or(defaults.node.as_str());
         let pod_group = pod.is_pod_group_member();
         PodRequest {
             uid: PodUid::new(&pod.metadata.uid),
@@ -391,6 +453,103 @@ mod tests {
             assert!(!seen.contains(&k), "{what}");
             seen.push(k);
         }
+    }
+
+    #[test]
+    fn gpu_policy_annotations_are_a_comma_list_of_known_names() {
+        // HAMi's validity rule for `hami.io/gpu-scheduler-policy`, and its canonical form.
+        let cases: &[(&str, Option<&str>)] = &[
+            ("binpack", Some("binpack")),
+            ("spread", Some("spread")),
+            ("numa", Some("numa")),
+            ("mutex", Some("mutex")),
+            ("topology-aware", Some("topology-aware")),
+            ("binpack,numa", Some("binpack,numa")),
+            ("binpack, numa", Some("binpack,numa")),
+            ("mutex,topology-aware", Some("mutex,topology-aware")),
+            (" binpack", Some("binpack")),
+            (" binpack ", Some("binpack")),
+            ("\tnuma\n", Some("numa")),
+            ("binpack , numa", Some("binpack,numa")),
+            ("spread,spread", Some("spread,spread")),
+            ("", None),
+            ("   ", None),
+            ("bogus", None),
+            ("binpakc", None),
+            ("Binpack", None),
+            ("binpack,", None),
+            ("binpack,,spread", None),
+            (",binpack", None),
+            ("binpack,nmua", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(parse_gpu_policy_annotation(value).as_deref(), *want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn node_policy_annotations_are_one_trimmed_name() {
+        // HAMi's validity rule for `hami.io/node-scheduler-policy`: binpack or spread, trimmed.
+        let cases: &[(&str, Option<&str>)] = &[
+            ("binpack", Some("binpack")),
+            ("spread", Some("spread")),
+            (" spread ", Some("spread")),
+            ("binpack,spread", None),
+            ("numa", None),
+            ("Spread", None),
+            ("", None),
+            ("  ", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(parse_node_policy_annotation(value), *want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn an_unrecognised_policy_annotation_keeps_the_configured_policy() {
+        use crate::testing::{pod, vendors};
+        let vendors = vendors();
+        let defaults = |gpu: &str, node: &str| PolicyDefaults { gpu: gpu.into(), node: node.into() };
+        // (configured GPU policy, annotation, policy text used)
+        let cases = [
+            ("binpack", "binpakc", "binpack"),
+            ("spread", "binpack,nmua", "spread"),
+            ("spread", "topology-aware", "topology-aware"),
+            ("spread", " binpack", "binpack"),
+            ("binpack", "Binpack", "binpack"),
+            ("binpack", "binpack,", "binpack"),
+            ("spread", "binpack , numa", "binpack,numa"),
+        ];
+        for (configured, given, want) in cases {
+            let p = pod().gpu(1).mem_mib(1000).annotation(keys::GPU_SCHEDULER_POLICY, given).view();
+            let d = defaults(configured, "binpack");
+            let req = vendors.pod_request(&p, &d).expect("a valid pod");
+            assert_eq!(&*req.gpu_policy.text, want, "{configured} + {given:?}");
+            let ignored = ignored_policies(&p.metadata.annotations, &d);
+            assert_eq!(ignored.is_empty(), parse_gpu_policy_annotation(given).is_some(), "{given:?}");
+        }
+        assert_eq!(
+            GpuPolicy::parse(" binpack".trim(), false).sort,
+            GpuSort::Single(SingleSort::Binpack),
+            "a padded binpack sorts as binpack"
+        );
+        // (configured node policy, annotation, node policy used)
+        let cases = [
+            ("binpack", "spred", NodePolicy::Binpack),
+            ("spread", "binpack,spread", NodePolicy::Spread),
+            ("binpack", " spread", NodePolicy::Spread),
+            ("binpack", "Spread", NodePolicy::Binpack),
+        ];
+        for (configured, given, want) in cases {
+            let p = pod().gpu(1).mem_mib(1000).annotation(keys::NODE_SCHEDULER_POLICY, given).view();
+            let d = defaults("spread", configured);
+            assert_eq!(vendors.pod_request(&p, &d).expect("a valid pod").node_policy, want, "{given:?}");
+        }
+        let p = pod().gpu(1).annotation(keys::NODE_SCHEDULER_POLICY, "spred").view();
+        let ignored = ignored_policies(&p.metadata.annotations, &defaults("spread", "binpack"));
+        let want =
+            IgnoredPolicy { key: keys::NODE_SCHEDULER_POLICY, value: "spred".into(), configured: "binpack".into() };
+        assert_eq!(ignored.as_slice(), &[want]);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! From a pod's per-container allocation to what it holds on each device, and from those holdings
-//! to device usage. Init containers count as a peak until they have all succeeded, regular
-//! containers and native sidecars as a sum (HAMi treats sidecars as init containers; see
-//! docs/compat.md, "Native sidecars").
+//! to device usage. Plain init containers count as a peak (each beside the native sidecars
+//! declared before it) until they have all succeeded, regular containers and native sidecars as
+//! a sum, as HAMi does (docs/compat.md, "Native sidecars").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

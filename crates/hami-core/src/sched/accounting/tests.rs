@@ -130,8 +130,7 @@ fn init_release_keeps_only_regular_containers() {
 
 #[test]
 fn sidecars_add_to_the_app_sum() {
-    // A native sidecar runs beside the app containers, so hami-rs sums it with them (HAMi counts it
-    // as an init peak: 3000 MiB, 20 cores, 1 slot).
+    // A native sidecar runs beside the app containers, so it is summed with them.
     let got = collapse_nvidia(vec![vec![e("GPU-0", 2000, 10)], vec![e("GPU-0", 3000, 20)]], &layout(1, &[0]));
     assert_eq!(brief(&got), [("GPU-0", 2, 5000, 30)]);
 }
@@ -166,6 +165,94 @@ fn a_plain_init_peak_excludes_sidecars_started_after_it() {
         &layout(2, &[1]),
     );
     assert_eq!(brief(&got), [("GPU-0", 2, 7000, 50)]);
+}
+
+#[test]
+fn native_sidecar_usage_is_the_larger_of_the_init_peak_and_sidecars_plus_apps() {
+    // HAMi's collapse of a pod with native sidecars: walking the init containers in order, a
+    // sidecar adds to a running sum, a plain init container peaks at that sum plus its own use;
+    // the pod holds max(peak, sidecars + apps) per field, and once its plain init containers have
+    // succeeded, sidecars + apps (the steady state).
+    // (what, init containers in order as (sidecar, uuid, MiB, cores), app containers' entries,
+    //  charges while init containers may run, charges in the steady state)
+    type Entry = (&'static str, u64, u32);
+    type Brief = &'static [(&'static str, u32, u64, u32)];
+    type Case = (&'static str, &'static [(bool, Entry)], &'static [Option<Entry>], Brief, Brief);
+    let cases: &[Case] = &[
+        (
+            "a sidecar adds to the app",
+            &[(true, ("GPU-0", 4000, 40))],
+            &[Some(("GPU-0", 4000, 40))],
+            &[("GPU-0", 2, 8000, 80)],
+            &[("GPU-0", 2, 8000, 80)],
+        ),
+        (
+            "a sidecar, then a plain init container",
+            &[(true, ("GPU-0", 2000, 10)), (false, ("GPU-0", 20000, 60))],
+            &[Some(("GPU-0", 10000, 30))],
+            &[("GPU-0", 2, 22000, 70)],
+            &[("GPU-0", 2, 12000, 40)],
+        ),
+        (
+            "a later sidecar does not raise an earlier init container's peak",
+            &[(false, ("GPU-0", 20000, 60)), (true, ("GPU-0", 2000, 10))],
+            &[Some(("GPU-0", 10000, 30))],
+            &[("GPU-0", 2, 20000, 60)],
+            &[("GPU-0", 2, 12000, 40)],
+        ),
+        (
+            "a plain init container, then a sidecar, an app without a GPU",
+            &[(false, ("GPU-0", 5000, 50)), (true, ("GPU-0", 8000, 80))],
+            &[None],
+            &[("GPU-0", 1, 8000, 80)],
+            &[("GPU-0", 1, 8000, 80)],
+        ),
+        (
+            "a sidecar, then a plain init container, an app without a GPU",
+            &[(true, ("GPU-0", 8000, 80)), (false, ("GPU-0", 5000, 50))],
+            &[None],
+            &[("GPU-0", 2, 13000, 130)],
+            &[("GPU-0", 1, 8000, 80)],
+        ),
+        (
+            "interleaved: the running sum, not every sidecar",
+            &[(false, ("GPU-0", 5000, 10)), (true, ("GPU-0", 3000, 30)), (false, ("GPU-0", 4000, 20))],
+            &[Some(("GPU-0", 1000, 5))],
+            &[("GPU-0", 2, 7000, 50)],
+            &[("GPU-0", 2, 4000, 35)],
+        ),
+        (
+            "only sidecars",
+            &[(true, ("GPU-0", 3000, 10)), (true, ("GPU-0", 5000, 20))],
+            &[Some(("GPU-0", 1000, 5))],
+            &[("GPU-0", 3, 9000, 35)],
+            &[("GPU-0", 3, 9000, 35)],
+        ),
+        (
+            "per device",
+            &[(true, ("GPU-0", 2000, 10)), (false, ("GPU-1", 7000, 70))],
+            &[Some(("GPU-0", 3000, 30))],
+            &[("GPU-0", 2, 5000, 40), ("GPU-1", 1, 7000, 70)],
+            &[("GPU-0", 2, 5000, 40)],
+        ),
+        (
+            "no sidecar: the larger of the init container and the app",
+            &[(false, ("GPU-0", 4000, 40))],
+            &[Some(("GPU-0", 4000, 40))],
+            &[("GPU-0", 1, 4000, 40)],
+            &[("GPU-0", 1, 4000, 40)],
+        ),
+    ];
+    for (what, inits, apps, running, steady) in cases {
+        let sidecar_at: Vec<usize> = inits.iter().enumerate().filter(|(_, (s, _))| *s).map(|(i, _)| i).collect();
+        let entry = |(u, m, c): &Entry| vec![e(u, *m, *c)];
+        let containers: Vec<ContainerDevices> =
+            inits.iter().map(|(_, x)| entry(x)).chain(apps.iter().map(|a| a.as_ref().map_or(vec![], entry))).collect();
+        let mut l = layout(inits.len(), &sidecar_at);
+        assert_eq!(brief(&collapse_nvidia(containers.clone(), &l)), *running, "{what}");
+        l.init_released = true;
+        assert_eq!(brief(&collapse_nvidia(containers, &l)), *steady, "{what}: steady state");
+    }
 }
 
 /// A vendor whose entries occupy slices in proportion to their cores (as Enflame DRS slices do),

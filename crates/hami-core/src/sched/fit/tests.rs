@@ -1218,6 +1218,22 @@ fn topology_aware_single_gpu_leaves_well_connected_gpus_alone() {
 }
 
 #[test]
+fn topology_aware_weighs_each_mig_gpu_once_when_enough_gpus_fit() {
+    // A MIG GPU is collected once per free instance; HAMi keeps its first entry only when that
+    // leaves as many distinct GPUs as asked, so the request spreads over GPUs instead of landing
+    // on one GPU's instances at pair score 0.
+    let two = || node("a").gpu(gpu("GPU-0", 40960).mig(a100_profiles())).gpu(gpu("GPU-1", 40960).mig(a100_profiles()));
+    let fit = try_fit(&two(), &topo(2)).expect("two MIG GPUs fit two instances");
+    let uuids: Vec<&str> = fit.trim_end_matches(":;").split(':').map(|e| e.split(',').next().unwrap_or("")).collect();
+    assert_eq!(uuids.len(), 2, "{fit}");
+    assert_ne!(uuids[0], uuids[1], "{fit}");
+    // One MIG GPU alone still takes two of its instances.
+    let one = node("a").gpu(gpu("GPU-0", 40960).mig(a100_profiles()));
+    let fit = try_fit(&one, &topo(2)).expect("one MIG GPU fits two instances");
+    assert_eq!(fit.matches("GPU-0,").count(), 2, "{fit}");
+}
+
+#[test]
 fn topology_aware_multi_gpu_takes_the_best_connected_subset() {
     // GPU-a and GPU-b are linked, GPU-c and GPU-d more weakly; spread alone would take d and c.
     let ab = r#"[{"uuid":"GPU-a","score":{"GPU-b":400}},{"uuid":"GPU-b","score":{"GPU-a":400}},{"uuid":"GPU-c","score":{"GPU-d":10}},{"uuid":"GPU-d","score":{"GPU-c":10}}]"#;
@@ -1386,8 +1402,7 @@ fn init_containers_fit_against_a_fresh_copy_and_are_padded() {
 fn native_sidecars_add_to_the_app_containers() {
     check(vec![
         Row {
-            // A sidecar runs beside the app containers, so its usage is summed with theirs (HAMi
-            // takes it as an init-container peak).
+            // A sidecar runs beside the app containers, so its usage is summed with theirs.
             what: "sidecar and app over the GPU",
             node: idle(1),
             pod: pod().sidecar("s").gpu(1).mem_mib(12000).main().gpu(1).mem_mib(12000),
@@ -1400,8 +1415,7 @@ fn native_sidecars_add_to_the_app_containers() {
             want: ok("GPU-0,NVIDIA,8000,0:;GPU-0,NVIDIA,8000,0:;"),
         },
         Row {
-            // hami-rs: a plain init container started after a sidecar runs beside it (HAMi would
-            // fit it against a fresh copy and accept this pod).
+            // A plain init container started after a sidecar runs beside it.
             what: "init container after a sidecar",
             node: idle(1),
             pod: pod().sidecar("s").gpu(1).mem_mib(8000).init("i").gpu(1).mem_mib(10000).main().gpu(1).mem_mib(1000),
@@ -1413,6 +1427,47 @@ fn native_sidecars_add_to_the_app_containers() {
             node: idle(1),
             pod: pod().init("i").gpu(1).mem_mib(10000).sidecar("s").gpu(1).mem_mib(8000).main().gpu(1).mem_mib(1000),
             want: ok("GPU-0,NVIDIA,10000,0:;GPU-0,NVIDIA,8000,0:;GPU-0,NVIDIA,1000,0:;"),
+        },
+    ]);
+}
+
+#[test]
+fn init_containers_and_sidecars_are_fitted_in_declaration_order() {
+    // HAMi's scoring walk: a sidecar stays on the node for every later container, a plain init
+    // container is fitted on a copy holding the sidecars declared so far; one card of 10 slots
+    // and 100 cores, 10 cores per request.
+    let card = |mem: u64| node("a").gpu(gpu("GPU-0", mem));
+    let c = |p: PodBuilder| p.cores(10);
+    check(vec![
+        Row {
+            what: "init 5000 then sidecar 8000 on 10000, app without a GPU",
+            node: card(10000),
+            pod: c(c(pod().init("i").gpu(1).mem_mib(5000)).sidecar("s").gpu(1).mem_mib(8000)).main(),
+            want: ok("GPU-0,NVIDIA,5000,10:;GPU-0,NVIDIA,8000,10:;;"),
+        },
+        Row {
+            what: "sidecar 8000 then init 5000 on 10000",
+            node: card(10000),
+            pod: c(c(pod().sidecar("s").gpu(1).mem_mib(8000)).init("i").gpu(1).mem_mib(5000)).main(),
+            want: no("1/1 CardInsufficientMemory"),
+        },
+        Row {
+            what: "init 5000, sidecar 3000, init 4000, app 1000 on 7500",
+            node: card(7500),
+            pod: c(c(c(c(pod().init("i1").gpu(1).mem_mib(5000)).sidecar("s").gpu(1).mem_mib(3000))
+                .init("i2")
+                .gpu(1)
+                .mem_mib(4000))
+            .main()
+            .gpu(1)
+            .mem_mib(1000)),
+            want: ok("GPU-0,NVIDIA,5000,10:;GPU-0,NVIDIA,3000,10:;GPU-0,NVIDIA,4000,10:;GPU-0,NVIDIA,1000,10:;"),
+        },
+        Row {
+            what: "sidecar 4000 and app 4000 on 7500",
+            node: card(7500),
+            pod: c(c(pod().sidecar("s").gpu(1).mem_mib(4000)).main().gpu(1).mem_mib(4000)),
+            want: no("1/1 CardInsufficientMemory"),
         },
     ]);
 }
