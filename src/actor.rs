@@ -12,50 +12,36 @@
 //! ```
 
 mod bind;
-mod candidates;
+mod books;
 pub mod config;
 pub mod coordinator;
-mod cycle;
-mod decision;
 mod engine;
 pub mod error;
-mod evaluate;
-mod failures;
-mod filter;
-mod locks;
+pub mod filter;
 pub mod messages;
 pub mod node;
-mod nodes;
 mod observe;
-mod outcome;
-mod pending;
-mod pods;
 pub mod preemption;
-pub mod prioritize;
-mod read_side;
-mod recent;
 pub mod refit;
-mod scores;
 mod scratch;
 mod simulate;
 mod state;
-mod tables;
 mod unreserve;
 
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;
 
-pub use candidates::Candidates;
+pub use books::pending::{PendingCounts, PendingPod};
+pub use books::recent::{DeviceNeed, Recent, RecentDecision};
 pub(crate) use config::RESERVE_CANDIDATES;
 pub use config::{DecisionWrite, EngineConfig, FilterMode, FilterResult, SLICE_MIN};
 pub use engine::Engine;
 pub use error::{BindError, FilterError};
-pub use failures::{Failures, NODE_LOCKED, NODE_UNREGISTERED, NODE_USAGE_UNAVAILABLE};
-pub use filter::Told;
+pub use filter::candidates::Candidates;
+pub use filter::failures::{Failures, NODE_LOCKED, NODE_UNREGISTERED, NODE_USAGE_UNAVAILABLE};
+pub use filter::outcome::FilterOutcome;
+pub use filter::run::Told;
 pub use messages::{NodeReport, Registration};
-pub use outcome::FilterOutcome;
-pub use pending::{PendingCounts, PendingPod};
-pub use recent::{DeviceNeed, Recent, RecentDecision};
 pub(crate) use scratch::{SCRATCH, with_scratch};
 pub use simulate::Simulation;
 pub(crate) use state::{Inner, unix_now};

@@ -15,8 +15,8 @@ use futures::StreamExt;
 use crate::model::{NodeName, PodRequest};
 use crate::sched::Rejection;
 
-use super::messages::{Filter, Holding, Reserve, Reserved, TakeClaim};
-use super::node::Book;
+use crate::actor::messages::{Filter, Holding, Reserve, Reserved, TakeClaim};
+use crate::actor::node::Book;
 
 /// How many Filter messages are in flight at once during a fan-out.
 const FAN_OUT_IN_FLIGHT: usize = 256;

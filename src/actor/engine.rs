@@ -12,22 +12,22 @@ use crate::model::{NodeName, PodRequest, PodUid, PodView};
 use crate::port::{Backend, Observer, PodRef};
 use crate::sched::NodeSnapshot;
 
-use super::candidates::Candidates;
-use super::config::{EngineConfig, FilterResult};
-use super::error::{BindError, FilterError};
-use super::failures::Failures;
-use super::filter::Told;
-use super::messages::{NodeReport, Registration};
-use super::node::SharedQuota;
+use crate::actor::config::{EngineConfig, FilterResult};
+use crate::actor::error::{BindError, FilterError};
+use crate::actor::filter::candidates::Candidates;
+use crate::actor::filter::failures::Failures;
+use crate::actor::filter::run::Told;
+use crate::actor::messages::{NodeReport, Registration};
+use crate::actor::node::SharedQuota;
 
-use super::outcome::FilterOutcome;
-use super::pending::{PendingCounts, PendingPod};
+use crate::actor::books::pending::{PendingCounts, PendingPod};
+use crate::actor::filter::outcome::FilterOutcome;
 
-use super::preemption::plan::Plan;
-use super::recent::RecentDecision;
-use super::refit::{RefitArgs, RefitOutcome};
-use super::simulate::Simulation;
-use super::state::Inner;
+use crate::actor::books::recent::RecentDecision;
+use crate::actor::preemption::plan::Plan;
+use crate::actor::refit::{RefitArgs, RefitOutcome};
+use crate::actor::simulate::Simulation;
+use crate::actor::state::Inner;
 
 /// The engine handle. Cheap to clone; create it inside a running actix System.
 pub struct Engine<B: Backend> {

@@ -5,7 +5,7 @@ use crate::model::codec;
 use crate::model::request;
 use crate::port;
 
-use super::messages::NotReserved;
+use crate::actor::messages::NotReserved;
 
 /// Why a filter call could not decide (a node that does not fit is not an error).
 #[derive(Debug, thiserror::Error)]

@@ -24,14 +24,14 @@ use actix::{
 };
 use dashmap::DashMap;
 
-use super::messages::*;
+use crate::actor::messages::*;
 use crate::devices::Vendors;
 use crate::model::{NodeName, PodDevices, PodUid};
 use crate::sched::{NodeSnapshot, Rejection};
 
 pub use self::core::{NodeConfig, NodeCore, SharedQuota};
-pub use super::read_side::BindState;
-pub use super::read_side::SnapCell;
+pub use crate::actor::books::read_side::BindState;
+pub use crate::actor::books::read_side::SnapCell;
 use bind_queue::LockAnswer;
 
 mod bind_queue;

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::Inner;
-use super::messages::{Holding, NodeRegistered, PodObserved, Registration, VendorHealth};
+use crate::actor::Inner;
+use crate::actor::messages::{Holding, NodeRegistered, PodObserved, Registration, VendorHealth};
 use crate::devices::Vendors;
 use crate::model::annotations as keys;
 use crate::model::pod::NodeView;

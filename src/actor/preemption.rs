@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use plan::Plan;
 
-use super::coordinator::{Part, Take, TakeAll};
-use super::cycle::FilterCycle;
-use super::messages::{Reserve, TakeClaim};
-use super::pods::Claimed;
-use super::{Failures, FilterOutcome, Inner};
+use crate::actor::books::pods::Claimed;
+use crate::actor::coordinator::{Part, Take, TakeAll};
+use crate::actor::filter::cycle::FilterCycle;
+use crate::actor::messages::{Reserve, TakeClaim};
+use crate::actor::{Failures, FilterOutcome, Inner};
 use crate::metrics::Preemption;
 use crate::model::{NodeName, PodUid, PodView};
 use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
@@ -37,7 +37,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// A preemptor's filter: it reserves from its claim on the claimed node, on that node's
     /// usage without the claim. `None` (the filter goes on as usual) when the pod has no claim,
     /// its node is not among the candidates, or its victims have not all gone yet.
-    pub(super) async fn reserve_held(&self) -> Option<(FilterOutcome, super::filter::Told)> {
+    pub(super) async fn reserve_held(&self) -> Option<(FilterOutcome, crate::actor::filter::run::Told)> {
         let (i, req) = (self.e, &self.req);
         let key = ClaimKey::Pod(req.uid.clone());
         let held = i.pods.claim(&key)?;

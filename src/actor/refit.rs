@@ -11,9 +11,9 @@
 //!           old) ─▶ Event
 //! ```
 
-use super::Inner;
-use super::messages::{Refit, RefitAsk, RefitFailure, RefitMove, RefitPlan, RefitSettle};
-use super::node::NodeAddr;
+use crate::actor::Inner;
+use crate::actor::messages::{Refit, RefitAsk, RefitFailure, RefitMove, RefitPlan, RefitSettle};
+use crate::actor::node::NodeAddr;
 use crate::model::annotations as keys;
 use crate::model::{PodUid, VendorId};
 use crate::port::{self, Backend, EventType, PodPatch, PodRef, reasons};

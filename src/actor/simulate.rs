@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Inner;
+use crate::actor::Inner;
 use crate::devices::{NoQuota, Vendors};
 use crate::model::pod::NodeView;
 use crate::model::request::NodePolicy;

@@ -11,14 +11,14 @@ use crate::metrics::Outcome;
 use crate::model::{NodeName, PodDevices, PodRequest, PodUid};
 use crate::port::{Backend, Event, EventType, ObjectKind, PodPatch, PodRef, reasons};
 
-use super::config::EngineConfig;
-use super::decision;
-use super::failures::Failures;
-use super::node::SharedQuota;
-use super::nodes::{ActorParts, NodeBook};
-use super::pending::PendingPod;
-use super::pods::PodBook;
-use super::recent::{DeviceNeed, NO_FIT_NODES, Recent, RecentDecision};
+use crate::actor::books::nodes::{ActorParts, NodeBook};
+use crate::actor::books::pending::PendingPod;
+use crate::actor::books::pods::PodBook;
+use crate::actor::books::recent::{DeviceNeed, NO_FIT_NODES, Recent, RecentDecision};
+use crate::actor::config::EngineConfig;
+use crate::actor::filter::decision;
+use crate::actor::filter::failures::Failures;
+use crate::actor::node::SharedQuota;
 
 /// The engine's state: its configuration and vendors, the cluster it writes to, and the books it
 /// keeps (nodes, pods, namespace quota, recent decisions).

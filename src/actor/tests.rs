@@ -3,10 +3,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::coordinator::{Decide, Decision};
-use super::messages::*;
-use super::node::SharedQuota;
-use super::*;
+use crate::actor::coordinator::{Decide, Decision};
+use crate::actor::messages::*;
+use crate::actor::node::SharedQuota;
+use crate::actor::*;
 use crate::backend::memory::{ClusterObjects, MemoryBackend};
 use crate::model::NodeName;
 use crate::model::annotations as keys;

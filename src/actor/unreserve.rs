@@ -10,9 +10,9 @@ use crate::model::PodUid;
 use crate::port::Backend;
 use crate::sched::claim::ClaimKey;
 
-use super::messages::Holding;
-use super::pods::Claimed;
-use super::state::Inner;
+use crate::actor::books::pods::Claimed;
+use crate::actor::messages::Holding;
+use crate::actor::state::Inner;
 
 impl<B: Backend> Inner<B> {
     /// Gives back `what` on `node` and waits for the node's answer: whether it gave anything.

@@ -212,7 +212,8 @@ pub async fn prioritize<B: Backend>(st: web::Data<AppState<B>>, payload: web::Pa
     let pod_name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
     match st.engine.prioritize(&pod, &names).await {
         Ok(scores) => {
-            let top = scores.iter().filter(|(_, s)| *s == crate::actor::prioritize::MAX_EXTENDER_PRIORITY).count();
+            let top =
+                scores.iter().filter(|(_, s)| *s == crate::actor::filter::prioritize::MAX_EXTENDER_PRIORITY).count();
             tracing::debug!(pod = %pod_name, nodes = scores.len(), top, latency_us = started.elapsed().as_micros() as u64, "prioritize");
             let list: Vec<HostPriority> =
                 scores.into_iter().map(|(host, score)| HostPriority { host, score }).collect();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::actor::read_side::BindState;
+use crate::actor::books::read_side::BindState;
 use crate::model::PodUid;
 
 /// The answer to a lock request.

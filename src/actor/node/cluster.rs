@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::core::{NodeCore, place};
-use super::record::{Parts, Record};
-use super::tombstones::TOMBSTONE_AGE;
 use crate::actor::messages::{PodObserved, Registration};
+use crate::actor::node::core::{NodeCore, place};
+use crate::actor::node::record::{Parts, Record};
+use crate::actor::node::tombstones::TOMBSTONE_AGE;
 use crate::actor::quota::usage_of;
 use crate::model::pod::NodeView;
 use crate::model::{DeviceUuid, PodUid, VendorId};

@@ -16,14 +16,14 @@ use crate::log_writer::RateLimit;
 /// DEBUG, counted into the next INFO line.
 static EXPIRY_LINES: RateLimit = RateLimit::per_second(20);
 
-use super::bind_queue::BindQueue;
-use super::claims::{Claim, Claims};
-use super::ledger::{Alloc, Ledger, Reservation, State, Written};
-use super::record::{Parts, Record};
+use crate::actor::books::read_side::SnapCell;
+use crate::actor::books::read_side::{BindState, Placements};
 use crate::actor::messages::{AllocReport, AllocState, Holding, NodeReport, NotReserved, Reserve, Reserved, TakeClaim};
+use crate::actor::node::bind_queue::BindQueue;
+use crate::actor::node::claims::{Claim, Claims};
+use crate::actor::node::ledger::{Alloc, Ledger, Reservation, State, Written};
+use crate::actor::node::record::{Parts, Record};
 use crate::actor::quota::{QuotaBook, usage_of};
-use crate::actor::read_side::SnapCell;
-use crate::actor::read_side::{BindState, Placements};
 use crate::actor::scratch::with_scratch;
 use crate::devices::{NoQuota, NodeExtra, QuotaCheck, Vendors};
 use crate::model::device::MigSlot;
@@ -50,7 +50,7 @@ pub struct NodeConfig {
     /// What Filter reads of the node's binds.
     pub binds: Arc<BindState>,
     /// Where an expired reservation is told, beside the filters' decisions.
-    pub recent: Arc<crate::actor::recent::Recent>,
+    pub recent: Arc<crate::actor::books::recent::Recent>,
 }
 
 /// The node's registered devices as the cluster shows them.
@@ -170,7 +170,7 @@ impl NodeCore {
         devices: &PodDevices,
         layout: &Layout,
         tags: &[Tag],
-    ) -> super::record::Record {
+    ) -> crate::actor::node::record::Record {
         let w = Written { namespace, name, devices, layout, tags };
         self.ledger.record(&self.devices.base, &w)
     }
@@ -298,7 +298,7 @@ impl NodeCore {
                 }
             }
             self.drop_alloc(uid);
-            self.cfg.recent.push(crate::actor::recent::RecentDecision {
+            self.cfg.recent.push(crate::actor::books::recent::RecentDecision {
                 pod,
                 node: Some(self.cfg.name.to_string()),
                 outcome: "expired",

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use tokio::time::Instant as Deadline;
 
-use super::record::{Parts, Record};
-use super::tombstones::Tombstones;
+use crate::actor::node::record::{Parts, Record};
+use crate::actor::node::tombstones::Tombstones;
 use crate::model::{DeviceUsage, PodDevices, PodUid};
 use crate::sched::Rejection;
 use crate::sched::accounting::{self, Charge, Layout, Tag};

@@ -4,8 +4,8 @@
 
 use std::collections::HashSet;
 
-use super::core::{NodeCore, PendingRefit};
 use crate::actor::messages::{Refit, RefitFailure, RefitMove, RefitPlan, RefitSettle};
+use crate::actor::node::core::{NodeCore, PendingRefit};
 use crate::actor::scratch::with_scratch;
 use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::annotations as keys;

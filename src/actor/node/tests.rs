@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::ledger::State;
-use super::*;
+use crate::actor::node::ledger::State;
+use crate::actor::node::*;
 use crate::model::PodRequest;
 use crate::model::annotations as keys;
 use crate::model::{ContainerDevice, VendorId};

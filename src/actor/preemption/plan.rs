@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::super::error::FilterError;
-use super::super::{Failures, Inner, with_scratch};
+use crate::actor::error::FilterError;
+use crate::actor::{Failures, Inner, with_scratch};
 use crate::devices::{NoQuota, QuotaCheck};
 use crate::model::{DeviceUuid, NodeName, PodDevices, PodRequest, PodView};
 use crate::port::Backend;

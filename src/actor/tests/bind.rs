@@ -1,7 +1,7 @@
 //! Bind through the engine: the annotations and phase it writes, the commit, HAMi's node lock
 //! (contention, the bounded wait, PodGroup retries) and reservations that lapse meanwhile.
 
-use super::*;
+use crate::actor::tests::*;
 
 #[actix::test]
 async fn bind_writes_bind_phase_sets_the_node_commits_and_the_lock_is_released() {

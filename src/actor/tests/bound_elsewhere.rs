@@ -1,7 +1,7 @@
 //! Binds whose answer was lost: the pod runs on a node although its bind reported failure. The
 //! decision on it must stay the one for that node, and its devices must stay counted there.
 
-use super::*;
+use crate::actor::tests::*;
 
 /// Two nodes of one GPU each; the pod takes a whole GPU's memory, so it fits either node once.
 async fn two_nodes(at: DecisionWrite) -> (Mem, MemoryBackend, PodBuilder) {

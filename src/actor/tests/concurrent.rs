@@ -2,7 +2,7 @@
 //! engines sharing a thread, the coordinator falling back when the best node refuses, and
 //! concurrent filters and binds that never over-commit a node.
 
-use super::*;
+use crate::actor::tests::*;
 
 #[actix::test]
 async fn long_candidate_lists_fitted_in_slices_decide_as_one_thread_does() {

@@ -1,8 +1,8 @@
 //! The fast path through a real kube-scheduler: the lock-aware node choice and the decision
 //! written at bind.
 
-use super::*;
-use crate::actor::filter::MAX_BUSY_WAIT;
+use crate::actor::filter::run::MAX_BUSY_WAIT;
+use crate::actor::tests::*;
 use bind::{filtered_behind_a_held_lock, release_lock_after};
 use std::time::Instant;
 

@@ -1,7 +1,7 @@
 //! `--filter-result=all`: the filter answers every fitting node and still reserves on the best,
 //! prioritize scores them, and a bind to another node moves the reservation there.
 
-use super::*;
+use crate::actor::tests::*;
 
 fn all_cfg() -> EngineConfig {
     EngineConfig {

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::*;
+use crate::actor::tests::*;
 
 #[actix::test]
 async fn a_pod_under_a_namespace_quota_is_always_evaluated() {

@@ -4,7 +4,7 @@
 //! 100 on a GPU whose placements are the real capacity; and an init container's instances on one
 //! GPU counted once.
 
-use super::*;
+use crate::actor::tests::*;
 
 /// The entries of the pod's NVIDIA allocation, as written.
 fn allocated(b: &MemoryBackend, p: &PodBuilder) -> String {

@@ -1,7 +1,7 @@
 //! What the cluster shows, through the engine: finished, terminating and malformed pods, a
 //! restart rebuilding usage from the pods, malformed and deleted nodes.
 
-use super::*;
+use crate::actor::tests::*;
 
 #[actix::test]
 async fn a_finished_pod_frees_its_devices_and_a_terminating_one_keeps_them() {

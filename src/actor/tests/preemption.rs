@@ -2,7 +2,7 @@
 //! will take claimed for it until its next filter reserves them, budgets, `Never`, equal
 //! priority, lapse, deletion, two preemptors' claims side by side.
 
-use super::*;
+use crate::actor::tests::*;
 
 fn preempting(hold: Duration) -> EngineConfig {
     EngineConfig { arbiters: 2, preemption_hold: Some(hold), ..Default::default() }

@@ -1,7 +1,7 @@
 //! The NUMA refit (HAMi's RefitNumaAllocation cases, issue 2828's quota case, and concurrency).
 
-use super::*;
 use crate::actor::refit::{RefitArgs, RefitOutcome};
+use crate::actor::tests::*;
 use crate::model::annotations as keys;
 
 const UID: &str = "refit-pod-uid";

@@ -1,7 +1,7 @@
 //! Filter's resolved candidate lists: a list kube-scheduler repeats is looked up in the address
 //! book once, and what changed since (nodes joining or leaving, usage) is still seen.
 
-use super::*;
+use crate::actor::tests::*;
 
 fn whole(name: &str) -> PodBuilder {
     pod().gpu(1).mem_mib(12000).name(name)

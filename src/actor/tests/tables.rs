@@ -3,11 +3,11 @@
 
 use proptest::prelude::*;
 
-use super::candidates::{Directory, NO_SLOT, Placed, Resolution};
-use super::evaluate::{Evaluation, RANKED_FIRST};
-use super::*;
+use crate::actor::filter::candidates::{Directory, NO_SLOT, Placed, Resolution};
+use crate::actor::filter::evaluate::{Evaluation, RANKED_FIRST};
+use crate::actor::filter::tables::{Listed, Rejections, Table, Tables};
 use crate::actor::node::{NodeActor, SnapCell};
-use crate::actor::tables::{Listed, Rejections, Table, Tables};
+use crate::actor::tests::*;
 use crate::model::request::NodePolicy;
 
 fn owned(names: &[String]) -> Vec<Cow<'static, str>> {
@@ -204,7 +204,7 @@ proptest! {
         // Names in an order unrelated to the list's, so ties are broken by name, not by place.
         let names: Vec<String> =
             (0..first.len()).map(|i| format!("n{:016x}", (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
-        let board = Arc::new(read_side::Board::default());
+        let board = Arc::new(crate::actor::books::read_side::Board::default());
         let cells: Vec<(NodeName, Arc<SnapCell>)> = names
             .iter()
             .map(|n| (NodeName::new(n), SnapCell::on_board(NodeActor::initial_snapshot(&NodeName::new(n), &vendors()), &board)))
@@ -252,7 +252,7 @@ fn any_score_or_rejection() -> impl Strategy<Value = Result<f32, Rejection>> {
 
 #[test]
 fn a_list_is_recognised_only_by_the_same_names_in_the_same_order() {
-    let board = Arc::new(read_side::Board::default());
+    let board = Arc::new(crate::actor::books::read_side::Board::default());
     let dir = Arc::new(Directory::new(1, Vec::new(), board));
     let list = Resolution::new(dir.clone(), &names(&["ab", "c", "node-10"]), None);
     assert!(list.is_for(&names(&["ab", "c", "node-10"])));
@@ -315,7 +315,7 @@ async fn a_list_sent_again_in_the_same_text_is_known_without_reading_its_names()
 
 /// A directory of `known` over a fresh board.
 fn directory_of(known: &[&str]) -> Arc<Directory> {
-    let board = Arc::new(read_side::Board::default());
+    let board = Arc::new(crate::actor::books::read_side::Board::default());
     let cells = known
         .iter()
         .map(|n| {

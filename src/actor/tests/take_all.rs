@@ -2,9 +2,9 @@
 //! whole, or, at the first node that refuses, every part already taken is given back before the
 //! answer.
 
-use super::*;
 use crate::actor::coordinator::{Part, Take, TakeAll, Taken};
 use crate::actor::messages::{Reserve, TakeClaim};
+use crate::actor::tests::*;
 use crate::model::{PodDevices, PodRequest};
 use crate::sched::claim::ClaimKey;
 use crate::sched::{Scratch, fit};

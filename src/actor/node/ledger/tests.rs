@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use tokio::time::Instant as Deadline;
 
-use super::*;
+use crate::actor::node::ledger::*;
 use crate::model::{DeviceInfo, VendorId};
 use crate::sched::accounting::NO_INIT;
 use crate::testing;

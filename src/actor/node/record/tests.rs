@@ -1,6 +1,6 @@
 use proptest::prelude::*;
 
-use super::*;
+use crate::actor::node::record::*;
 use crate::testing;
 
 fn base(gpus: usize) -> Vec<DeviceUsage> {

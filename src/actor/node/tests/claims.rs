@@ -2,7 +2,7 @@
 //! other pod, reserved from by their own pod, given back by the one `Unreserve`, and lapsed by
 //! the node's own timer.
 
-use super::*;
+use crate::actor::node::tests::*;
 use crate::sched::claim::ClaimKey;
 
 fn take(h: &Harness, p: &PodBuilder, mem: u64, id: u64, ttl: Duration) -> TakeClaim {

@@ -1,7 +1,7 @@
 //! A reservation's life on its node: it lapses on the shared tick after its deadline unless
 //! committed, a renewed one is not lapsed by the earlier timer, each lapses at its own deadline.
 
-use super::*;
+use crate::actor::node::tests::*;
 
 #[actix::test]
 async fn an_uncommitted_reservation_expires_after_its_ttl() {
@@ -25,7 +25,7 @@ async fn an_uncommitted_reservation_expires_after_its_ttl() {
 
 #[test]
 fn deadlines_lapse_on_the_next_shared_tick() {
-    use super::core::{EXPIRY_TICK, on_tick};
+    use crate::actor::node::tests::core::{EXPIRY_TICK, on_tick};
     let now = tokio::time::Instant::now();
     let mut ticks = std::collections::BTreeSet::new();
     for ms in (0..2_000).step_by(7) {
@@ -46,7 +46,7 @@ async fn a_reservation_lapses_within_one_tick_of_its_deadline() {
     h.reserve(&pod().gpu(1).mem_mib(1000).name("p1"), TTL).await.unwrap();
     elapse(TTL - Duration::from_millis(2)).await;
     assert_eq!(h.state_of("uid-p1").await, Some(AllocState::Reserved), "before its deadline");
-    elapse(super::core::EXPIRY_TICK + Duration::from_millis(2)).await;
+    elapse(crate::actor::node::tests::core::EXPIRY_TICK + Duration::from_millis(2)).await;
     assert_eq!(h.state_of("uid-p1").await, None, "one tick after its deadline");
 }
 

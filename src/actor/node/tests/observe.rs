@@ -1,8 +1,8 @@
 //! The node actor's observations of pods: bound, provisional, released and deleted ones, the
 //! node's shared copies of ids and words, and the tombstones' bound.
 
-use super::super::tombstones::TOMBSTONES_KEPT;
-use super::*;
+use crate::actor::node::tests::*;
+use crate::actor::node::tombstones::TOMBSTONES_KEPT;
 
 #[actix::test]
 async fn an_observed_bound_pod_is_committed() {

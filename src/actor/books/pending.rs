@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::recent::DeviceNeed;
+use crate::actor::books::recent::DeviceNeed;
 use crate::model::PodUid;
 
 /// Pods the book keeps at most.

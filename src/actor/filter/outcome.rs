@@ -2,8 +2,8 @@
 
 use crate::model::NodeName;
 
-use super::error::FilterError;
-use super::failures::Failures;
+use crate::actor::error::FilterError;
+use crate::actor::filter::failures::Failures;
 
 /// The answer to one filter call.
 #[derive(Debug, PartialEq)]

@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
-use super::pending::PendingBook;
-use super::prioritize::ScoreBook;
+use crate::actor::books::pending::PendingBook;
+use crate::actor::filter::prioritize::ScoreBook;
 use crate::model::{NodeName, PodUid};
 use crate::port::PodRef;
 use crate::sched::claim::ClaimKey;
 
 #[derive(Default)]
-pub(super) struct PodBook {
+pub(in crate::actor) struct PodBook {
     /// Pods whose Binding failed without an answer while the pod could not be read back: it may
     /// have taken effect, so the devices stay committed on that node until the pod is seen bound,
     /// deleted, or read unbound by its next filter.

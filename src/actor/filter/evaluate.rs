@@ -6,12 +6,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::candidates::{NO_SLOT, Placed, Resolution};
-use super::coordinator::FanOut;
-use super::cycle::FilterCycle;
-use super::quota::QuotaBook;
-use super::tables::{Listed, Table};
-use super::{Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
+use crate::actor::coordinator::FanOut;
+use crate::actor::filter::candidates::{NO_SLOT, Placed, Resolution};
+use crate::actor::filter::cycle::FilterCycle;
+use crate::actor::filter::tables::{Listed, Table};
+use crate::actor::quota::QuotaBook;
+use crate::actor::{Failures, FilterMode, RESERVE_CANDIDATES, SCRATCH};
 use crate::devices::{NoQuota, QuotaCheck, Vendors};
 use crate::model::request::NodePolicy;
 use crate::model::{NodeName, PodRequest};
@@ -21,7 +21,7 @@ use crate::sched::{NodeSnapshot, Rejection, fit, score};
 impl<B: Backend> FilterCycle<'_, '_, B> {
     /// Every candidate's answer, the fitting ones ranked; `None` when an arbiter is gone (the
     /// engine is stopping).
-    pub(super) async fn evaluate(&self) -> Option<Evaluation> {
+    pub(in crate::actor) async fn evaluate(&self) -> Option<Evaluation> {
         let fan_out = Instant::now();
         let eval = match self.e.cfg.filter_mode {
             FilterMode::Snapshot => self.evaluate_snapshots().await?,
@@ -163,18 +163,18 @@ fn merge_by_place(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
 /// of these (see `FilterCycle::reserve_best`). The best node whose bind is free takes nearly
 /// every reservation, and each node ranked costs a count on its name, which on a large cluster
 /// is a cache miss: as many as the coordinator may try, and the FilteringSucceed Event's list.
-pub(super) const RANKED_FIRST: usize = RESERVE_CANDIDATES;
+pub(in crate::actor) const RANKED_FIRST: usize = RESERVE_CANDIDATES;
 
 /// What evaluating the candidates came to.
-pub(super) struct Evaluation {
+pub(in crate::actor) struct Evaluation {
     /// Fitting nodes, best first: every one, or the best `RANKED_FIRST` while `rest` is set.
-    pub(super) ranked: Vec<(NodeName, f32, ())>,
+    pub(in crate::actor) ranked: Vec<(NodeName, f32, ())>,
     /// How many candidates fit.
-    pub(super) n_fit: usize,
+    pub(in crate::actor) n_fit: usize,
     /// Every fitting candidate of a resolved list, the best `RANKED_FIRST` first, when `ranked`
     /// holds only those.
     rest: Option<(Arc<Resolution>, Vec<Placed>)>,
-    pub(super) failed: Failures,
+    pub(in crate::actor) failed: Failures,
 }
 
 impl Evaluation {
@@ -185,7 +185,7 @@ impl Evaluation {
 
     /// Puts the best `RANKED_FIRST` of `fits` first, in `score::rank_nodes`'s order (selected,
     /// not sorted, from the rest); returns how many that is.
-    pub(super) fn select_best(fits: &mut [Placed]) -> usize {
+    pub(in crate::actor) fn select_best(fits: &mut [Placed]) -> usize {
         // Keys are unique (no two candidates share a place in name order): unstable is exact.
         let first = RANKED_FIRST.min(fits.len());
         if first < fits.len() {
@@ -197,7 +197,7 @@ impl Evaluation {
 
     /// A list's evaluation from the fitting candidates (`fits`, in any order) and the failed
     /// ones (by place in the list, in list order).
-    pub(super) fn of_list(list: Arc<Resolution>, mut fits: Vec<Placed>, failed: Listed) -> Evaluation {
+    pub(in crate::actor) fn of_list(list: Arc<Resolution>, mut fits: Vec<Placed>, failed: Listed) -> Evaluation {
         let n_fit = fits.len();
         let first = Evaluation::select_best(&mut fits);
         let ranked = fits[..first].iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();
@@ -207,12 +207,12 @@ impl Evaluation {
     }
 
     /// Whether only the best fitting candidates are ranked yet.
-    pub(super) fn partly_ranked(&self) -> bool {
+    pub(in crate::actor) fn partly_ranked(&self) -> bool {
         self.rest.is_some()
     }
 
     /// Ranks every fitting candidate, when only the best were.
-    pub(super) fn rank_all(&mut self) {
+    pub(in crate::actor) fn rank_all(&mut self) {
         if let Some((list, mut fits)) = self.rest.take() {
             fits.sort_unstable_by_key(|p| p.0);
             self.ranked = fits.iter().map(|(_, s, k)| (list.name(*k).clone(), *s, ())).collect();

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::tables::Listed;
+use crate::actor::filter::tables::Listed;
 use crate::model::NodeName;
 use crate::sched::{NodeSnapshot, Rejection, failure_text};
 
@@ -26,7 +26,7 @@ pub struct Failures {
 
 impl Failures {
     /// The candidates of a resolved list that did not fit.
-    pub(super) fn of_list(listed: Listed) -> Failures {
+    pub(in crate::actor) fn of_list(listed: Listed) -> Failures {
         Failures { listed: Some(listed), ..Failures::default() }
     }
 

@@ -25,7 +25,7 @@ pub struct RecentDecision {
 }
 
 /// How many nodes' reasons a no-fit keeps for the status page.
-pub(super) const NO_FIT_NODES: usize = 20;
+pub(in crate::actor) const NO_FIT_NODES: usize = 20;
 
 const RECENT_DECISIONS: usize = 50;
 

@@ -2,17 +2,17 @@
 //! lock is taken for a pod (Filter ranks free nodes first), and taking them in order (Bind), each
 //! in one place.
 
-use super::Inner;
+use crate::actor::Inner;
 use crate::devices::LockKind;
 use crate::model::PodRequest;
 use crate::port::{self, Backend, PodRef};
 
-use super::BindError;
+use crate::actor::BindError;
 
 impl<B: Backend> Inner<B> {
     /// HAMi's node locks the pod needs, sorted: every vendor it requests in any container (HAMi
     /// locks for regular containers only, so two init-only pods' Allocates race on one node).
-    pub(super) fn lock_kinds(&self, req: &PodRequest) -> Vec<LockKind> {
+    pub(in crate::actor) fn lock_kinds(&self, req: &PodRequest) -> Vec<LockKind> {
         let mut kinds: Vec<LockKind> =
             req.vendors().iter().map(|v| self.vendors.get(*v).lock()).filter(|k| *k != LockKind::None).collect();
         kinds.sort();
@@ -22,7 +22,7 @@ impl<B: Backend> Inner<B> {
 
     /// Whether a bind of `pod` on `node` would now wait for a lock another pod holds: if so, how
     /// many pods reserved there still wait for their bind.
-    pub(super) fn lock_taken(&self, node: &str, pod: &PodRef, kinds: &[LockKind]) -> Option<u32> {
+    pub(in crate::actor) fn lock_taken(&self, node: &str, pod: &PodRef, kinds: &[LockKind]) -> Option<u32> {
         let (locked, pending) = self.nodes.book.get(node).map_or((false, 0), |e| (e.binds.locked(), e.binds.pending()));
         if locked {
             return Some(pending);
@@ -40,7 +40,7 @@ impl<B: Backend> Inner<B> {
 
     /// Takes each of HAMi's node locks once, in order; on the first failure the ones already
     /// taken are released again, in reverse.
-    pub(super) async fn take_locks(
+    pub(in crate::actor) async fn take_locks(
         &self,
         pod: &PodRef,
         node: &str,

@@ -9,8 +9,8 @@ use crate::model::NodeName;
 use crate::model::request::FitKey;
 use crate::sched::Rejection;
 
-use super::candidates::{NEVER, NO_SLOT, Resolution};
-use super::node::SnapCell;
+use crate::actor::filter::candidates::{NEVER, NO_SLOT, Resolution};
+use crate::actor::node::SnapCell;
 
 /// Answer tables kept: the pod shapes in flight at once each find theirs (the load test's
 /// default mix draws 14), and filters of one shape running at once each take one.
@@ -20,7 +20,7 @@ const TABLES_KEPT: usize = 16;
 /// the snapshot it was computed on. Slots are never reused, so an answer is never read for
 /// another node. Scores sit apart from the much larger rejections, so reading a filter's
 /// answers touches a few dense pages and a rejection only where a candidate failed.
-pub(super) struct Table {
+pub(in crate::actor) struct Table {
     key: FitKey,
     generations: Vec<u64>,
     /// The score where the node fits, NaN where it does not (a score is never NaN).
@@ -30,18 +30,18 @@ pub(super) struct Table {
 
 impl Table {
     /// A table that knows no answer yet.
-    pub(super) fn fresh(key: FitKey) -> Table {
+    pub(in crate::actor) fn fresh(key: FitKey) -> Table {
         Table { key, generations: Vec::new(), scores: Vec::new(), rejections: Rejections::default() }
     }
     /// Whether the answer kept for the node at `slot` is for the snapshot of `generation`.
     #[inline]
-    pub(super) fn current(&self, slot: u32, generation: u64) -> bool {
+    pub(in crate::actor) fn current(&self, slot: u32, generation: u64) -> bool {
         slot != NO_SLOT && self.generations.get(slot as usize) == Some(&generation)
     }
     /// The score kept for the node at `slot` (NaN: it does not fit), for whatever snapshot it
     /// was computed on; `None` when the node was never answered here.
     #[inline]
-    pub(super) fn score(&self, slot: u32) -> Option<f32> {
+    pub(in crate::actor) fn score(&self, slot: u32) -> Option<f32> {
         match self.generations.get(slot as usize) {
             None | Some(&NEVER) => None,
             Some(_) => Some(self.scores[slot as usize]),
@@ -49,15 +49,15 @@ impl Table {
     }
     /// Why the node at `slot` does not fit, where its kept score says it does not.
     #[cfg(test)]
-    pub(super) fn rejection(&self, slot: u32) -> Rejection {
+    pub(in crate::actor) fn rejection(&self, slot: u32) -> Rejection {
         self.rejections.get(slot)
     }
     /// The rejections as they are now, shared: later answers do not change them.
-    pub(super) fn rejections(&self) -> Rejections {
+    pub(in crate::actor) fn rejections(&self) -> Rejections {
         self.rejections.clone()
     }
     /// Keeps the answer on the snapshot of `generation` for the node at `slot`.
-    pub(super) fn set(&mut self, slot: u32, generation: u64, answer: Result<f32, Rejection>) {
+    pub(in crate::actor) fn set(&mut self, slot: u32, generation: u64, answer: Result<f32, Rejection>) {
         if slot == NO_SLOT {
             return;
         }
@@ -89,10 +89,10 @@ const REJECTION_CHUNK: usize = 64;
 /// copies the list (a count per chunk) and its chunk only while they are held. A slot never set
 /// reads as `NodeUnregistered`.
 #[derive(Clone, Default)]
-pub(super) struct Rejections(Arc<Vec<Arc<[Rejection; REJECTION_CHUNK]>>>);
+pub(in crate::actor) struct Rejections(Arc<Vec<Arc<[Rejection; REJECTION_CHUNK]>>>);
 
 impl Rejections {
-    pub(super) fn get(&self, slot: u32) -> Rejection {
+    pub(in crate::actor) fn get(&self, slot: u32) -> Rejection {
         let s = slot as usize;
         self.0.get(s / REJECTION_CHUNK).map_or(Rejection::NodeUnregistered, |c| c[s % REJECTION_CHUNK])
     }
@@ -111,11 +111,11 @@ impl Rejections {
 /// it works on it; another filter of the same shape at the same time takes another or starts a
 /// fresh one rather than wait, and both are kept.
 #[derive(Default)]
-pub(super) struct Tables(Mutex<Vec<Table>>);
+pub(in crate::actor) struct Tables(Mutex<Vec<Table>>);
 
 impl Tables {
     /// A table of `key`, the most recently used first; a new table knows no answer.
-    pub(super) fn take(&self, key: FitKey) -> Table {
+    pub(in crate::actor) fn take(&self, key: FitKey) -> Table {
         let mut tables = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match tables.iter().rposition(|t| t.key == key) {
             Some(p) => tables.remove(p),
@@ -124,7 +124,7 @@ impl Tables {
     }
 
     /// Puts a table back as the most recently used, the least recently used making room.
-    pub(super) fn put(&self, table: Table) {
+    pub(in crate::actor) fn put(&self, table: Table) {
         let mut tables = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if tables.len() == TABLES_KEPT {
             tables.remove(0);
@@ -134,7 +134,7 @@ impl Tables {
 
     /// How many tables are kept.
     #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::actor) fn len(&self) -> usize {
         self.0.lock().map_or(0, |t| t.len())
     }
 }
@@ -154,7 +154,7 @@ pub struct Listed {
 }
 
 impl Listed {
-    pub(super) fn new(
+    pub(in crate::actor) fn new(
         list: Arc<Resolution>,
         failed: Vec<(u32, u32)>,
         rejections: Rejections,
@@ -163,7 +163,7 @@ impl Listed {
         Listed { list, failed: failed.into(), rejections, slotless: slotless.into() }
     }
     /// How many candidates did not fit, the unregistered ones included.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::actor) fn len(&self) -> usize {
         self.failed.len() + self.list.unregistered()
     }
     fn rejection(&self, place: u32, slot: u32) -> Rejection {
@@ -191,18 +191,20 @@ impl Listed {
     }
     /// Each failed candidate, its snapshot handle (`None`: not a node the engine knows) and its
     /// rejection, in list order.
-    pub(super) fn entries(&self) -> impl Iterator<Item = (&NodeName, Option<&Arc<SnapCell>>, Rejection)> + '_ {
+    pub(in crate::actor) fn entries(
+        &self,
+    ) -> impl Iterator<Item = (&NodeName, Option<&Arc<SnapCell>>, Rejection)> + '_ {
         self.failed().map(|(k, cell, r)| (self.list.name(k), cell, r))
     }
     /// Each failed candidate and its rejection, without its snapshot (loading one is an atomic
     /// count on a handle every node actor writes, for each of what may be thousands of nodes).
-    pub(super) fn reasons(&self) -> impl Iterator<Item = (&NodeName, Rejection)> + '_ {
+    pub(in crate::actor) fn reasons(&self) -> impl Iterator<Item = (&NodeName, Rejection)> + '_ {
         self.failed().map(|(k, _, r)| (self.list.name(k), r))
     }
     /// Each failed candidate's text (see `failure_text`), its current snapshot loaded only when
     /// the text needs it. The detail names a device by its place in the snapshot; a snapshot
     /// newer than the answer names the same device unless the node registered again in between.
-    pub(super) fn texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
+    pub(in crate::actor) fn texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
         self.failed().map(move |(k, cell, rejection)| {
             let snap = cell.filter(|_| detail || rejection == Rejection::NodeUnusable).map(|c| c.load());
             (self.list.name(k).to_string(), crate::sched::failure_text(&rejection, snap.as_deref(), detail))

@@ -19,7 +19,7 @@ pub const MAX_EXTENDER_PRIORITY: i64 = 10;
 /// that follows at once, so entries older than this are leftovers of pods that went elsewhere.
 const KEPT_FOR: Duration = Duration::from_secs(60);
 /// Entries kept at most, whatever their age.
-pub(super) const KEPT_MAX: usize = 16_384;
+pub(in crate::actor) const KEPT_MAX: usize = 16_384;
 
 /// What one filter ranked: each fitting node's score under the pod's node policy, and the node
 /// it reserved on.

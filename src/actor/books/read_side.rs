@@ -68,7 +68,7 @@ impl SnapCell {
     pub fn slot_on(&self, board: &Arc<Board>) -> Option<u32> {
         self.board.as_ref().filter(|(b, _)| Arc::ptr_eq(b, board)).map(|(_, s)| *s)
     }
-    pub(super) fn store(&self, snap: Arc<NodeSnapshot>) {
+    pub(in crate::actor) fn store(&self, snap: Arc<NodeSnapshot>) {
         let generation = snap.generation;
         let mut g = match self.snap.write() {
             Ok(g) => g,
@@ -107,10 +107,10 @@ impl BindState {
     pub fn pending(&self) -> u32 {
         self.pending.load(Ordering::Relaxed)
     }
-    pub(super) fn set_locked(&self, locked: bool) {
+    pub(in crate::actor) fn set_locked(&self, locked: bool) {
         self.locked.store(locked, Ordering::Relaxed);
     }
-    pub(super) fn set_pending(&self, n: usize) {
+    pub(in crate::actor) fn set_pending(&self, n: usize) {
         self.pending.store(u32::try_from(n).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 }

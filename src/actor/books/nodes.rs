@@ -13,13 +13,13 @@ use std::sync::{Arc, RwLock};
 use actix::{Actor, Addr, Arbiter};
 use dashmap::DashMap;
 
-use super::candidates::{Candidates, Directory, Resolution};
-use super::coordinator::Coordinator;
-use super::messages::{NodeRemoved, NodeReport, Report, Settle};
-use super::node::{self, Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
-use super::read_side;
-use super::recent::Recent;
-use super::tables::Tables;
+use crate::actor::books::read_side;
+use crate::actor::books::recent::Recent;
+use crate::actor::coordinator::Coordinator;
+use crate::actor::filter::candidates::{Candidates, Directory, Resolution};
+use crate::actor::filter::tables::Tables;
+use crate::actor::messages::{NodeRemoved, NodeReport, Report, Settle};
+use crate::actor::node::{self, Book, NodeActor, NodeAddr, NodeConfig, NodeEntry, SharedQuota, SnapCell};
 use crate::devices::Vendors;
 use crate::model::{NodeName, PodUid};
 use crate::sched::NodeSnapshot;
@@ -42,13 +42,13 @@ thread_local! {
 }
 
 /// What a new node actor is given besides its name.
-pub(super) struct ActorParts {
+pub(in crate::actor) struct ActorParts {
     pub vendors: Arc<Vendors>,
     pub quota: Option<SharedQuota>,
     pub recent: Arc<Recent>,
 }
 
-pub(super) struct NodeBook {
+pub(in crate::actor) struct NodeBook {
     pub book: Arc<Book>,
     /// Which node holds each pod's allocation (each node actor writes its own pods).
     pub placements: Arc<read_side::Placements>,

@@ -7,11 +7,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::cycle::FilterCycle;
 #[cfg(test)]
-use super::scores::KEPT_MAX;
-pub use super::scores::{FIT_FLOOR, MAX_EXTENDER_PRIORITY, ScoreBook, Scored, extender_scores};
-use super::{Candidates, FilterError, Inner};
+use crate::actor::books::scores::KEPT_MAX;
+pub use crate::actor::books::scores::{FIT_FLOOR, MAX_EXTENDER_PRIORITY, ScoreBook, Scored, extender_scores};
+use crate::actor::filter::cycle::FilterCycle;
+use crate::actor::{Candidates, FilterError, Inner};
 use crate::model::{NodeName, PodRequest, PodView};
 use crate::port::{Backend, PodRef};
 
@@ -45,7 +45,7 @@ impl<B: Backend> Inner<B> {
 
 impl<B: Backend> Inner<B> {
     /// What the filter ranked, with the nodes whose lock another pod's bind holds.
-    pub(super) fn scored(
+    pub(in crate::actor) fn scored(
         self: &Arc<Self>,
         fits: &[(NodeName, f32, ())],
         reserved: Option<NodeName>,

@@ -22,19 +22,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::model::NodeName;
 
-use super::node::SnapCell;
-use super::read_side::{Board, Reader};
+use crate::actor::books::read_side::{Board, Reader};
+use crate::actor::node::SnapCell;
 
 /// A fitting candidate: its key in rank order (`score::rank_key`), score, and place in its
 /// resolved list.
-pub(super) type Placed = (u64, f32, u32);
+pub(in crate::actor) type Placed = (u64, f32, u32);
 
 /// A generation no snapshot has: the node was never answered in a table, or the directory was
 /// built for no membership yet.
-pub(super) const NEVER: u64 = u64::MAX;
+pub(in crate::actor) const NEVER: u64 = u64::MAX;
 
 /// A node without a slot on the board (it joined after every slot was handed out).
-pub(super) const NO_SLOT: u32 = u32::MAX;
+pub(in crate::actor) const NO_SLOT: u32 = u32::MAX;
 
 /// A candidate that is not a node the engine knows.
 const UNKNOWN: u32 = u32::MAX;
@@ -172,7 +172,7 @@ fn hash_name(bytes: &[u8]) -> u64 {
 /// in this order is its rank (ties in score go to the smaller name), and its snapshot handle and
 /// board slot sit at that place.
 pub struct Directory {
-    pub(super) generation: u64,
+    pub(in crate::actor) generation: u64,
     names: Vec<NodeName>,
     cells: Vec<Arc<SnapCell>>,
     slots: Vec<u32>,
@@ -188,7 +188,11 @@ pub struct Directory {
 
 impl Directory {
     /// The directory of `nodes` (each name once), as of membership `generation`.
-    pub(super) fn new(generation: u64, mut nodes: Vec<(NodeName, Arc<SnapCell>)>, board: Arc<Board>) -> Directory {
+    pub(in crate::actor) fn new(
+        generation: u64,
+        mut nodes: Vec<(NodeName, Arc<SnapCell>)>,
+        board: Arc<Board>,
+    ) -> Directory {
         nodes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         nodes.dedup_by(|a, b| a.0 == b.0);
         let (mut names, mut cells, mut slots) =
@@ -204,7 +208,7 @@ impl Directory {
 
     /// The empty directory before any node is known; `generation` no book has, so the first
     /// look at the book replaces it.
-    pub(super) fn empty(board: Arc<Board>) -> Directory {
+    pub(in crate::actor) fn empty(board: Arc<Board>) -> Directory {
         Directory::new(NEVER, Vec::new(), board)
     }
 
@@ -241,11 +245,11 @@ pub struct Resolution {
     /// Per candidate, its rank in the directory (`UNKNOWN`: not a node the engine knows).
     ranks: Vec<u32>,
     /// The names of the unknown candidates, by their place in the list.
-    pub(super) unknown: Vec<(u32, NodeName)>,
+    pub(in crate::actor) unknown: Vec<(u32, NodeName)>,
 }
 
 impl Resolution {
-    pub(super) fn new(dir: Arc<Directory>, names: &[Cow<'_, str>], raw: Option<&str>) -> Self {
+    pub(in crate::actor) fn new(dir: Arc<Directory>, names: &[Cow<'_, str>], raw: Option<&str>) -> Self {
         let mut unknown = Vec::new();
         let ranks = names.iter().enumerate().map(|(k, n)| dir.rank_or_unknown(n, k, &mut unknown)).collect();
         Resolution { dir, raw: raw.map(Box::from), ranks, unknown }
@@ -254,7 +258,7 @@ impl Resolution {
     /// The list in the JSON array `raw`, read and resolved in one pass, when it is a plain
     /// array of strings without escapes (node names never need one); `None` when it is anything
     /// else, and the caller reads it with a JSON parser, which says what is wrong with it.
-    pub(super) fn from_json(dir: Arc<Directory>, raw: &str) -> Option<Self> {
+    pub(in crate::actor) fn from_json(dir: Arc<Directory>, raw: &str) -> Option<Self> {
         let b = raw.as_bytes();
         let ws = |mut i: usize| {
             while b.get(i).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')) {
@@ -320,34 +324,34 @@ impl Resolution {
     }
 
     /// The membership generation the list was resolved at.
-    pub(super) fn generation(&self) -> u64 {
+    pub(in crate::actor) fn generation(&self) -> u64 {
         self.dir.generation
     }
 
     /// Whether this list was read from the JSON array `raw` (byte for byte: one comparison of
     /// contiguous text).
-    pub(super) fn was_read_from(&self, raw: &str) -> bool {
+    pub(in crate::actor) fn was_read_from(&self, raw: &str) -> bool {
         self.raw.as_deref() == Some(raw)
     }
 
     /// The names, borrowed.
-    pub(super) fn names(&self) -> Vec<Cow<'_, str>> {
+    pub(in crate::actor) fn names(&self) -> Vec<Cow<'_, str>> {
         (0..self.len() as u32).map(|k| Cow::Borrowed(self.name(k).as_str())).collect()
     }
 
-    pub(super) fn raw(&self) -> Option<&str> {
+    pub(in crate::actor) fn raw(&self) -> Option<&str> {
         self.raw.as_deref()
     }
 
     /// Whether the list is `names`, in the same order.
-    pub(super) fn is_for(&self, names: &[Cow<'_, str>]) -> bool {
+    pub(in crate::actor) fn is_for(&self, names: &[Cow<'_, str>]) -> bool {
         names.len() == self.len() && names.iter().enumerate().all(|(k, n)| self.name(k as u32).as_str() == n)
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::actor) fn len(&self) -> usize {
         self.ranks.len()
     }
-    pub(super) fn name(&self, k: u32) -> &NodeName {
+    pub(in crate::actor) fn name(&self, k: u32) -> &NodeName {
         match self.ranks[k as usize] {
             UNKNOWN => match self.unknown.binary_search_by_key(&k, |(at, _)| *at) {
                 Ok(i) => &self.unknown[i].1,
@@ -358,25 +362,25 @@ impl Resolution {
         }
     }
     /// Candidate `k`'s rank in name order, when it is a node the engine knows.
-    pub(super) fn rank(&self, k: u32) -> Option<u32> {
+    pub(in crate::actor) fn rank(&self, k: u32) -> Option<u32> {
         Some(self.ranks[k as usize]).filter(|r| *r != UNKNOWN)
     }
-    pub(super) fn cell(&self, k: u32) -> Option<&Arc<SnapCell>> {
+    pub(in crate::actor) fn cell(&self, k: u32) -> Option<&Arc<SnapCell>> {
         self.rank(k).map(|r| &self.dir.cells[r as usize])
     }
     /// The generation of candidate `k`'s current snapshot (`None`: not a node the engine knows).
     #[cfg(test)]
-    pub(super) fn generation_of(&self, k: u32) -> Option<u64> {
+    pub(in crate::actor) fn generation_of(&self, k: u32) -> Option<u64> {
         let mut board = self.dir.board.reader();
         self.rank(k).map(|r| self.dir.generation_at(&mut board, r).0)
     }
-    pub(super) fn unregistered(&self) -> usize {
+    pub(in crate::actor) fn unregistered(&self) -> usize {
         self.unknown.len()
     }
 
     /// Each known candidate's place in the list, rank and board slot, in list order.
     #[cfg(test)]
-    pub(super) fn known(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+    pub(in crate::actor) fn known(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
         self.ranks
             .iter()
             .enumerate()
@@ -386,7 +390,7 @@ impl Resolution {
 
     /// Each known candidate's place in the list, rank, current generation and board slot, in
     /// list order; one pass over the board.
-    pub(super) fn current(&self) -> impl Iterator<Item = (u32, u32, u64, u32)> + '_ {
+    pub(in crate::actor) fn current(&self) -> impl Iterator<Item = (u32, u32, u64, u32)> + '_ {
         let mut board = self.dir.board.reader();
         self.ranks.iter().enumerate().filter(|(_, r)| **r != UNKNOWN).map(move |(k, &r)| {
             let (g, slot) = self.dir.generation_at(&mut board, r);
