@@ -116,17 +116,10 @@ pub fn place(view: &View<'_>, asks: &[Ask<'_>], w: &mut With<'_>) -> Result<Vec<
     let mut work: Vec<Option<NodeSnapshot>> = vec![None; view.nodes.len()];
     let mut out = Vec::with_capacity(asks.len());
     for (k, ask) in asks.iter().enumerate() {
-        let all: Vec<usize>;
-        let within = match ask.within {
-            Some(w) => w,
-            None => {
-                all = (0..view.nodes.len()).collect();
-                &all
-            }
-        };
+        let within = allowed(view, ask);
         let mut best: Option<(usize, f32, PodDevices)> = None;
         let mut rejections = Vec::new();
-        for &n in within {
+        for &n in within.iter() {
             let Some(node) = view.nodes.get(n) else { continue };
             let snap = work[n].as_ref().unwrap_or(node.snapshot);
             match fit::fit_pod(snap, ask.req, w.vendors, w.quota, w.scratch) {
@@ -152,6 +145,14 @@ pub fn place(view: &View<'_>, asks: &[Ask<'_>], w: &mut With<'_>) -> Result<Vec<
     Ok(out)
 }
 
+/// The nodes `ask` may go to: those it names, or every node of the view.
+fn allowed<'v>(view: &View<'_>, ask: &Ask<'v>) -> std::borrow::Cow<'v, [usize]> {
+    match ask.within {
+        Some(w) => std::borrow::Cow::Borrowed(w),
+        None => std::borrow::Cow::Owned((0..view.nodes.len()).collect()),
+    }
+}
+
 /// A preemption: the node, the holders taken off it (places in its `holders`), where the pod
 /// then goes, and what that costs.
 #[derive(Clone, Debug, PartialEq)]
@@ -166,16 +167,8 @@ pub struct Preemption {
 /// release lets it fit (`victims::fewest`); the cheapest set wins, ties to the earlier node.
 /// `None` when no set of evictable holders on any node frees enough.
 pub fn preempt(view: &View<'_>, ask: &Ask<'_>, w: &mut With<'_>) -> Option<Preemption> {
-    let all: Vec<usize>;
-    let within = match ask.within {
-        Some(w) => w,
-        None => {
-            all = (0..view.nodes.len()).collect();
-            &all
-        }
-    };
     let mut best: Option<(Cost, usize, Vec<usize>)> = None;
-    for &n in within {
+    for &n in allowed(view, ask).iter() {
         let Some(node) = view.nodes.get(n) else { continue };
         let snap = node.snapshot;
         let mut fits = |devs: &[DeviceUsage]| {
