@@ -3,7 +3,7 @@
 //! answer.
 
 use crate::actor::coordinator::{Part, Take, TakeAll, Taken};
-use crate::actor::messages::{Reserve, TakeClaim};
+use crate::actor::messages::{Holding, Reserve, TakeClaim};
 use crate::actor::tests::*;
 use crate::model::{PodDevices, PodRequest};
 use crate::sched::claim::ClaimKey;
@@ -88,4 +88,73 @@ async fn two_claims_never_count_the_same_room() {
         assert_eq!(got.is_ok(), ok, "{name}: {got:?}");
     }
     assert_eq!(e.snapshot("b").unwrap().devices[0].used_mem.get(), 16000);
+}
+
+#[actix::test]
+async fn concurrent_plans_and_releases_never_over_commit_a_device() {
+    // Four nodes of two 16384 MiB GPUs; 48 plans of one to three parts (reservations and claims
+    // of 4000-9000 MiB on random nodes) race with each other and with releases of what earlier
+    // plans took. Whatever wins, every device's usage with every claim stays within it, and a
+    // refused plan holds nothing.
+    let nodes: Vec<NodeBuilder> = (0..4).map(|i| node(&format!("n{i}")).gpus(2, 16384)).collect();
+    let (e, _b) = engine_with(EngineConfig::default(), &nodes).await;
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut tasks = Vec::new();
+    for k in 0..48u64 {
+        let parts: Vec<(String, u64, bool)> =
+            (0..1 + next() % 3).map(|_| (format!("n{}", next() % 4), 4000 + next() % 5001, next() % 2 == 0)).collect();
+        let e = e.clone();
+        tasks.push(actix::spawn(async move {
+            let mut plan = Vec::new();
+            for (j, (n, mem, claim)) in parts.iter().enumerate() {
+                let r = Arc::new(pod().gpu(1).mem_mib(*mem).name(&format!("p{k}-{j}")).request_with(e.vendors()));
+                let gpu = format!("GPU-{n}-{}", (k as usize + j) % 2);
+                let devices = PodDevices(vec![(
+                    VendorId(0),
+                    vec![vec![crate::model::ContainerDevice::new(&gpu, "NVIDIA", *mem, 0)]],
+                )]);
+                let take = if *claim {
+                    let key = ClaimKey::Pod(r.uid.clone());
+                    Take::Claim(TakeClaim { key, id: k, pod: r, devices, ttl: TTL, gone: Vec::new() })
+                } else {
+                    Take::Reserve(Reserve { pod: r, exact: Some(devices), ttl: TTL, claim: None })
+                };
+                plan.push(Part { node: NodeName::new(n), take });
+            }
+            let holdings: Vec<(NodeName, Holding)> = plan
+                .iter()
+                .map(|p| match &p.take {
+                    Take::Reserve(r) => {
+                        (p.node.clone(), Holding::Reservation { uid: r.pod.uid.clone(), only_reserved: false })
+                    }
+                    Take::Claim(c) => (p.node.clone(), Holding::Claim { key: c.key.clone(), id: None }),
+                })
+                .collect();
+            let taken = e.inner.nodes.coordinator().send(TakeAll { parts: plan }).await.unwrap();
+            // Every third plan that was taken is given back at once, racing the others.
+            if taken.is_ok() && k % 3 == 0 {
+                for (n, h) in holdings {
+                    e.inner.unreserve(n.as_str(), h, "test").await;
+                }
+            }
+            taken.is_ok()
+        }));
+    }
+    let mut placed = 0;
+    for t in tasks {
+        placed += usize::from(t.await.unwrap());
+    }
+    assert!(placed > 0, "some plans are taken");
+    for r in e.reports().await {
+        let snap = e.snapshot(r.name.as_str()).unwrap();
+        for d in &snap.devices {
+            assert!(d.within_capacity(), "{} on {} over capacity: {} MiB", d.info.id, r.name, d.used_mem.get());
+        }
+    }
 }
