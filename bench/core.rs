@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the scheduling core and the engine: codecs, one-node fit, the full
 //! filter over N nodes × 8 GPUs with P running pods (`filter_engine`: one fixed list of every
 //! node, the same for every pod; `filter_window`: kube-scheduler's rotating window of candidates
-//! and four pod shapes), reserve + commit, and allocations per filter call (a counting allocator).
+//! and four pod shapes), reserve + commit, the planner over one view (`plan_place`), and
+//! allocations per filter call (a counting allocator).
 //! Run with `cargo bench --bench core`; under `cargo test` every benchmark runs once on small sizes.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -377,6 +378,51 @@ fn bench_round_trip(c: &mut Criterion) {
     g.finish();
 }
 
+/// The planner over one frozen view of N nodes × 8 A100s, some GPUs shared: one pod of one GPU
+/// (what a preemption plans), and a group of 64 pods of 8 GPUs each, placed all or none.
+fn bench_plan(c: &mut Criterion) {
+    use hami_rs::sched::plan::{self, Ask, Node, View, With};
+    let v = vendors();
+    let sizes: &[usize] = if full() { &[1000, 5000] } else { &[64] };
+    let mut g = c.benchmark_group("plan_place");
+    g.sample_size(10);
+    for &n in sizes {
+        let snaps: Vec<_> = (0..n)
+            .map(|k| {
+                let name = format!("node-{k:05}");
+                let mut nb = node(&name);
+                for (i, d) in gpus8(&name).into_iter().enumerate() {
+                    // Every fourth node is idle; the others share a GPU or two.
+                    let busy = k % 4 != 0 && i < 1 + k % 3;
+                    let g = gpu(d.id.as_str(), 81920).numa(d.numa);
+                    nb = nb.gpu(if busy { g.used(1, 8000, 10) } else { g });
+                }
+                nb.snapshot(&v)
+            })
+            .collect();
+        let view = View { nodes: snaps.iter().map(|s| Node { snapshot: s, holders: Vec::new() }).collect() };
+        let one = pod().gpu(1).mem_mib(8000).cores(10).request_with(&v);
+        let whole = pod().gpu(8).mem_mib(81920).request_with(&v);
+        // As many whole-node members as there are idle nodes, up to 64.
+        let members = (n / 4).min(64);
+        let group: Vec<Ask<'_>> = (0..members).map(|_| Ask { req: &whole, within: None }).collect();
+        let mut s = Scratch::default();
+        g.bench_with_input(BenchmarkId::new("one_pod_1_gpu", n), &n, |b, _| {
+            b.iter(|| {
+                let mut w = With { vendors: &v, quota: &NoQuota, scratch: &mut s };
+                plan::place(&view, &[Ask { req: &one, within: None }], &mut w).is_ok()
+            })
+        });
+        g.bench_with_input(BenchmarkId::new(format!("group_{members}x8_gpus"), n), &n, |b, _| {
+            b.iter(|| {
+                let mut w = With { vendors: &v, quota: &NoQuota, scratch: &mut s };
+                plan::place(&view, &group, &mut w).is_ok()
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     bench_codecs,
@@ -384,6 +430,7 @@ criterion_group!(
     bench_filter,
     bench_filter_window,
     bench_reserve_commit,
-    bench_round_trip
+    bench_round_trip,
+    bench_plan
 );
 criterion_main!(benches);
