@@ -1,14 +1,19 @@
 //! The engine: node actors (one per node, spread over a fixed set of arbiters), coordinators (one
-//! per filtering thread), and `Engine`, the handle the HTTP layer and the backends use. Filter
-//! reads the snapshots node actors publish and asks its thread's coordinator to reserve; Bind
-//! takes locks and commits through messages; observations from the cluster go to the owning node
-//! actor.
+//! per filtering thread), and `Engine`, the handle the HTTP layer and the backends use
+//! (`engine.rs`: every call one line into the state, `state.rs`, and the pipeline that serves
+//! it). Filter reads the snapshots node actors publish and reserves on the best node through its
+//! thread's coordinator (inline when the node's actor is idle); Bind takes locks and commits
+//! through messages; a plan of many parts (a preemption's claim) is taken whole or not at all by
+//! the coordinator; everything given back goes through one `Unreserve`; observations from the
+//! cluster go to the owning node actor. This file only declares the parts and names what the
+//! rest of the crate uses.
 //!
 //! ```text
-//!  HTTP /filter ──▶ Engine::filter ── fit over snapshots ──▶ Coordinator ──Reserve──▶ NodeActor
-//!  HTTP /bind   ──▶ Engine::bind ──Lock──▶ NodeActor; Backend lock + binding; Commit/Unlock
-//!  HTTP /refit   ──▶ Engine::refit ──Refit──▶ NodeActor; Backend patch; RefitSettle
-//!  watchers     ──▶ Engine::{register_node, observe_pod, delete_pod} ──▶ NodeActor
+//!  HTTP /filter ──▶ Engine ── filter/: fit over snapshots ──▶ Coordinator ──Reserve──▶ NodeActor
+//!  HTTP /bind   ──▶ Engine ── bind/: Lock ──▶ NodeActor; Backend lock + binding; Commit/Unlock
+//!  HTTP /refit  ──▶ Engine ── refit.rs: Refit ──▶ NodeActor; Backend patch; RefitSettle
+//!  preemption/  ──▶ sched::plan over one view ──▶ Coordinator ──TakeAll (claims)──▶ NodeActors
+//!  watchers     ──▶ Engine::{register_node, observe_pod, delete_pod} ──▶ NodeActor (Unreserve)
 //! ```
 
 mod bind;
