@@ -223,7 +223,9 @@ impl<B: Backend> Inner<B> {
     }
 }
 
-/// The claim's time ran out before the preemptor took it: its devices are free for any pod.
+/// The claim's time ran out before the preemptor reserved from it (a filter that does forgets it
+/// in the index, so the index is what says): its devices are free for any pod, and the preemptor
+/// is told. The node may have lapsed it a tick before, on its own timer.
 fn lapse<B: Backend>(e: &Arc<Inner<B>>, key: &ClaimKey, hold: &Claimed, pref: &PodRef) {
     if e.give_back_claim(key, Some(hold.id), "preemption claim lapsed").is_some() {
         crate::metrics::preemption(Preemption::Lapsed);

@@ -148,7 +148,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             }
             Decision::Reserved { node, reserved, refused } => {
                 self.add_refused(&mut failed, refused);
-                // Placed without its hold: what a node held for it is free again.
+                // Placed without its claim: what a node claimed for it is free again.
                 self.e.give_back_claim(&ClaimKey::Pod(self.req.uid.clone()), None, "placed without its claim");
                 (node, reserved)
             }

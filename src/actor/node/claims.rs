@@ -8,7 +8,7 @@
 
 use tokio::time::Instant as Deadline;
 
-use crate::model::{DeviceUsage, PodDevices};
+use crate::model::DeviceUsage;
 use crate::sched::accounting::{self, Charge};
 use crate::sched::claim::ClaimKey;
 use crate::sched::report::ClaimReport;
@@ -19,8 +19,7 @@ pub struct Claim {
     pub key: ClaimKey,
     /// Tells this claim from a later one with the same key (a lapse gives back only its own).
     pub id: u64,
-    /// The devices the claim's pod is to take, and what they charge each device.
-    pub devices: PodDevices,
+    /// What the devices the claim's pod is to take charge each device.
     pub charges: Box<[Charge]>,
     pub deadline: Deadline,
 }
@@ -81,13 +80,7 @@ mod tests {
     use crate::testing::{charge, gpu, node, vendors};
 
     fn claim(key: &str, id: u64, charges: Vec<Charge>) -> Claim {
-        Claim {
-            key: ClaimKey::Pod(PodUid::new(key)),
-            id,
-            devices: PodDevices::default(),
-            charges: charges.into(),
-            deadline: Deadline::now(),
-        }
+        Claim { key: ClaimKey::Pod(PodUid::new(key)), id, charges: charges.into(), deadline: Deadline::now() }
     }
 
     #[test]

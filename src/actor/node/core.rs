@@ -198,7 +198,7 @@ impl NodeCore {
 
     /// Usage = registered devices + every allocation (but `skip`'s).
     pub(super) fn usage(&self, skip: Option<&PodUid>) -> Vec<DeviceUsage> {
-        self.ledger.usage(&self.devices.base, skip)
+        self.ledger.usage(&self.devices.base, skip.map(std::slice::from_ref).unwrap_or_default())
     }
 
     pub(super) fn snapshot_of(&self, devices: Vec<DeviceUsage>) -> NodeSnapshot {
@@ -254,6 +254,18 @@ impl NodeCore {
         // Kept with the allocation for as long as the pod holds its devices.
         charges.shrink_to_fit();
         charges
+    }
+
+    /// What `devices` charge each device of this node when `pod` holds them, as its ledger keeps
+    /// them (the pod's layout, its vendors' task tags), with the tags.
+    pub(super) fn charges_for(
+        &self,
+        pod: &PodRequest,
+        devices: &PodDevices,
+        layout: &Layout,
+    ) -> (Vec<Charge>, Vec<Tag>) {
+        let tags = accounting::tags_of(&self.cfg.vendors, &pod.annotations, |v| devices.vendor(v).is_some());
+        (self.collapse(devices, layout, &tags), tags)
     }
 
     pub(super) fn layout_of(pod: &PodRequest) -> Layout {
@@ -380,8 +392,7 @@ impl NodeCore {
                 fitted?
             }
         };
-        let tags = accounting::tags_of(&self.cfg.vendors, &msg.pod.annotations, |v| devices.vendor(v).is_some());
-        let charges = self.collapse(&devices, &layout, &tags);
+        let (charges, tags) = self.charges_for(&msg.pod, &devices, &layout);
         let (pod, quota, n) = (&msg.pod, self.cfg.quota.clone(), self.devices.base.len());
         // Quota is checked and taken in one step per namespace, so reservations racing on other
         // nodes cannot exceed a limit together.
@@ -489,17 +500,10 @@ impl NodeCore {
         if self.devices.unusable.is_some() {
             return Err(Rejection::NodeUnusable);
         }
-        let layout = Self::layout_of(&msg.pod);
-        let tags = accounting::tags_of(&self.cfg.vendors, &msg.pod.annotations, |v| msg.devices.vendor(v).is_some());
-        let charges = self.collapse(&msg.devices, &layout, &tags).into_boxed_slice();
-        let claim =
-            Claim { key: msg.key, id: msg.id, devices: msg.devices, charges, deadline: Deadline::now() + msg.ttl };
-        let gone = &msg.gone;
-        let mut devs = self.devices.base.clone();
-        for (_, a) in self.ledger.iter().filter(|(uid, _)| !gone.contains(uid)) {
-            accounting::apply(&mut devs, &a.charges);
-        }
-        let devs = self.claims.charged(devs, Some(&claim.key));
+        let (charges, _) = self.charges_for(&msg.pod, &msg.devices, &Self::layout_of(&msg.pod));
+        let claim = Claim { key: msg.key, id: msg.id, charges: charges.into(), deadline: Deadline::now() + msg.ttl };
+        let without_gone = self.ledger.usage(&self.devices.base, &msg.gone);
+        let devs = self.claims.charged(without_gone, Some(&claim.key));
         accounting::validate(devs, &claim.charges)?;
         self.claims.put(claim);
         self.publish();

@@ -100,12 +100,12 @@ impl Ledger {
         self.allocs.values().filter(|a| matches!(a.state, State::Reserved { .. })).count()
     }
 
-    /// Usage = registered devices + every allocation (but `skip`'s), built from scratch so it can
-    /// never drift.
-    pub fn usage(&self, base: &[DeviceUsage], skip: Option<&PodUid>) -> Vec<DeviceUsage> {
+    /// Usage = registered devices + every allocation but those of `skip`, built from scratch so
+    /// it can never drift.
+    pub fn usage(&self, base: &[DeviceUsage], skip: &[PodUid]) -> Vec<DeviceUsage> {
         let mut devs = base.to_vec();
         for (uid, a) in &self.allocs {
-            if Some(uid) != skip {
+            if !skip.contains(uid) {
                 accounting::apply(&mut devs, &a.charges);
             }
         }

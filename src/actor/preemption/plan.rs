@@ -109,7 +109,8 @@ impl<B: Backend> Inner<B> {
         let mut out = BTreeMap::new();
         for r in &reports {
             let Some(uids) = proposals.get(r.name.as_str()) else { continue };
-            // The proposed victims are gone; the others may still be added.
+            // The proposed victims are gone; the others may still be added. Each holder is paired
+            // with its allocation (the node's claims, after them, with none: nothing evicts them).
             let (rest, kept): (Vec<Holder<'_>>, Vec<Option<&AllocReport>>) = self
                 .holders(r, below)
                 .into_iter()

@@ -35,14 +35,14 @@ fn uid(i: usize) -> PodUid {
 
 fn reserve(l: &mut Ledger, u: &PodUid, charges: Vec<Charge>, at: Deadline) -> Result<Vec<DeviceUsage>, Rejection> {
     let base = base();
-    let without = l.usage(&base, Some(u));
+    let without = l.usage(&base, std::slice::from_ref(u));
     let devices = PodDevices::default();
     let w = Written { namespace: "default", name: u.as_str(), devices: &devices, layout: &NO_INIT, tags: &[] };
     l.try_reserve(&base, without, Reservation { uid: u, charges, pod: &w, deadline: at }, |_, _| Ok(()))
 }
 
 fn within(l: &Ledger) -> bool {
-    l.usage(&base(), None).iter().all(DeviceUsage::within_capacity)
+    l.usage(&base(), &[]).iter().all(DeviceUsage::within_capacity)
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn a_reservation_beyond_a_devices_memory_is_refused_and_changes_nothing() {
     let r = reserve(&mut l, &uid(2), vec![charge(0, 1, 500, 10)], at);
     assert!(matches!(r, Err(Rejection::Devices(_))), "{r:?}");
     assert!(!l.contains(&uid(2)));
-    assert_eq!(l.usage(&base(), None)[0].used_mem.get(), 600);
+    assert_eq!(l.usage(&base(), &[])[0].used_mem.get(), 600);
     assert_eq!(l.reserved(), 1);
 }
 
@@ -64,7 +64,7 @@ fn a_pod_reserving_again_replaces_what_it_held() {
     reserve(&mut l, &uid(1), vec![charge(0, 1, 900, 10)], at).unwrap();
     // Beside its own 900 MiB this would not fit; in their place it does.
     reserve(&mut l, &uid(1), vec![charge(0, 1, 800, 10)], at).unwrap();
-    assert_eq!(l.usage(&base(), None)[0].used_mem.get(), 800);
+    assert_eq!(l.usage(&base(), &[])[0].used_mem.get(), 800);
 }
 
 #[test]
@@ -159,13 +159,13 @@ proptest! {
             match op {
                 Op::Reserve { pod, dev, slots, mem, cores, ttl } => {
                     let c = charge(dev, slots, mem, cores);
-                    let before = l.usage(&base(), None);
+                    let before = l.usage(&base(), &[]);
                     match reserve(&mut l, &uid(pod), vec![c.clone()], t0 + Duration::from_secs(now + ttl)) {
                         Ok(after) => {
                             prop_assert_eq!(l.get(&uid(pod)).map(|a| a.charges.to_vec()), Some(vec![c]));
-                            prop_assert_eq!(&after, &l.usage(&base(), None));
+                            prop_assert_eq!(&after, &l.usage(&base(), &[]));
                         }
-                        Err(_) => prop_assert_eq!(before, l.usage(&base(), None)),
+                        Err(_) => prop_assert_eq!(before, l.usage(&base(), &[])),
                     }
                 }
                 Op::Commit(pod) => {
@@ -184,7 +184,7 @@ proptest! {
                     }
                 }
             }
-            prop_assert!(within(&l), "over-committed: {:?}", l.usage(&base(), None));
+            prop_assert!(within(&l), "over-committed: {:?}", l.usage(&base(), &[]));
         }
     }
 }
