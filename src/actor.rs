@@ -21,6 +21,7 @@ mod books;
 pub mod config;
 pub mod coordinator;
 mod engine;
+mod gang;
 pub mod error;
 pub mod filter;
 pub mod messages;
@@ -36,6 +37,7 @@ mod unreserve;
 /// The namespace quota book, which lives with the pure scheduling code.
 pub use crate::sched::quota_book as quota;
 
+pub use books::groups::GroupReport;
 pub use books::pending::{PendingCounts, PendingPod};
 pub use books::recent::{DeviceNeed, Recent, RecentDecision};
 pub(crate) use config::RESERVE_CANDIDATES;

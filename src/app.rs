@@ -58,6 +58,7 @@ pub fn engine_config(f: &SchedulerFlags) -> EngineConfig {
         arbiters: f.arbiters(),
         slice_min: crate::actor::SLICE_MIN,
         preemption_hold: (f.preemption == crate::config::Preemption::On).then_some(f.preemption_hold),
+        gang_claim_ttl: f.gang_claim_ttl,
     }
 }
 
@@ -77,6 +78,9 @@ pub fn vendors_from(flags: &SchedulerFlags) -> Result<Arc<Vendors>, Error> {
 pub async fn load_cluster(engine: &Engine<MemoryBackend>, objects: ClusterObjects) {
     let backend = engine.backend().clone();
     register_nodes(engine, objects.nodes).await;
+    for g in &objects.groups {
+        engine.observe_pod_group(g);
+    }
     // One copy of each pod, shared by the backend and the observation.
     for (i, p) in objects.pods.into_iter().enumerate() {
         let p = backend.insert_pod(p);
@@ -97,6 +101,9 @@ pub async fn load_packed_cluster(engine: &Engine<MemoryBackend>, objects: Packed
         crate::backend::tell_dra_change(&backend, book, &served, &change, &c.metadata.uid);
     }
     register_nodes(engine, objects.nodes).await;
+    for g in &objects.groups {
+        engine.observe_pod_group(g);
+    }
     for (i, p) in objects.pods.into_iter().enumerate() {
         if let Some(view) = p.unpack() {
             engine.observe_pod(&view);

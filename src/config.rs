@@ -197,6 +197,10 @@ pub struct SchedulerFlags {
     #[arg(long = "preemption-hold", env = "HAMI_PREEMPTION_HOLD", default_value = "2m", value_parser = parse_duration)]
     pub preemption_hold: Duration,
 
+    /// How long the room claimed for a pod group's members (all of them at once, when the group fits whole) waits for them to take it, when the group's PodGroup names no timeout (`scheduleTimeoutSeconds`, Koordinator's `waiting-time`); then it is free for any pod again.
+    #[arg(long = "gang-claim-ttl", env = "HAMI_GANG_CLAIM_TTL", default_value = "5m", value_parser = parse_duration)]
+    pub gang_claim_ttl: Duration,
+
     /// How Filter evaluates candidate nodes.
     #[arg(long = "filter-mode", env = "HAMI_FILTER_MODE", value_enum, default_value = "snapshot")]
     pub filter_mode: FilterMode,
@@ -411,6 +415,9 @@ impl SchedulerFlags {
         }
         if self.preemption_hold.is_zero() {
             problems.push("--preemption-hold must be positive".into());
+        }
+        if self.gang_claim_ttl.is_zero() {
+            problems.push("--gang-claim-ttl must be positive".into());
         }
         if self.node_lock_timeout.is_zero() {
             problems.push("--node-lock-timeout must be positive".into());

@@ -40,6 +40,10 @@ pub const LEADER: &str = "hami_scheduler_leader";
 pub const BUILD_INFO: &str = "hami_build_info";
 pub const PENDING_PODS: &str = "hami_scheduler_pending_pods";
 pub const UNSCHEDULABLE_PODS: &str = "hami_scheduler_unschedulable_pods";
+pub const POD_GROUPS: &str = "hami_scheduler_pod_groups";
+pub const POD_GROUP_PLACED_SECONDS: &str = "hami_scheduler_pod_group_placed_seconds";
+pub const POD_GROUP_CLAIMS_RELEASED: &str = "hami_scheduler_pod_group_claims_released_total";
+pub const POD_GROUP_DECISIONS: &str = "hami_scheduler_pod_group_decisions_total";
 pub const DRA_EXTENDED_RESOURCE_CLASSES: &str = "hami_scheduler_dra_extended_resource_classes";
 
 /// Latency buckets in seconds, from 50 µs to 30 s (filters are sub-millisecond; binds wait on the API).
@@ -110,6 +114,20 @@ pub fn describe() {
         FILTER_UNWATCHED,
         "Filters of a pod this scheduler's pod watch had not delivered yet (kube-scheduler's informer was ahead)"
     );
+    describe_gauge!(POD_GROUPS, "Pod groups (gangs) known, by state: waiting (fewer members than the minimum exist), pending (not placed), claimed (room claimed for every member needed), bound (the minimum bound)");
+    describe_histogram!(
+        POD_GROUP_PLACED_SECONDS,
+        metrics::Unit::Seconds,
+        "Time from a group's first member filtered to its minimum of members bound"
+    );
+    describe_counter!(
+        POD_GROUP_CLAIMS_RELEASED,
+        "Group members' claims given back before their pods took them, by reason: lapsed, member_deleted, below_minimum, group_deleted, group_failed"
+    );
+    describe_counter!(
+        POD_GROUP_DECISIONS,
+        "Group plans at a member's filter, by outcome: claimed (every member needed claimed at once), waiting (too few members exist), short (the members do not fit together), quota (they exceed the namespace's quota together), raced (another plan took the room first)"
+    );
     zero_counters();
     describe_gauge!(
         DRA_EXTENDED_RESOURCE_CLASSES,
@@ -174,6 +192,12 @@ fn zero_counters() {
     }
     for name in [PREEMPTION_VICTIMS, PREEMPTION_FREED_MEMORY, PREEMPTION_FREED_CORES] {
         counter!(name).absolute(0);
+    }
+    for reason in ["lapsed", "member_deleted", "below_minimum", "group_deleted", "group_failed"] {
+        counter!(POD_GROUP_CLAIMS_RELEASED, "reason" => reason).absolute(0);
+    }
+    for outcome in ["claimed", "waiting", "short", "quota", "raced"] {
+        counter!(POD_GROUP_DECISIONS, "outcome" => outcome).absolute(0);
     }
     for o in [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error] {
         counter!(DECISIONS, "request" => "filter", "outcome" => o.as_str()).absolute(0);
@@ -276,11 +300,11 @@ struct Hot {
     evaluated: [metrics::Counter; 2],
     /// By `Reason::ALL`'s order, then the node-level reasons of `NODE_REASONS`.
     rejections: [metrics::Counter; REASONS],
-    node_rejections: [metrics::Counter; 3],
+    node_rejections: [metrics::Counter; 4],
 }
 
 /// The rejection labels beside the device reasons.
-const NODE_REASONS: [&str; 3] = ["NodeInsufficientDevice", "NodeUnregistered", "Other"];
+const NODE_REASONS: [&str; 4] = ["NodeInsufficientDevice", "NodeUnregistered", "Other", "PodGroup"];
 
 const OUTCOMES: [Outcome; 4] = [Outcome::Scheduled, Outcome::NoFit, Outcome::PassThrough, Outcome::Error];
 const PHASES: [Phase; 6] =
@@ -341,6 +365,8 @@ pub struct RejectionCounts {
     pub insufficient_device: u64,
     pub unregistered: u64,
     pub other: u64,
+    /// Candidates refused because the pod's group is not placed whole.
+    pub group: u64,
 }
 
 impl RejectionCounts {
@@ -361,7 +387,7 @@ impl RejectionCounts {
     /// The reasons given at least once, as `hami_scheduler_rejections_total` labels them.
     pub fn labels(&self) -> Vec<&'static str> {
         let devices = Reason::ALL.iter().zip(self.devices.iter()).filter(|(_, n)| **n > 0).map(|(r, _)| r.as_str());
-        let node = [self.insufficient_device, self.unregistered, self.other];
+        let node = [self.insufficient_device, self.unregistered, self.other, self.group];
         devices.chain(NODE_REASONS.iter().zip(node).filter(|(_, n)| *n > 0).map(|(l, _)| *l)).collect()
     }
 }
@@ -392,7 +418,7 @@ pub fn rejections(c: &RejectionCounts) {
             }
         }
     }
-    let node = [c.insufficient_device, c.unregistered, c.other];
+    let node = [c.insufficient_device, c.unregistered, c.other, c.group];
     for (k, (label, n)) in NODE_REASONS.iter().zip(node).enumerate() {
         if n > 0 {
             match hot {
@@ -423,6 +449,28 @@ impl Preemption {
             Preemption::Blocked => "blocked",
             Preemption::Unverified => "unverified",
         }
+    }
+}
+
+/// A group plan's outcome (see `POD_GROUP_DECISIONS`).
+pub fn group_decision(outcome: &'static str) {
+    counter!(POD_GROUP_DECISIONS, "outcome" => outcome).increment(1);
+}
+
+/// Members' claims given back unused, and why.
+pub fn group_claims_released(reason: &'static str, n: usize) {
+    counter!(POD_GROUP_CLAIMS_RELEASED, "reason" => reason).increment(n as u64);
+}
+
+/// A group's minimum of members bound, `seconds` after its first member was filtered.
+pub fn group_placed(seconds: f64) {
+    histogram!(POD_GROUP_PLACED_SECONDS).record(seconds);
+}
+
+/// How many groups are in each state now.
+pub fn groups_by_state(counts: &[(&'static str, usize)]) {
+    for (state, n) in counts {
+        gauge!(POD_GROUPS, "state" => *state).set(*n as f64);
     }
 }
 

@@ -35,17 +35,25 @@ pub struct PodResult {
 pub struct Simulation {
     pub pods: Vec<PodResult>,
     pub nodes: Vec<NodeJson>,
+    /// Pod groups: each placed whole (its minimum bound) or not at all.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::actor::GroupReport>,
 }
 
 /// Runs the simulation.
 pub async fn run(args: &SimulateArgs) -> Result<Simulation, crate::app::Error> {
     args.validate()?;
     let cluster = ClusterObjects::load(&args.cluster_file)?;
-    let pods = ClusterObjects::load(&args.pods)?.pods;
+    let pending = ClusterObjects::load(&args.pods)?;
+    let pods = pending.pods;
     // The simulation evicts between filters itself (and reports whom): its engine preempts nothing.
     let mut flags = args.sched.clone();
     flags.preemption = crate::config::Preemption::Off;
     let engine = crate::app::memory_engine(&flags, cluster).await?;
+    // PodGroups may come with their pods.
+    for g in &pending.groups {
+        engine.observe_pod_group(g);
+    }
     let webhook = admission::Config::from_flags(&args.sched, engine.quota().cloned());
     simulate_pods_with(&engine, &webhook, pods, args.sched.preemption == crate::config::Preemption::On).await
 }
@@ -71,7 +79,10 @@ pub async fn simulate_pods_with(
     let backend = engine.backend().clone();
     let names: Vec<String> = backend.nodes().iter().map(|n| n.metadata.name.clone()).collect();
     let names: Vec<std::borrow::Cow<'_, str>> = names.iter().map(|n| std::borrow::Cow::Borrowed(n.as_str())).collect();
-    let mut results = Vec::with_capacity(pods.len());
+    let mut results: Vec<Option<PodResult>> = Vec::with_capacity(pods.len());
+    // Every pod exists before the first is filtered, as pods created together do: a group's
+    // members are all there when its first member is planned.
+    let mut admitted = Vec::with_capacity(pods.len());
     for mut pod in pods {
         if pod.metadata.namespace.is_empty() {
             pod.metadata.namespace = "default".into();
@@ -85,7 +96,7 @@ pub async fn simulate_pods_with(
         let pod = match admission::admit_pod(engine.vendors(), webhook, &engine.config().defaults, &pod) {
             Ok(p) => p,
             Err(e) => {
-                results.push(PodResult {
+                results.push(Some(PodResult {
                     namespace: pref.namespace,
                     name: pref.name,
                     uid: pref.uid,
@@ -94,11 +105,16 @@ pub async fn simulate_pods_with(
                     failed_nodes: BTreeMap::new(),
                     annotations: BTreeMap::new(),
                     preempted: None,
-                });
+                }));
                 continue;
             }
         };
         backend.insert_pod(pod.clone());
+        engine.observe_pod(&pod);
+        admitted.push((results.len(), pref, pod));
+        results.push(None);
+    }
+    for (at, pref, pod) in admitted {
         let mut outcome = engine.filter(&pod, &names).await;
         let mut preempted = None;
         let mut first_failed = None;
@@ -134,7 +150,7 @@ pub async fn simulate_pods_with(
             },
         };
         let failed = first_failed.unwrap_or(failed);
-        results.push(PodResult {
+        results[at] = Some(PodResult {
             preempted,
             annotations: backend.written(&pref.namespace, &pref.name),
             namespace: pref.namespace,
@@ -147,7 +163,8 @@ pub async fn simulate_pods_with(
     }
     let reports = engine.reports().await;
     let nodes = reports.iter().map(|r| node_json(r, engine.vendors())).collect();
-    Ok(Simulation { pods: results, nodes })
+    let groups = engine.group_reports();
+    Ok(Simulation { pods: results.into_iter().flatten().collect(), nodes, groups })
 }
 
 fn short(uuid: &str) -> String {
@@ -204,6 +221,22 @@ pub fn render_table(sim: &Simulation) -> String {
     }
     let placed = sim.pods.iter().filter(|p| p.node.is_some()).count();
     let _ = writeln!(s, "  {placed} of {} pods placed\n", sim.pods.len());
+    if !sim.groups.is_empty() {
+        let _ = writeln!(s, "GROUPS (all or nothing)");
+        for g in &sim.groups {
+            let min = g.minimum.map_or_else(|| "?".to_owned(), |m| m.to_string());
+            match g.state {
+                "bound" => {
+                    let _ = writeln!(s, "  {}  placed whole: {} of {} members bound (minimum {min})", g.group, g.bound, g.members);
+                }
+                _ => {
+                    let why = g.waiting.as_deref().unwrap_or("not placed");
+                    let _ = writeln!(s, "  {}  not placed ({} members, minimum {min}): {why}", g.group, g.members);
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(s, "DEVICES");
     let _ =
         writeln!(s, "  {:<14} {:<22} {:<28} {:>7}  {:<34} CORES", "NODE", "DEVICE", "TYPE", "SLOTS", "MEMORY (MiB)");

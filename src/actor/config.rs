@@ -57,7 +57,14 @@ pub struct EngineConfig {
     pub slice_min: usize,
     /// With GPU-aware preemption on: how long the devices it frees are held for the preemptor.
     pub preemption_hold: Option<Duration>,
+    /// How long a pod group's claims wait for its members when its PodGroup names no timeout.
+    pub gang_claim_ttl: Duration,
 }
+
+/// How long a group's claims wait for its members by default: long enough for kube-scheduler to
+/// filter every member of a large group through its backoff, short enough that a job that never
+/// starts gives its room back within minutes.
+pub const GANG_CLAIM_TTL: Duration = Duration::from_secs(300);
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -74,6 +81,7 @@ impl Default for EngineConfig {
             arbiters: 2,
             slice_min: SLICE_MIN,
             preemption_hold: None,
+            gang_claim_ttl: GANG_CLAIM_TTL,
         }
     }
 }

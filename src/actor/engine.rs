@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::devices::Vendors;
+use crate::model::group::{GroupId, GroupKind, PodGroupObject};
 use crate::model::pod::NodeView;
 use crate::model::{NodeName, PodRequest, PodUid, PodView};
 use crate::port::{Backend, Observer, PodRef};
@@ -23,6 +24,7 @@ use crate::actor::node::SharedQuota;
 use crate::actor::books::pending::{PendingCounts, PendingPod};
 use crate::actor::filter::outcome::FilterOutcome;
 
+use crate::actor::books::groups::GroupReport;
 use crate::actor::books::recent::RecentDecision;
 use crate::actor::preemption::plan::Plan;
 use crate::actor::refit::{RefitArgs, RefitOutcome};
@@ -191,6 +193,27 @@ impl<B: Backend> Engine<B> {
         self.inner.delete_pod(uid)
     }
 
+    /// A PodGroup object (native, coscheduling or Volcano) as the cluster shows it.
+    pub fn observe_pod_group(&self, group: &PodGroupObject) {
+        self.inner.observe_pod_group(group)
+    }
+
+    /// The PodGroup object is gone: its members' claims go back.
+    pub fn delete_pod_group(&self, id: &GroupId) {
+        self.inner.delete_pod_group(id)
+    }
+
+    /// Whether the cluster serves `kind`'s PodGroup API; the links of a kind it does not serve
+    /// are ignored, so their pods are placed one by one.
+    pub fn set_group_kind_served(&self, kind: GroupKind, served: bool) {
+        self.inner.pods.groups.set_served(kind, served)
+    }
+
+    /// Every pod group: members existing, minimum, claimed, bound, state and why it waits.
+    pub fn group_reports(&self) -> Vec<GroupReport> {
+        self.inner.group_reports()
+    }
+
     /// The preemption that would place `pod`, or `None`: the pod may not preempt
     /// (`preemptionPolicy: Never`), or on no candidate that failed for its devices (others failed
     /// for reasons no eviction changes: unregistered, unusable, locked) does any set of
@@ -259,5 +282,14 @@ impl<B: Backend> Observer for Engine<B> {
     }
     fn delete_pod(&self, uid: &PodUid) {
         Engine::delete_pod(self, uid);
+    }
+    fn observe_pod_group(&self, group: &PodGroupObject) {
+        Engine::observe_pod_group(self, group);
+    }
+    fn delete_pod_group(&self, id: &GroupId) {
+        Engine::delete_pod_group(self, id);
+    }
+    fn set_group_kind_served(&self, kind: GroupKind, served: bool) {
+        Engine::set_group_kind_served(self, kind, served);
     }
 }

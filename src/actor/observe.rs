@@ -61,6 +61,7 @@ impl<B: Backend> Inner<B> {
             self.delete_pod(&uid);
             return;
         }
+        self.observe_member(pod);
         if pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
             self.pods.settled(&uid);
             self.pods.pending.gone(uid.as_str());
@@ -123,6 +124,7 @@ impl<B: Backend> Inner<B> {
     pub fn delete_pod(self: &Arc<Self>, uid: &PodUid) {
         self.pods.settled(uid);
         self.pods.pending.gone(uid.as_str());
+        self.forget_member(uid);
         self.give_back_pod(uid);
     }
 }

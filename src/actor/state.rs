@@ -109,7 +109,10 @@ impl<B: Backend> Inner<B> {
             })
             .collect();
         let now = unix_now().0;
-        let detail = format!("{} nodes do not meet: {}", failed.len(), failed.summary());
+        let detail = match failed.group_reason() {
+            Some(why) => format!("pod group not placed whole: {why}"),
+            None => format!("{} nodes do not meet: {}", failed.len(), failed.summary()),
+        };
         let sweep = self.pods.pending.refused(
             PodUid::new(&pod.uid),
             PendingPod {

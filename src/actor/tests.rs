@@ -453,6 +453,7 @@ mod bind;
 mod bound_elsewhere;
 mod concurrent;
 mod fast_path;
+mod gang;
 mod filter_all;
 mod kept_answers;
 mod mig;

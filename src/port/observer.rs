@@ -23,4 +23,10 @@ pub trait Observer: Clone + Send + Sync + 'static {
     fn observe_pod(&self, pod: &PodView);
     /// The pod is gone.
     fn delete_pod(&self, uid: &crate::model::PodUid);
+    /// A PodGroup object as the cluster shows it now.
+    fn observe_pod_group(&self, group: &crate::model::group::PodGroupObject);
+    /// The PodGroup object is gone.
+    fn delete_pod_group(&self, id: &crate::model::group::GroupId);
+    /// Whether the cluster serves a kind's PodGroup API (the links of one it does not are ignored).
+    fn set_group_kind_served(&self, kind: crate::model::group::GroupKind, served: bool);
 }

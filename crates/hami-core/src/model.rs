@@ -7,6 +7,7 @@ pub mod bytes;
 pub mod codec;
 pub mod device;
 pub mod edit;
+pub mod group;
 pub mod numa_alignment;
 pub mod packed;
 pub mod pod;

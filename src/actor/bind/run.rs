@@ -160,6 +160,12 @@ impl<'a, B: Backend> BindCx<'a, B> {
         }
         // Awaited, so the next filter sees the node's lock free once this bind answers.
         let _ = self.addr.unlock(PodUid::new(&pod.uid)).await;
+        if i.pods.groups.group_of(&self.view).is_some() {
+            // A group member is bound now, before the watch says so: its group counts it.
+            let mut bound = (*self.view).clone();
+            bound.spec.node_name = Some(node.to_owned());
+            i.observe_member(&bound);
+        }
         // With the decision written at bind (the fast path), kube-scheduler's own `Scheduled`
         // Event tells the same as BindingSucceed, so that write is saved.
         if !at_bind {

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
+use crate::actor::books::groups::GroupBook;
 use crate::actor::books::pending::PendingBook;
 use crate::actor::filter::prioritize::ScoreBook;
 use crate::model::{NodeName, PodUid};
@@ -29,6 +30,8 @@ pub(in crate::actor) struct PodBook {
     pub scores: ScoreBook,
     /// Pods the last filter left pending.
     pub pending: PendingBook,
+    /// Pod groups and their members.
+    pub groups: GroupBook,
 }
 
 impl PodBook {

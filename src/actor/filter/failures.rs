@@ -12,6 +12,7 @@ use crate::sched::{NodeSnapshot, Rejection, failure_text};
 pub const NODE_UNREGISTERED: &str = "node unregistered";
 pub const NODE_USAGE_UNAVAILABLE: &str = "node usage unavailable";
 pub const NODE_LOCKED: &str = "node lock contention";
+pub const GROUP_NOT_PLACED: &str = "pod group not placed whole";
 
 /// Candidates that did not fit, with what is needed to render their reasons. Rendering builds
 /// text, so it happens only when someone asks (a no-fit answer, the simulator, a debug log).
@@ -20,6 +21,9 @@ pub struct Failures {
     nodes: Vec<(NodeName, Rejection, Option<Arc<NodeSnapshot>>)>,
     /// Candidates of a resolved list, by their place in it (no name or snapshot copied per node).
     listed: Option<Listed>,
+    /// A pod group's reason, the same for every candidate (the group waits for members, or does
+    /// not fit together): the nodes and the text that names the group and what is missing.
+    group: Option<(Vec<NodeName>, Arc<str>)>,
     /// `summary`, once asked for (the log and the console both want it).
     summary: std::sync::OnceLock<String>,
 }
@@ -28,6 +32,16 @@ impl Failures {
     /// The candidates of a resolved list that did not fit.
     pub(in crate::actor) fn of_list(listed: Listed) -> Failures {
         Failures { listed: Some(listed), ..Failures::default() }
+    }
+
+    /// Every candidate refused for one reason of the pod's group.
+    pub fn of_group(nodes: Vec<NodeName>, why: Arc<str>) -> Failures {
+        Failures { group: Some((nodes, why)), ..Failures::default() }
+    }
+
+    /// The group's reason, when the pod was refused for its group.
+    pub fn group_reason(&self) -> Option<&str> {
+        self.group.as_ref().map(|(_, w)| &**w)
     }
 
     /// The nodes pushed one by one (not those of a resolved list): the ones that refused a
@@ -69,6 +83,9 @@ impl Failures {
             let snap = || cell.filter(|_| r == Rejection::NodeUnusable).map(|c| c.load());
             out.push((n.to_string(), text(&r, &snap)));
         }
+        if let Some((nodes, why)) = &self.group {
+            out.extend(nodes.iter().map(|n| (n.to_string(), why.to_string())));
+        }
         // Built at once from the sorted pairs rather than by an insertion per node; a node
         // named twice keeps its last text, as inserting would.
         out.into_iter().collect()
@@ -94,7 +111,12 @@ impl Failures {
     /// Every failed node's text, in the order they were found.
     fn all_texts(&self, detail: bool) -> impl Iterator<Item = (String, String)> + '_ {
         let listed = self.listed.iter().flat_map(move |l| l.texts(detail));
-        self.nodes.iter().map(move |(n, r, s)| (n.to_string(), failure_text(r, s.as_deref(), detail))).chain(listed)
+        let group = self.group.iter().flat_map(|(nodes, why)| nodes.iter().map(|n| (n.to_string(), why.to_string())));
+        self.nodes
+            .iter()
+            .map(move |(n, r, s)| (n.to_string(), failure_text(r, s.as_deref(), detail)))
+            .chain(listed)
+            .chain(group)
     }
     /// The nodes each device reason was counted on, by reason word and sorted by name: what
     /// HAMi's per-reason `FilteringFailed` Events name. Rejections without a device count
@@ -139,6 +161,9 @@ impl Failures {
         for (_, r) in self.listed.iter().flat_map(|l| l.reasons()) {
             add(&r);
         }
+        if let Some((nodes, _)) = &self.group {
+            *by.entry(GROUP_NOT_PLACED).or_default() += nodes.len();
+        }
         let mut counts: Vec<(&str, usize)> = by.into_iter().collect();
         // Stable: equal counts stay in name order.
         counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
@@ -153,10 +178,13 @@ impl Failures {
         for (_, r) in self.listed.iter().flat_map(|l| l.reasons()) {
             c.add(&r);
         }
+        if let Some((nodes, _)) = &self.group {
+            c.group += nodes.len() as u64;
+        }
         c
     }
     pub fn len(&self) -> usize {
-        self.nodes.len() + self.listed.as_ref().map_or(0, Listed::len)
+        self.nodes.len() + self.listed.as_ref().map_or(0, Listed::len) + self.group.as_ref().map_or(0, |(n, _)| n.len())
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0

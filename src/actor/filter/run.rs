@@ -105,7 +105,7 @@ impl<B: Backend> Inner<B> {
 pub struct Told(Option<Box<dyn FnOnce() + Send>>);
 
 impl Told {
-    const NOTHING: Told = Told(None);
+    pub(in crate::actor) const NOTHING: Told = Told(None);
 
     pub fn tell(self) {
         if let Some(tell) = self.0 {
@@ -122,6 +122,9 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         }
         self.drop_earlier_attempt().await;
         self.await_write_backlog().await;
+        if let Some(answer) = self.gang().await {
+            return answer;
+        }
         if let Some(placed) = self.reserve_held().await {
             return placed;
         }

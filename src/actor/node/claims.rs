@@ -8,7 +8,7 @@
 
 use tokio::time::Instant as Deadline;
 
-use crate::model::DeviceUsage;
+use crate::model::{DeviceUsage, PodUid};
 use crate::sched::accounting::{self, Charge};
 use crate::sched::claim::ClaimKey;
 use crate::sched::report::ClaimReport;
@@ -24,13 +24,42 @@ pub struct Claim {
     pub deadline: Deadline,
 }
 
-/// The node's claims, in the order they were taken.
+/// The node's claims, in the order they were taken, and the group members' claims lent to their
+/// pod's reservation: a member's claim comes back when its reservation is let go unbound (its
+/// bind failed, it was filtered again, the reservation lapsed), so the member finds its place
+/// again and the group is never left short by one failed bind.
 #[derive(Default)]
-pub struct Claims(Vec<Claim>);
+pub struct Claims(Vec<Claim>, Vec<(PodUid, Claim)>);
 
 impl Claims {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Lends the claim for `key` to `uid`'s reservation made from it: a group member's claim is
+    /// kept aside to come back, any other claim ends.
+    pub(super) fn lend(&mut self, key: &ClaimKey, uid: &PodUid) {
+        let Some(claim) = self.take(key, None) else { return };
+        if matches!(claim.key, ClaimKey::Member { .. }) {
+            self.1.retain(|(u, _)| u != uid);
+            self.1.push((uid.clone(), claim));
+        }
+    }
+
+    /// The claim lent to `uid`'s reservation comes back (before its deadline only); whether it did.
+    pub(super) fn restore(&mut self, uid: &PodUid, now: Deadline) -> bool {
+        let Some(at) = self.1.iter().position(|(u, _)| u == uid) else { return false };
+        let (_, claim) = self.1.remove(at);
+        if claim.deadline <= now {
+            return false;
+        }
+        self.put(claim);
+        true
+    }
+
+    /// The pod is gone: what was lent to it ends.
+    pub(super) fn forget_lent(&mut self, uid: &PodUid) {
+        self.1.retain(|(u, _)| u != uid);
     }
 
     pub fn get(&self, key: &ClaimKey) -> Option<&Claim> {
@@ -51,14 +80,18 @@ impl Claims {
         self.0.push(claim);
     }
 
-    /// Gives back the claim for `key` (only claim `id` when given); whether there was one.
+    /// Gives back the claim for `key` (only claim `id` when given); whether there was one. A
+    /// claim lent to a reservation with that key will not come back either.
     pub(super) fn take(&mut self, key: &ClaimKey, id: Option<u64>) -> Option<Claim> {
-        let at = self.0.iter().position(|c| c.key == *key && id.is_none_or(|id| c.id == id))?;
+        let matches = |c: &Claim| c.key == *key && id.is_none_or(|id| c.id == id);
+        self.1.retain(|(_, c)| !matches(c));
+        let at = self.0.iter().position(matches)?;
         Some(self.0.remove(at))
     }
 
     /// Gives back every claim whose deadline passed.
     pub(super) fn due(&mut self, now: Deadline) -> Vec<Claim> {
+        self.1.retain(|(_, c)| c.deadline > now);
         let (due, kept) = std::mem::take(&mut self.0).into_iter().partition(|c| c.deadline <= now);
         self.0 = kept;
         due
@@ -76,7 +109,7 @@ impl Claims {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DeviceUuid, PodUid};
+    use crate::model::DeviceUuid;
     use crate::testing::{charge, gpu, node, vendors};
 
     fn claim(key: &str, id: u64, charges: Vec<Charge>) -> Claim {

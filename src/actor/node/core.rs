@@ -310,6 +310,7 @@ impl NodeCore {
                 }
             }
             self.drop_alloc(uid);
+            self.claims.restore(uid, Deadline::now());
             self.cfg.recent.push(crate::actor::books::recent::RecentDecision {
                 pod,
                 node: Some(self.cfg.name.to_string()),
@@ -414,9 +415,10 @@ impl NodeCore {
         self.refits.remove(uid);
         self.cfg.placements.insert(uid.clone(), self.cfg.name.clone());
         if let Some(key) = claim.cloned() {
-            // The pod has what was claimed for it: the claim ends with the reservation, and the
+            // The pod has what was claimed for it: the claim ends with the reservation (a group
+            // member's is lent to it, to come back should the reservation go unbound), and the
             // usage published must not count it any more.
-            self.claims_taken(&key);
+            self.claims.lend(&key, uid);
             self.publish();
         } else {
             self.publish_devices(after);
@@ -442,7 +444,10 @@ impl NodeCore {
                     return false;
                 }
                 let removed = self.drop_alloc(uid);
-                if removed {
+                // A group member's claim lent to the reservation comes back: the member is
+                // placed there again.
+                let restored = removed && self.claims.restore(uid, Deadline::now());
+                if removed || restored {
                     self.publish();
                 }
                 removed
@@ -450,6 +455,7 @@ impl NodeCore {
             Holding::Claim { key, id } => self.give_back_claim(key, *id),
             Holding::Pod { uid } => {
                 let removed = self.drop_alloc(uid);
+                self.claims.forget_lent(uid);
                 let claimed = self.claims_taken(&ClaimKey::Pod(uid.clone()));
                 if removed || claimed {
                     self.publish();

@@ -1,6 +1,6 @@
 //! Watchers and the registration loop of the Kubernetes backend: nodes (label selector), pods,
-//! ResourceQuotas and the kube-scheduler sidecar's Lease feed the engine, DeviceClasses the DRA
-//! book; every 15 s the leader
+//! ResourceQuotas, PodGroups and the kube-scheduler sidecar's Lease feed the engine, DeviceClasses
+//! the DRA book; every 15 s the leader
 //! runs HAMi's handshake/health round and labels scheduler pods leader/follower. None of this runs
 //! on the filter path, and nothing here holds what the filter path waits on.
 
@@ -18,6 +18,7 @@ mod device_classes;
 mod lease;
 mod nodes;
 mod options;
+mod pod_groups;
 mod pods;
 mod quotas;
 mod registration;
@@ -58,6 +59,16 @@ pub fn start<O: Observer>(
     tokio::spawn(watch_quotas(backend.clone(), quota, quota_synced.clone()));
     // Not waited for by readiness: DeviceClasses change no decision, and the API may be absent.
     tokio::spawn(watch_device_classes(backend.clone(), opts.served_resources.clone()));
+    // Readiness waits until each PodGroup kind is known served or not: a member filtered before
+    // would be placed on its own.
+    let groups_known: Vec<Arc<std::sync::atomic::AtomicBool>> = crate::model::group::GroupKind::WITH_OBJECTS
+        .into_iter()
+        .map(|kind| {
+            let known = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            tokio::spawn(pod_groups::watch_pod_groups(engine.clone(), backend.clone(), kind, known.clone()));
+            known
+        })
+        .collect();
     match &opts.leader {
         Some(l) => {
             tokio::spawn(follow_lease(backend.clone(), l.clone(), readiness.clone(), kick_tx.clone()));
@@ -69,7 +80,8 @@ pub fn start<O: Observer>(
         tokio::spawn(async move {
             while !(nodes_synced.load(Ordering::SeqCst)
                 && pods_synced.load(Ordering::SeqCst)
-                && quota_synced.load(Ordering::SeqCst))
+                && quota_synced.load(Ordering::SeqCst)
+                && groups_known.iter().all(|k| k.load(Ordering::SeqCst)))
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

@@ -1,11 +1,12 @@
 //! Reading a cluster file (`kubectl get nodes,pods,resourcequotas -A -o json`, or multi-document
-//! YAML) into nodes, pods and quotas (and, for `serve`, DeviceClasses), one object at a time: a JSON file is parsed as it is read,
+//! YAML) into nodes, pods, quotas and pod groups (and, for `serve`, DeviceClasses), one object at a time: a JSON file is parsed as it is read,
 //! and each pod can be packed as soon as it is parsed, so neither the file nor its pods unpacked
 //! sit in memory whole.
 
 use serde_json::Value;
 
 use crate::model::PodView;
+use crate::model::group::{GroupError, PodGroupObject};
 use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
 use crate::port::dra::DeviceClassView;
@@ -187,6 +188,8 @@ pub struct ClusterObjects {
     pub nodes: Vec<NodeView>,
     pub pods: Vec<PodView>,
     pub quotas: Vec<QuotaObject>,
+    /// PodGroups of the three kinds with objects (native, coscheduling, Volcano).
+    pub groups: Vec<PodGroupObject>,
 }
 
 /// A cluster file's objects with each pod packed as soon as it is read, so a large cluster's
@@ -196,6 +199,7 @@ pub struct PackedCluster {
     pub nodes: Vec<NodeView>,
     pub pods: Vec<PackedPod>,
     pub quotas: Vec<QuotaObject>,
+    pub groups: Vec<PodGroupObject>,
     /// `resource.k8s.io` DeviceClasses, so the simulated cluster reports the ones DRA may serve
     /// a resource name of hami-rs's by.
     pub device_classes: Vec<DeviceClassView>,
@@ -211,11 +215,12 @@ impl ClusterObjects {
     }
 
     fn read(source: Source<'_>) -> std::result::Result<ClusterObjects, LoadError> {
-        let (mut nodes, mut pods, mut quotas) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut nodes, mut pods, mut quotas, mut groups) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         // DeviceClasses are kept by `serve`'s reading only (see `PackedCluster`).
         let mut ignored = Vec::new();
-        sort_objects(source, &mut nodes, &mut quotas, &mut ignored, &mut |p| pods.push(p))?;
-        Ok(ClusterObjects { nodes, pods, quotas })
+        let mut sorted = Sorted { nodes: &mut nodes, quotas: &mut quotas, classes: &mut ignored, groups: &mut groups };
+        sort_objects(source, &mut sorted, &mut |p| pods.push(p))?;
+        Ok(ClusterObjects { nodes, pods, quotas, groups })
     }
 }
 
@@ -230,9 +235,12 @@ impl PackedCluster {
 
     fn read(source: Source<'_>) -> std::result::Result<PackedCluster, LoadError> {
         let (mut nodes, mut pods, mut quotas, mut device_classes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        sort_objects(source, &mut nodes, &mut quotas, &mut device_classes, &mut |p| pods.push(PackedPod::pack(&p)))?;
+        let mut groups = Vec::new();
+        let mut sorted =
+            Sorted { nodes: &mut nodes, quotas: &mut quotas, classes: &mut device_classes, groups: &mut groups };
+        sort_objects(source, &mut sorted, &mut |p| pods.push(PackedPod::pack(&p)))?;
         pods.shrink_to_fit();
-        Ok(PackedCluster { nodes, pods, quotas, device_classes })
+        Ok(PackedCluster { nodes, pods, quotas, groups, device_classes })
     }
 }
 
@@ -243,17 +251,24 @@ enum Source<'a> {
     File(&'a std::path::Path),
 }
 
-/// Sorts the objects of `source` by kind: nodes and quotas into their lists, each pod to `pod`.
+/// Where each kind of object but pods goes.
+struct Sorted<'a> {
+    nodes: &'a mut Vec<NodeView>,
+    quotas: &'a mut Vec<QuotaObject>,
+    classes: &'a mut Vec<DeviceClassView>,
+    groups: &'a mut Vec<PodGroupObject>,
+}
+
+/// Sorts the objects of `source` by kind: nodes, quotas, classes and groups into their lists,
+/// each pod to `pod`.
 fn sort_objects(
     source: Source<'_>,
-    nodes: &mut Vec<NodeView>,
-    quotas: &mut Vec<QuotaObject>,
-    classes: &mut Vec<DeviceClassView>,
+    sorted: &mut Sorted<'_>,
     pod: &mut dyn FnMut(PodView),
 ) -> std::result::Result<(), LoadError> {
     let mut index = 0usize;
     let f = &mut |v| {
-        add_object(index, v, nodes, quotas, classes, pod)?;
+        add_object(index, v, sorted, pod)?;
         index += 1;
         Ok(())
     };
@@ -298,17 +313,22 @@ fn file_objects(
 fn add_object(
     index: usize,
     v: Value,
-    nodes: &mut Vec<NodeView>,
-    quotas: &mut Vec<QuotaObject>,
-    classes: &mut Vec<DeviceClassView>,
+    sorted: &mut Sorted<'_>,
     pod: &mut dyn FnMut(PodView),
 ) -> std::result::Result<(), LoadError> {
+    let Sorted { nodes, quotas, classes, groups } = sorted;
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
     let err = |source| LoadError::Object { index, kind: kind.clone(), source };
     match kind.as_str() {
         "Node" => nodes.push(serde_json::from_value(v).map_err(err)?),
         "Pod" => pod(serde_json::from_value(v).map_err(err)?),
         "DeviceClass" => classes.push(serde_json::from_value(v).map_err(err)?),
+        "PodGroup" => match PodGroupObject::from_value(&v) {
+            Ok(g) => groups.push(g),
+            // Another scheduler's PodGroup kind (KAI's, say) is none of hami-rs's business.
+            Err(GroupError::Kind(api)) => tracing::debug!(index, api_version = %api, "PodGroup of another kind skipped"),
+            Err(e) => tracing::warn!(index, error = %e, "PodGroup skipped"),
+        },
         "ResourceQuota" => {
             let meta = v.get("metadata");
             let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("").to_owned();
@@ -346,7 +366,7 @@ mod tests {
 
     /// What a load gives, in a form two loads can be compared by.
     fn shown(c: &ClusterObjects) -> String {
-        format!("{:?}", (&c.nodes, &c.pods, &c.quotas))
+        format!("{:?}", (&c.nodes, &c.pods, &c.quotas, &c.groups))
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use crate::devices::{QuotaCheck, Vendors};
 use crate::model::reason::Rejection;
+use crate::model::request::FitKey;
 use crate::model::{DeviceUsage, DeviceUuid, PodDevices, PodRequest};
 
 use super::accounting::{self, Charge, Layout};
@@ -113,36 +114,90 @@ pub fn charges_of(devs: &[DeviceUsage], req: &PodRequest, devices: &PodDevices, 
 /// the earlier node), on the view as the asks before it left it: all of them, or `Unplaced` for
 /// the first that fits nowhere. Each node's usage is copied only once an ask lands there.
 pub fn place(view: &View<'_>, asks: &[Ask<'_>], w: &mut With<'_>) -> Result<Vec<Placement>, Unplaced> {
-    let mut work: Vec<Option<NodeSnapshot>> = vec![None; view.nodes.len()];
     let mut out = Vec::with_capacity(asks.len());
-    for (k, ask) in asks.iter().enumerate() {
+    for (k, placed) in place_in(view, asks, w, true).into_iter().enumerate() {
+        match placed {
+            Ok(p) => out.push(p),
+            Err(rejections) => return Err(Unplaced { ask: k, placed: out.len(), rejections }),
+        }
+    }
+    Ok(out)
+}
+
+/// Places the asks in order as [`place`] does, but goes on past an ask that fits nowhere (it takes
+/// nothing, and the asks after it are placed on the view as the placed ones left it): each ask's
+/// placement or every allowed node's rejection of it.
+pub fn place_each(view: &View<'_>, asks: &[Ask<'_>], w: &mut With<'_>) -> Vec<Result<Placement, Vec<(usize, Rejection)>>> {
+    place_in(view, asks, w, false)
+}
+
+/// A node's last fit of one pod shape while its usage in the plan stayed the same.
+type Remembered = (FitKey, Result<(f32, PodDevices), Rejection>);
+
+fn place_in(
+    view: &View<'_>,
+    asks: &[Ask<'_>],
+    w: &mut With<'_>,
+    stop: bool,
+) -> Vec<Result<Placement, Vec<(usize, Rejection)>>> {
+    let mut work: Vec<Option<NodeSnapshot>> = vec![None; view.nodes.len()];
+    // Members of a group mostly share one shape: a node's fit of it is read again only once an
+    // ask landed there, so a plan of many like pods fits each node about once.
+    let mut seen: Vec<Option<Remembered>> = vec![None; view.nodes.len()];
+    let mut out = Vec::with_capacity(asks.len());
+    for ask in asks {
         let within = allowed(view, ask);
-        let mut best: Option<(usize, f32, PodDevices)> = None;
+        let mut best: Option<(usize, f32)> = None;
         let mut rejections = Vec::new();
         for &n in within.iter() {
             let Some(node) = view.nodes.get(n) else { continue };
-            let snap = work[n].as_ref().unwrap_or(node.snapshot);
-            match fit::fit_pod(snap, ask.req, w.vendors, w.quota, w.scratch) {
+            let fitted = match &seen[n] {
+                Some((key, r)) if *key == ask.req.fit_key => r.as_ref().map(|(s, _)| *s).map_err(Clone::clone),
+                _ => {
+                    let snap = work[n].as_ref().unwrap_or(node.snapshot);
+                    let r = fit::fit_pod(snap, ask.req, w.vendors, w.quota, w.scratch)
+                        .map(|score| (score, w.scratch.result.clone()));
+                    let score = r.as_ref().map(|(s, _)| *s).map_err(Clone::clone);
+                    seen[n] = Some((ask.req.fit_key, r));
+                    score
+                }
+            };
+            match fitted {
                 Ok(score) => {
-                    let better = best.as_ref().is_none_or(|(b, bs, _)| {
+                    let better = best.as_ref().is_none_or(|(b, bs)| {
                         score::node_order(ask.req.node_policy, score, *bs).then(n.cmp(b)).is_lt()
                     });
                     if better {
-                        best = Some((n, score, w.scratch.result.clone()));
+                        best = Some((n, score));
                     }
                 }
                 Err(r) => rejections.push((n, r)),
             }
         }
-        let Some((n, score, devices)) = best else {
-            return Err(Unplaced { ask: k, placed: out.len(), rejections });
+        let Some((n, score)) = best else {
+            out.push(Err(rejections));
+            if stop {
+                break;
+            }
+            continue;
+        };
+        let devices = match seen[n].take() {
+            Some((_, Ok((_, d)))) => d,
+            _ => unreachable_devices(),
         };
         let snap = work[n].get_or_insert_with(|| view.nodes[n].snapshot.clone());
         let charges = charges_of(&snap.devices, ask.req, &devices, w.vendors);
         accounting::apply(&mut snap.devices, &charges);
-        out.push(Placement { node: n, devices, charges, score });
+        out.push(Ok(Placement { node: n, devices, charges, score }));
     }
-    Ok(out)
+    out
+}
+
+/// The best node's devices are always remembered beside its score; should that ever not hold, an
+/// empty set places nothing rather than panicking.
+fn unreachable_devices() -> PodDevices {
+    debug_assert!(false, "the best node's fit was not remembered");
+    PodDevices::default()
 }
 
 /// The nodes `ask` may go to: those it names, or every node of the view.
@@ -190,6 +245,8 @@ pub fn preempt(view: &View<'_>, ask: &Ask<'_>, w: &mut With<'_>) -> Option<Preem
     let charges = charges_of(&on.devices, ask.req, &devices, w.vendors);
     Some(Preemption { node: n, victims: set, placement: Placement { node: n, devices, charges, score }, cost })
 }
+
+pub mod group;
 
 #[cfg(test)]
 mod tests;
