@@ -379,7 +379,8 @@ fn bench_round_trip(c: &mut Criterion) {
 }
 
 /// The planner over one frozen view of N nodes × 8 A100s, some GPUs shared: one pod of one GPU
-/// (what a preemption plans), and a group of 64 pods of 8 GPUs each, placed all or none.
+/// (what a preemption plans), and a group of 64 pods of 8 GPUs each, placed all or none (as a
+/// list, and as a gang member's filter plans its group).
 fn bench_plan(c: &mut Criterion) {
     use hami_rs::sched::plan::{self, Ask, Node, View, With};
     let v = vendors();
@@ -419,7 +420,100 @@ fn bench_plan(c: &mut Criterion) {
                 plan::place(&view, &group, &mut w).is_ok()
             })
         });
+        // What a gang member's filter plans: the same members, largest first, and how many fit.
+        let gang: Vec<plan::group::Member<'_>> =
+            (0..members).map(|_| plan::group::Member { req: &whole, within: None }).collect();
+        g.bench_with_input(BenchmarkId::new(format!("gang_{members}x8_gpus"), n), &n, |b, _| {
+            b.iter(|| {
+                let mut w = With { vendors: &v, quota: &NoQuota, scratch: &mut s };
+                plan::group::place_group(&view, &gang, &mut w).is_ok()
+            })
+        });
     }
+    g.finish();
+}
+
+/// A gang member's filter on the engine: N nodes x 8 A100s with running pods on every GPU, a
+/// coscheduling group of 64 members of 8 GPUs x 40000 MiB. `plan_and_claim`: the first member's
+/// filter, which plans the whole group on one view and claims every member's room through the
+/// coordinator; `from_claim`: a later member's filter, answered from its claim. Between
+/// iterations the group is deleted, which gives its claims back.
+fn bench_gang(c: &mut Criterion) {
+    use hami_rs::model::group::{COSCHEDULING_LABEL, GroupId, GroupKind, GroupSpec, PodGroupObject};
+    let (n, p, members) = if full() { (5000, 100_000, 64) } else { (100, 1000, 8) };
+    let sys = actix_rt::System::new();
+    let (engine, names) = sys.block_on(engine(n, p));
+    let cows: Vec<Cow<'_, str>> = names.iter().map(|s| Cow::Borrowed(s.as_str())).collect();
+    let mut g = c.benchmark_group("gang_engine");
+    g.sample_size(10);
+    let mut round = 0u64;
+    // One group of `members` pods, created and observed; returns the group and its members.
+    let mut create = || {
+        round += 1;
+        let name = format!("gang-{round}");
+        let id = GroupId { kind: GroupKind::Coscheduling, namespace: "bench".into(), name: name.as_str().into() };
+        engine.observe_pod_group(&PodGroupObject { id: id.clone(), spec: Some(GroupSpec { min: members, timeout: None, failed: false }) });
+        let pods: Vec<PodView> = (0..members)
+            .map(|k| {
+                pod()
+                    .name(&format!("{name}-{k}"))
+                    .namespace("bench")
+                    .uid(&format!("uid-{name}-{k}"))
+                    .label(COSCHEDULING_LABEL, &name)
+                    .gpu(8)
+                    .mem_mib(40_000)
+                    .view()
+            })
+            .collect();
+        for v in &pods {
+            engine.backend().insert_pod(v.clone());
+            engine.observe_pod(v);
+        }
+        (id, pods)
+    };
+    let drop_group = |id: &GroupId, pods: &[PodView]| {
+        engine.delete_pod_group(id);
+        for v in pods {
+            engine.delete_pod(&hami_rs::model::PodUid::new(&v.metadata.uid));
+            engine.backend().remove_pod(&v.metadata.namespace, &v.metadata.name);
+        }
+    };
+    let label = format!("nodes_{n}_running_{p}");
+    g.bench_function(BenchmarkId::new(format!("plan_and_claim_{members}x8_gpus"), &label), |b| {
+        b.iter_custom(|iters| {
+            sys.block_on(async {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let (id, pods) = create();
+                    let t = Instant::now();
+                    let out = engine.filter(&pods[0], &cows).await;
+                    spent += t.elapsed();
+                    assert!(matches!(out, FilterOutcome::Chosen { .. }), "the group must fit: {out:?}");
+                    drop_group(&id, &pods);
+                    let _ = engine.reports().await;
+                }
+                spent
+            })
+        })
+    });
+    g.bench_function(BenchmarkId::new("from_claim", &label), |b| {
+        b.iter_custom(|iters| {
+            sys.block_on(async {
+                let (id, pods) = create();
+                let _ = engine.filter(&pods[0], &cows).await;
+                let t = Instant::now();
+                for k in 0..iters {
+                    let m = &pods[1 + (k as usize % (pods.len() - 1))];
+                    let out = engine.filter(m, &cows).await;
+                    assert!(matches!(out, FilterOutcome::Chosen { .. }), "{out:?}");
+                }
+                let spent = t.elapsed();
+                drop_group(&id, &pods);
+                let _ = engine.reports().await;
+                spent
+            })
+        })
+    });
     g.finish();
 }
 
@@ -431,6 +525,7 @@ criterion_group!(
     bench_filter_window,
     bench_reserve_commit,
     bench_round_trip,
-    bench_plan
+    bench_plan,
+    bench_gang
 );
 criterion_main!(benches);

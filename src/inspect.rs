@@ -557,6 +557,23 @@ pub struct Why {
     /// For a pod not bound: the fit against the cluster as it is now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<Fit>,
+    /// The pod's group (gang), when it belongs to one: placed all or none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<WhyGroup>,
+}
+
+/// A member's group as the cluster has it.
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhyGroup {
+    pub group: String,
+    pub kind: &'static str,
+    /// The minimum of members placed together (`None`: no PodGroup object found, or no gang).
+    pub minimum: Option<u32>,
+    pub members: usize,
+    pub bound: usize,
+    /// What the group waits for, in a few words.
+    pub state: String,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -708,7 +725,14 @@ pub async fn why(client: &kube::Client, cfg: &SchedulerConfig, pod: &Pod) -> Res
     let mut view: crate::model::PodView = serde_json::to_value(pod)
         .and_then(serde_json::from_value)
         .map_err(|source| Error::Pod { pod: out.pod.clone(), source })?;
+    let group = match crate::model::group::group_of(&view) {
+        Some((id, inline)) => Some((read_group(client, &id).await?.or(inline), id)),
+        None => None,
+    };
     if node.is_some() {
+        if let Some((spec, id)) = &group {
+            out.group = Some(group_state(id, *spec, &read_cluster(client).await?.pods));
+        }
         // Bound: what it holds, as the scheduler recorded it; no fit to run.
         let vendors = crate::app::vendors_from(&cfg.flags)?;
         if let Ok(devices) = vendors.decode_allocation(&view) {
@@ -721,6 +745,12 @@ pub async fn why(client: &kube::Client, cfg: &SchedulerConfig, pod: &Pod) -> Res
         return Ok(out);
     }
     let mut cluster = read_cluster(client).await?;
+    if let Some((spec, id)) = &group {
+        out.group = Some(group_state(id, *spec, &cluster.pods));
+        if spec.is_some() && id.kind != crate::model::group::GroupKind::Koordinator {
+            cluster.groups.push(crate::model::group::PodGroupObject { id: id.clone(), spec: *spec });
+        }
+    }
     // The pod is fitted as if it were new: whatever it holds now is left out of the cluster.
     cluster.pods.retain(|p| !(p.metadata.namespace == namespace && p.metadata.name == name));
     let engine = engine(&cfg.flags, cluster).await?;
@@ -752,9 +782,58 @@ pub async fn why(client: &kube::Client, cfg: &SchedulerConfig, pod: &Pod) -> Res
     Ok(out)
 }
 
-/// `why` as text: the pod, its Events, and for a pending pod the summary (all nodes with `all`).
+/// The PodGroup object of `id`'s kind and name; `None` when the API or the object is absent.
+async fn read_group(
+    client: &kube::Client,
+    id: &crate::model::group::GroupId,
+) -> Result<Option<crate::model::group::GroupSpec>, Error> {
+    use kube::api::DynamicObject;
+    let Some(res) = crate::backend::kube::watch::pod_groups::resource(id.kind) else { return Ok(None) };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &id.namespace, &res);
+    match api.get_opt(&id.name).await {
+        Ok(Some(o)) => Ok(serde_json::to_value(&o)
+            .ok()
+            .and_then(|v| crate::model::group::PodGroupObject::from_value(&v).ok())
+            .and_then(|g| g.spec)),
+        Ok(None) => Ok(None),
+        // The kind's API is not served: its pods are placed one by one.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(source) => Err(Error::Api { what: "podgroups", source }),
+    }
+}
+
+/// The group's members as the cluster has them, against its minimum.
+fn group_state(
+    id: &crate::model::group::GroupId,
+    spec: Option<crate::model::group::GroupSpec>,
+    pods: &[crate::model::PodView],
+) -> WhyGroup {
+    let members: Vec<&crate::model::PodView> = pods
+        .iter()
+        .filter(|p| !p.is_finished() && crate::model::group::group_of(p).is_some_and(|(g, _)| g == *id))
+        .collect();
+    let bound = members.iter().filter(|p| p.spec.node_name.as_deref().is_some_and(|n| !n.is_empty())).count();
+    let state = match spec {
+        None => "no PodGroup object found (or it is no gang): its pods are placed one by one".to_owned(),
+        Some(s) if bound >= s.min as usize => "placed: its minimum of members is bound".to_owned(),
+        Some(s) if members.len() < s.min as usize => format!("waiting for {} of {} members", members.len(), s.min),
+        Some(s) => format!("{} of {} members exist; placed all or none", members.len(), s.min),
+    };
+    WhyGroup { group: id.to_string(), kind: id.kind.as_str(), minimum: spec.map(|s| s.min), members: members.len(), bound, state }
+}
+
+/// `why` as text: the pod, its group, its Events, and for a pending pod the summary (all nodes
+/// with `all`).
 pub fn why_text(w: &Why, all: bool) -> String {
     let mut out = String::new();
+    if let Some(g) = &w.group {
+        let min = g.minimum.map_or_else(|| "?".to_owned(), |m| m.to_string());
+        let _ = writeln!(
+            out,
+            "Group {} ({}): {} members, {} bound, minimum {min}: {}",
+            g.group, g.kind, g.members, g.bound, g.state
+        );
+    }
     let _ = writeln!(
         out,
         "Pod {}: {}, {}",

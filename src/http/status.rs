@@ -171,6 +171,8 @@ pub struct View<'a> {
     pub vendors: &'a Vendors,
     /// DeviceClasses that let DRA serve a resource name hami-rs serves.
     pub dra: &'a [DraClass],
+    /// Pod groups (gangs), placed all or none.
+    pub groups: &'a [crate::actor::GroupReport],
     pub leader: bool,
     pub now_s: i64,
 }
@@ -260,6 +262,7 @@ pub fn render(v: &View<'_>, q: &Query) -> String {
 
     let needle = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
     pending(&mut s, v.pending, needle, v.now_s);
+    groups(&mut s, v.groups, needle, v.now_s);
     let _ = write!(
         s,
         r#"<form><input name="q" placeholder="node, namespace or pod" value="{}"> <button>search</button></form>"#,
@@ -356,6 +359,34 @@ fn pending(s: &mut String, pending: &[PendingPod], needle: Option<&str>, now_s: 
         );
     }
     end_search_table(s, hits.len(), 6);
+}
+
+/// Pod groups: members existing against the minimum, claimed and bound, age, and why a group
+/// waits.
+fn groups(s: &mut String, groups: &[crate::actor::GroupReport], needle: Option<&str>, now_s: i64) {
+    let hits: Vec<&crate::actor::GroupReport> =
+        groups.iter().filter(|g| needle.is_none_or(|t| g.group.contains(t))).collect();
+    if hits.is_empty() {
+        return;
+    }
+    let _ = write!(s, "<h2>Pod groups ({}), placed all or none</h2>", hits.len());
+    s.push_str("<table><tr><th>group</th><th>kind</th><th>members / minimum</th><th>claimed</th><th>bound</th><th>state</th><th>age</th><th>why it waits</th></tr>");
+    for g in hits.iter().take(SEARCH_ROWS) {
+        let min = g.minimum.map_or_else(|| "?".to_owned(), |m| m.to_string());
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{} / {min}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&g.group),
+            g.kind,
+            g.members,
+            g.claimed,
+            g.bound,
+            g.state,
+            g.since_s.map_or_else(String::new, |t| age(now_s - t)),
+            esc(g.waiting.as_deref().unwrap_or(""))
+        );
+    }
+    end_search_table(s, hits.len(), 8);
 }
 
 /// The devices in state `word`, node by node.
@@ -618,8 +649,18 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
     }
     let recent = st.engine.recent_decisions();
     let dra = st.engine.backend().dra_classes();
-    let view =
-        View { nodes: &nodes, pods: &pods, recent: &recent, pending: &pending, vendors, dra: &dra, leader, now_s: now };
+    let groups = st.engine.group_reports();
+    let view = View {
+        nodes: &nodes,
+        pods: &pods,
+        recent: &recent,
+        pending: &pending,
+        vendors,
+        dra: &dra,
+        groups: &groups,
+        leader,
+        now_s: now,
+    };
     html(render(&view, &q))
 }
 
@@ -677,7 +718,7 @@ mod tests {
     /// The front page of `nodes` with these pending pods and decisions, at `now_s`.
     fn page(nodes: &[NodeJson], pending: &[PendingPod], recent: &[RecentDecision], q: &Query, now_s: i64) -> String {
         let vendors = crate::testing::vendors();
-        render(&View { nodes, pods: &[], recent, pending, vendors: &vendors, dra: &[], leader: true, now_s }, q)
+        render(&View { nodes, pods: &[], recent, pending, vendors: &vendors, dra: &[], groups: &[], leader: true, now_s }, q)
     }
 
     /// The summary's cells by heading.
@@ -760,6 +801,7 @@ mod tests {
                 pending: &[],
                 vendors: &vendors,
                 dra: &[],
+                groups: &[],
                 leader: true,
                 now_s: 0,
             },
@@ -775,6 +817,7 @@ mod tests {
                 pending: &[],
                 vendors: &vendors,
                 dra: &dra,
+                groups: &[],
                 leader: true,
                 now_s: 0,
             },
@@ -883,6 +926,41 @@ mod tests {
     }
 
     #[test]
+    fn pod_groups_are_listed_with_members_minimum_claims_and_why_they_wait() {
+        let vendors = crate::testing::vendors();
+        let nodes = [node("gpu-a", vec![])];
+        let report = |group: &str, state, waiting: Option<&str>| crate::actor::GroupReport {
+            group: group.into(),
+            kind: "coscheduling",
+            minimum: Some(4),
+            members: 3,
+            claimed: 0,
+            bound: 0,
+            state,
+            since_s: Some(40),
+            waiting: waiting.map(str::to_owned),
+        };
+        let groups = [report("ml/train-a", "waiting", Some("train-a: waiting for 3 of 4 members")), report("ml/b", "pending", None)];
+        let view = |groups| View {
+            nodes: &nodes,
+            pods: &[],
+            recent: &[],
+            pending: &[],
+            vendors: &vendors,
+            dra: &[],
+            groups,
+            leader: true,
+            now_s: 100,
+        };
+        let html = render(&view(&groups), &Query::default());
+        assert!(html.contains("Pod groups (2), placed all or none"), "{html}");
+        assert!(html.contains("<td>ml/train-a</td><td>coscheduling</td><td>3 / 4</td><td>0</td><td>0</td><td>waiting</td><td>1m 0s</td><td>train-a: waiting for 3 of 4 members</td>"), "{html}");
+        let searched = render(&view(&groups), &Query { q: Some("train".into()), ..Query::default() });
+        assert!(searched.contains("Pod groups (1)"), "{searched}");
+        assert!(!render(&view(&[]), &Query::default()).contains("Pod groups"));
+    }
+
+    #[test]
     fn a_search_lists_the_pods_holding_devices_with_their_node() {
         let pods = vec![("team/train-1".to_string(), "gpu-a".to_string())];
         let q = Query { q: Some("train".into()), ..Query::default() };
@@ -895,6 +973,7 @@ mod tests {
             pending: &[],
             vendors: &vendors,
             dra: &[],
+            groups: &[],
             leader: true,
             now_s: 0,
         };

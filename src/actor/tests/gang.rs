@@ -75,7 +75,7 @@ async fn groups_that_cannot_start_hold_nothing_and_a_group_that_fits_is_placed_w
 
     assert_eq!(group_text(&filter_all_nodes(&e, &q[0]).await), "train-q: waiting for 2 of 3 members");
     assert_eq!(claims(&e).await, 0, "a group short of members holds nothing");
-    assert_eq!(group_text(&filter_all_nodes(&e, &big[0]).await), "train-big: 4 of 5 members fit; 1 needs 4 × NVIDIA");
+    assert_eq!(group_text(&filter_all_nodes(&e, &big[0]).await), "train-big: 4 of 5 members fit; 1 needs 4 × NVIDIA whole");
     assert_eq!(claims(&e).await, 0, "a group that cannot fit holds nothing");
 
     let a0 = chosen(&filter_all_nodes(&e, &a[0]).await).to_owned();

@@ -18,7 +18,7 @@ mod device_classes;
 mod lease;
 mod nodes;
 mod options;
-mod pod_groups;
+pub mod pod_groups;
 mod pods;
 mod quotas;
 mod registration;

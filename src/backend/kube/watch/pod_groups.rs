@@ -23,7 +23,8 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 /// How long a list that failed for another reason waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(10);
 
-fn resource(kind: GroupKind) -> Option<ApiResource> {
+/// The API resource of `kind`'s PodGroups (`None` for a kind without objects).
+pub fn resource(kind: GroupKind) -> Option<ApiResource> {
     let (group, version) = kind.api_version()?.split_once('/')?;
     Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, "PodGroup"), "podgroups"))
 }

@@ -74,13 +74,17 @@ pub fn describe(req: &PodRequest, vendors: &Vendors) -> String {
             out.push_str(" + ");
         }
         let _ = write!(out, "{} × {}", r.nums, vendor_name(vendors, r.vendor));
+        let whole = r.memreq.0 == 0 && r.mempct >= 100;
         if r.memreq.0 > 0 {
             out.push(' ');
             out.push_str(&memory(r.memreq.0));
-        } else if r.mempct > 0 && r.mempct < 100 {
+        } else if whole {
+            out.push_str(" whole");
+        } else if r.mempct > 0 {
             let _ = write!(out, " {}% memory", r.mempct);
         }
-        if r.cores > 0 {
+        // A whole device's cores go with it.
+        if r.cores > 0 && !(whole && r.cores >= 100) {
             let _ = write!(out, " {}% cores", r.cores);
         }
     }
@@ -144,6 +148,8 @@ mod tests {
         let v = vendors();
         assert_eq!(describe(&pod().gpu(4).mem_mib(16384).request_with(&v), &v), "4 × NVIDIA 16 GiB");
         assert_eq!(describe(&pod().gpu(1).mem_mib(3000).request_with(&v), &v), "1 × NVIDIA 3000 MiB");
-        assert_eq!(describe(&pod().gpu(2).cores(50).request_with(&v), &v), "2 × NVIDIA 50% cores");
+        assert_eq!(describe(&pod().gpu(2).cores(50).request_with(&v), &v), "2 × NVIDIA whole 50% cores");
+        assert_eq!(describe(&pod().gpu(4).cores(100).request_with(&v), &v), "4 × NVIDIA whole");
+        assert_eq!(describe(&pod().gpu(1).mem_pct(25).request_with(&v), &v), "1 × NVIDIA 25% memory");
     }
 }
