@@ -429,6 +429,28 @@ fn bench_plan(c: &mut Criterion) {
                 plan::group::place_group(&view, &gang, &mut w).is_ok()
             })
         });
+        // Every GPU of every node holds three running pods of 8000 MiB (100 000 pods over 5 000
+        // nodes x 8), and each member asks 8 GPUs x 40000 MiB: every node fits the first member.
+        let busy: Vec<_> = (0..n)
+            .map(|k| {
+                let name = format!("node-{k:05}");
+                let mut nb = node(&name);
+                for d in gpus8(&name) {
+                    nb = nb.gpu(gpu(d.id.as_str(), 81920).numa(d.numa).used(3, 24000, 30));
+                }
+                nb.snapshot(&v)
+            })
+            .collect();
+        let busy_view = View { nodes: busy.iter().map(|s| Node { snapshot: s, holders: Vec::new() }).collect() };
+        let half = pod().gpu(8).mem_mib(40_000).request_with(&v);
+        let gang: Vec<plan::group::Member<'_>> =
+            (0..members).map(|_| plan::group::Member { req: &half, within: None }).collect();
+        g.bench_with_input(BenchmarkId::new(format!("gang_{members}x8_gpus_busy"), n), &n, |b, _| {
+            b.iter(|| {
+                let mut w = With { vendors: &v, quota: &NoQuota, scratch: &mut s };
+                plan::group::place_group(&busy_view, &gang, &mut w).is_ok()
+            })
+        });
     }
     g.finish();
 }
@@ -452,7 +474,10 @@ fn bench_gang(c: &mut Criterion) {
         round += 1;
         let name = format!("gang-{round}");
         let id = GroupId { kind: GroupKind::Coscheduling, namespace: "bench".into(), name: name.as_str().into() };
-        engine.observe_pod_group(&PodGroupObject { id: id.clone(), spec: Some(GroupSpec { min: members, timeout: None, failed: false }) });
+        engine.observe_pod_group(&PodGroupObject {
+            id: id.clone(),
+            spec: Some(GroupSpec { min: members, timeout: None, failed: false }),
+        });
         let pods: Vec<PodView> = (0..members)
             .map(|k| {
                 pod()

@@ -819,7 +819,14 @@ fn group_state(
         Some(s) if members.len() < s.min as usize => format!("waiting for {} of {} members", members.len(), s.min),
         Some(s) => format!("{} of {} members exist; placed all or none", members.len(), s.min),
     };
-    WhyGroup { group: id.to_string(), kind: id.kind.as_str(), minimum: spec.map(|s| s.min), members: members.len(), bound, state }
+    WhyGroup {
+        group: id.to_string(),
+        kind: id.kind.as_str(),
+        minimum: spec.map(|s| s.min),
+        members: members.len(),
+        bound,
+        state,
+    }
 }
 
 /// `why` as text: the pod, its group, its Events, and for a pending pod the summary (all nodes

@@ -114,7 +114,10 @@ pub fn describe() {
         FILTER_UNWATCHED,
         "Filters of a pod this scheduler's pod watch had not delivered yet (kube-scheduler's informer was ahead)"
     );
-    describe_gauge!(POD_GROUPS, "Pod groups (gangs) known, by state: waiting (fewer members than the minimum exist), pending (not placed), claimed (room claimed for every member needed), bound (the minimum bound)");
+    describe_gauge!(
+        POD_GROUPS,
+        "Pod groups (gangs) known, by state: waiting (fewer members than the minimum exist), pending (not placed), claimed (room claimed for every member needed), bound (the minimum bound)"
+    );
     describe_histogram!(
         POD_GROUP_PLACED_SECONDS,
         metrics::Unit::Seconds,

@@ -227,7 +227,11 @@ pub fn render_table(sim: &Simulation) -> String {
             let min = g.minimum.map_or_else(|| "?".to_owned(), |m| m.to_string());
             match g.state {
                 "bound" => {
-                    let _ = writeln!(s, "  {}  placed whole: {} of {} members bound (minimum {min})", g.group, g.bound, g.members);
+                    let _ = writeln!(
+                        s,
+                        "  {}  placed whole: {} of {} members bound (minimum {min})",
+                        g.group, g.bound, g.members
+                    );
                 }
                 _ => {
                     let why = g.waiting.as_deref().unwrap_or("not placed");

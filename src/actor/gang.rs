@@ -7,13 +7,16 @@
 //! member's reservation borrows its claim, which comes back if the reservation is let go
 //! unbound (a failed bind), so one failed bind never leaves the group short. Claims go back when
 //! they lapse (the group's timeout), a member is deleted, the group falls below its minimum
-//! before it is whole, or its PodGroup is deleted or reported failed (`release.rs`).
+//! before it is whole, or its PodGroup is deleted or reported failed (`release.rs`). With
+//! `--preemption=on`, a group that fits only by evicting lower-priority pods evicts for all the
+//! members it needs or for none (`preempt.rs`).
 //!
 //! A restart loses the claims (they live in the node actors) but nothing else: bound and
 //! reserved members are counted from their pods' annotations, and the next member filtered plans
 //! the rest of the group again on that usage before any member is answered.
 
 mod filter;
+mod preempt;
 mod release;
 
-
+use release::Released;

@@ -211,7 +211,7 @@ impl<B: Backend> Inner<B> {
 
     /// Whether the API server has none of `victims` any more (a pod of the same name with
     /// another UID is not the victim). A read that fails answers no.
-    async fn victims_gone(self: &Arc<Self>, victims: &[PodRef]) -> bool {
+    pub(in crate::actor) async fn victims_gone(self: &Arc<Self>, victims: &[PodRef]) -> bool {
         for v in victims {
             match self.backend.pod_read(&v.namespace, &v.name).await {
                 Ok(None) => {}

@@ -54,7 +54,13 @@ async fn every_pod_of_a_cluster_larger_than_a_load_batch_is_counted() {
         .collect();
     // Bound pods are counted whatever room is left, so every copy is held.
     let engine = start_memory_engine(&flags(), &[]).unwrap();
-    let loaded = PackedCluster { nodes: cluster.nodes, pods, quotas: Vec::new(), groups: Vec::new(), device_classes: Vec::new() };
+    let loaded = PackedCluster {
+        nodes: cluster.nodes,
+        pods,
+        quotas: Vec::new(),
+        groups: Vec::new(),
+        device_classes: Vec::new(),
+    };
     load_packed_cluster(&engine, loaded).await;
     let reports = engine.reports().await;
     let counted: usize = reports.iter().map(|r| r.allocs.len()).sum();

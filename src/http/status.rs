@@ -718,7 +718,10 @@ mod tests {
     /// The front page of `nodes` with these pending pods and decisions, at `now_s`.
     fn page(nodes: &[NodeJson], pending: &[PendingPod], recent: &[RecentDecision], q: &Query, now_s: i64) -> String {
         let vendors = crate::testing::vendors();
-        render(&View { nodes, pods: &[], recent, pending, vendors: &vendors, dra: &[], groups: &[], leader: true, now_s }, q)
+        render(
+            &View { nodes, pods: &[], recent, pending, vendors: &vendors, dra: &[], groups: &[], leader: true, now_s },
+            q,
+        )
     }
 
     /// The summary's cells by heading.
@@ -940,7 +943,10 @@ mod tests {
             since_s: Some(40),
             waiting: waiting.map(str::to_owned),
         };
-        let groups = [report("ml/train-a", "waiting", Some("train-a: waiting for 3 of 4 members")), report("ml/b", "pending", None)];
+        let groups = [
+            report("ml/train-a", "waiting", Some("train-a: waiting for 3 of 4 members")),
+            report("ml/b", "pending", None),
+        ];
         let view = |groups| View {
             nodes: &nodes,
             pods: &[],

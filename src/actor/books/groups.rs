@@ -255,7 +255,10 @@ mod tests {
     fn members_come_and_go_with_the_pod_watch() {
         let book = GroupBook::default();
         let id = GroupId { kind: GroupKind::Coscheduling, namespace: "ml".into(), name: "g".into() };
-        book.set_object(&PodGroupObject { id: id.clone(), spec: Some(GroupSpec { min: 2, timeout: None, failed: false }) });
+        book.set_object(&PodGroupObject {
+            id: id.clone(),
+            spec: Some(GroupSpec { min: 2, timeout: None, failed: false }),
+        });
         assert!(book.observe(&member("a", "u1")).is_none());
         assert!(book.observe(&pod().name("x").uid("u9").view()).is_none());
         assert_eq!(book.read(&id, |g| (g.alive(), g.bound())), Some((1, 0)));

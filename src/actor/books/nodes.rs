@@ -169,6 +169,14 @@ impl NodeBook {
         self.book.get(name).map(|e| e.snap.load())
     }
 
+    /// Every node's published snapshot, in name order: one pass over the book.
+    pub fn snapshots(&self) -> Vec<(NodeName, Arc<NodeSnapshot>)> {
+        let mut v: Vec<(NodeName, Arc<NodeSnapshot>)> =
+            self.book.iter().map(|e| (e.key().clone(), e.snap.load())).collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
     /// Names of every node, sorted.
     pub fn names(&self) -> Vec<NodeName> {
         let mut v: Vec<NodeName> = self.book.iter().map(|e| e.key().clone()).collect();

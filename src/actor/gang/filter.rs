@@ -23,10 +23,21 @@ use crate::sched::quota_book::usage_of;
 /// and its claims.
 const PLAN_ROUNDS: usize = 3;
 
+/// How long a member waits for the release of victims the API server no longer has.
+const VICTIMS_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const VICTIMS_RELEASE_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The members one plan places, with their requests.
-struct Planned {
-    names: Vec<Arc<str>>,
-    reqs: Vec<Arc<PodRequest>>,
+pub(super) struct Planned {
+    pub names: Vec<Arc<str>>,
+    pub reqs: Vec<Arc<PodRequest>>,
+}
+
+/// Why a plan did not place the group: the reason, and whether evictions could help (not when
+/// the namespace's quota is what refuses it).
+struct Refused {
+    why: String,
+    room: bool,
 }
 
 impl<B: Backend> FilterCycle<'_, '_, B> {
@@ -60,6 +71,19 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             if self.names.contains(held.node.as_str()) {
                 if let Some(placed) = self.reserve_from_claim(&key, &held).await {
                     return Some(placed);
+                }
+                if !held.victims.is_empty() {
+                    // Claimed beside pods evicted for the group: it waits for them to leave.
+                    if let Some(placed) = self.reserve_once_victims_left(&key, &held).await {
+                        return Some(placed);
+                    }
+                    let why = format!(
+                        "{}: waiting for the {} pods evicted for it on node {} to leave",
+                        id.name,
+                        held.victims.len(),
+                        held.node
+                    );
+                    return Some(self.group_refused(&id, why));
                 }
                 // The node no longer keeps it (it lapsed there): planned again below.
                 e.pods.forget_claim(&key, Some(held.id));
@@ -136,7 +160,16 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         for _ in 0..PLAN_ROUNDS {
             let (names, placements) = match self.plan(id, &planned) {
                 Ok(p) => p,
-                Err(why) => return self.group_refused(id, why),
+                Err(Refused { why, room }) => {
+                    // Evictions for every member or none, with preemption on.
+                    if room
+                        && replacing.is_none()
+                        && let Some(evicting) = self.preempt_for_group(id, spec, &planned).await
+                    {
+                        return self.group_refused(id, evicting);
+                    }
+                    return self.group_refused(id, why);
+                }
             };
             let mut parts = Vec::with_capacity(placements.len());
             let mut kept = Vec::with_capacity(placements.len());
@@ -145,8 +178,14 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 let claim_id = e.pods.next_claim_id();
                 let node = names[p.node].clone();
                 kept.push((key.clone(), node.clone(), claim_id));
-                let claim =
-                    TakeClaim { key, id: claim_id, pod: planned.reqs[k].clone(), devices: p.devices, ttl, gone: Vec::new() };
+                let claim = TakeClaim {
+                    key,
+                    id: claim_id,
+                    pod: planned.reqs[k].clone(),
+                    devices: p.devices,
+                    ttl,
+                    gone: Vec::new(),
+                };
                 parts.push(Part { node, take: Take::Claim(claim) });
             }
             match e.nodes.coordinator().send(TakeAll { parts }).await {
@@ -193,31 +232,18 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             };
         }
         crate::metrics::group_decision("raced");
-        let why = format!("{}: its members' room was taken by other pods while it was planned; it is planned again", id.name);
+        let why =
+            format!("{}: its members' room was taken by other pods while it was planned; it is planned again", id.name);
         self.group_refused(id, why)
     }
 
     /// The plan of `planned` on the nodes' published snapshots: the view's node names and every
     /// member's placement, or the group's reason and the decision's outcome.
     #[allow(clippy::type_complexity)]
-    fn plan(
-        &self,
-        id: &GroupId,
-        planned: &Planned,
-    ) -> Result<(Vec<NodeName>, Vec<Placement>), String> {
+    fn plan(&self, id: &GroupId, planned: &Planned) -> Result<(Vec<NodeName>, Vec<Placement>), Refused> {
         let e = self.e;
-        let mut names = e.nodes.names();
-        names.sort();
-        let mut kept_names = Vec::with_capacity(names.len());
-        let mut snaps = Vec::with_capacity(names.len());
-        for n in names {
-            if let Some(s) = e.nodes.snapshot(n.as_str()) {
-                kept_names.push(n);
-                snaps.push(s);
-            }
-        }
-        let within: Vec<usize> =
-            kept_names.iter().enumerate().filter(|(_, n)| self.names.contains(n.as_str())).map(|(k, _)| k).collect();
+        let (kept_names, snaps): (Vec<NodeName>, Vec<_>) = e.nodes.snapshots().into_iter().unzip();
+        let within = self.candidate_places(kept_names.iter().map(NodeName::as_str));
         let view = View { nodes: snaps.iter().map(|s| Node { snapshot: s, holders: Vec::new() }).collect() };
         let own = planned.names.iter().position(|n| **n == *self.pod.metadata.name);
         let members: Vec<Member<'_>> = planned
@@ -246,7 +272,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                         placements.len(),
                         id.namespace
                     );
-                    return Err(why);
+                    return Err(Refused { why, room: false });
                 }
                 Ok((kept_names, placements))
             }
@@ -257,9 +283,19 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 let first = short.missing.first().map(|&k| describe(&planned.reqs[k], &e.vendors)).unwrap_or_default();
                 let verb = if missing == 1 { "needs" } else { "need" };
                 let why = format!("{}: {} of {n} members fit; {missing} {verb} {first}", id.name, short.fit);
-                Err(why)
+                Err(Refused { why, room: true })
             }
         }
+    }
+
+    /// The places in a view of nodes named `names` of this filter's candidates, in view order. One
+    /// pass over each list: a candidate list is not searched once per node.
+    pub(super) fn candidate_places<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<usize> {
+        let at: std::collections::HashMap<&str, usize> = names.enumerate().map(|(k, n)| (n, k)).collect();
+        let mut within: Vec<usize> = self.names.iter().filter_map(|n| at.get(n).copied()).collect();
+        within.sort_unstable();
+        within.dedup();
+        within
     }
 
     /// Reserves this member on its claimed node from its claim (the node lends the claim to the
@@ -275,6 +311,23 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let node = held.node.clone();
         let fits = vec![(node.clone(), reserved.score, ())];
         Some(self.placed(node, &reserved, &fits, 1, Failures::default()).await)
+    }
+
+    /// A member claimed beside victims: once the API server has none of them, their release by
+    /// this scheduler's watch is moments away, so the reservation is tried again for a short
+    /// while. `None` while a victim is still there.
+    async fn reserve_once_victims_left(&self, key: &ClaimKey, held: &Claimed) -> Option<(FilterOutcome, Told)> {
+        if !self.e.victims_gone(&held.victims).await {
+            return None;
+        }
+        let until = std::time::Instant::now() + VICTIMS_RELEASE_WAIT;
+        while std::time::Instant::now() < until {
+            tokio::time::sleep(VICTIMS_RELEASE_POLL).await;
+            if let Some(placed) = self.reserve_from_claim(key, held).await {
+                return Some(placed);
+            }
+        }
+        None
     }
 
     /// No node for this member, for its group's reason, on every candidate; nothing is held.

@@ -97,10 +97,8 @@ impl<B: Backend> Inner<B> {
             .groups
             .read(id, |g| g.members.iter().filter(|(_, m)| m.bound.is_none()).map(|(n, _)| n.clone()).collect())
             .unwrap_or_default();
-        let given = names
-            .iter()
-            .filter(|n| self.give_back_claim(&member_key(id, n), None, why.as_str()).is_some())
-            .count();
+        let given =
+            names.iter().filter(|n| self.give_back_claim(&member_key(id, n), None, why.as_str()).is_some()).count();
         self.pods.groups.write(id, |g| g.claimed_at = None);
         if given > 0 {
             tracing::info!(group = %id, claims = given, reason = why.as_str(), "pod group's claims given back");
@@ -128,7 +126,8 @@ impl<B: Backend> Inner<B> {
         let e = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(ttl).await;
-            let given = claims.iter().filter(|(k, c)| e.give_back_claim(k, Some(*c), "group claim lapsed").is_some()).count();
+            let given =
+                claims.iter().filter(|(k, c)| e.give_back_claim(k, Some(*c), "group claim lapsed").is_some()).count();
             if given > 0 {
                 tracing::info!(group = %id, claims = given, "pod group's claims lapsed before its members took them");
                 crate::metrics::group_claims_released(Released::Lapsed.as_str(), given);

@@ -183,7 +183,7 @@ impl<B: Backend> Inner<B> {
     /// Every pod holding devices on the node, evictable when it is bound and running with a
     /// priority below `below` (a pod being scheduled or terminating keeps its hold), followed by
     /// every claim the node keeps, which nothing evicts.
-    fn holders<'r>(self: &Arc<Self>, r: &'r NodeReport, below: i32) -> Vec<Holder<'r>> {
+    pub(in crate::actor) fn holders<'r>(self: &Arc<Self>, r: &'r NodeReport, below: i32) -> Vec<Holder<'r>> {
         let backend = &self.backend;
         let allocs = r.allocs.iter().map(|a| {
             let v = backend.pod(&a.namespace, &a.name);
@@ -191,9 +191,13 @@ impl<B: Backend> Inner<B> {
             Holder {
                 priority: p,
                 started: v.as_deref().map_or(i64::MAX, started),
+                // A member of a pod group is never evicted alone: its group would be left short,
+                // holding the rest of its devices for a job that cannot run.
                 evictable: a.state == AllocState::Committed
                     && p < below
-                    && v.as_deref().is_some_and(|v| !v.is_terminating() && !v.is_finished()),
+                    && v.as_deref().is_some_and(|v| {
+                        !v.is_terminating() && !v.is_finished() && self.pods.groups.group_of(v).is_none()
+                    }),
                 charges: &a.charges,
             }
         });

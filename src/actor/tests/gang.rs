@@ -40,10 +40,15 @@ async fn filter_all_nodes(e: &Mem, p: &PodBuilder) -> FilterOutcome {
 }
 
 fn group_text(o: &FilterOutcome) -> String {
+    group_text_on(o, NODES.len())
+}
+
+/// The group's reason, the same on each of the `n` candidates.
+fn group_text_on(o: &FilterOutcome, n: usize) -> String {
     match o {
         FilterOutcome::NoFit { failed } => {
             let texts = failed.hami();
-            assert_eq!(texts.len(), NODES.len(), "every candidate is answered: {texts:?}");
+            assert_eq!(texts.len(), n, "every candidate is answered: {texts:?}");
             texts.values().next().cloned().unwrap_or_default()
         }
         other => panic!("expected no node, got {other:?}"),
@@ -75,7 +80,10 @@ async fn groups_that_cannot_start_hold_nothing_and_a_group_that_fits_is_placed_w
 
     assert_eq!(group_text(&filter_all_nodes(&e, &q[0]).await), "train-q: waiting for 2 of 3 members");
     assert_eq!(claims(&e).await, 0, "a group short of members holds nothing");
-    assert_eq!(group_text(&filter_all_nodes(&e, &big[0]).await), "train-big: 4 of 5 members fit; 1 needs 4 × NVIDIA whole");
+    assert_eq!(
+        group_text(&filter_all_nodes(&e, &big[0]).await),
+        "train-big: 4 of 5 members fit; 1 needs 4 × NVIDIA whole"
+    );
     assert_eq!(claims(&e).await, 0, "a group that cannot fit holds nothing");
 
     let a0 = chosen(&filter_all_nodes(&e, &a[0]).await).to_owned();
@@ -205,10 +213,10 @@ async fn groups_racing_for_room_for_fewer_of_them_are_each_placed_whole_or_not_a
                 if (k + round) % 3 == 0 {
                     tokio::task::yield_now().await;
                 }
-                if let FilterOutcome::Chosen { node, .. } = e.filter(&p.view(), &names(&NODES)).await {
-                    if e.bind(&pref(&p), node.as_str()).await.is_ok() {
-                        return Some(node.to_string());
-                    }
+                if let FilterOutcome::Chosen { node, .. } = e.filter(&p.view(), &names(&NODES)).await
+                    && e.bind(&pref(&p), node.as_str()).await.is_ok()
+                {
+                    return Some(node.to_string());
                 }
             }
             None
@@ -236,4 +244,65 @@ async fn groups_racing_for_room_for_fewer_of_them_are_each_placed_whole_or_not_a
             assert_eq!(r.claimed, 0, "{r:?}");
         }
     }
+}
+
+/// Binds `p` to `node` as kube-scheduler would after filtering it there.
+async fn bound(e: &Mem, b: &MemoryBackend, p: &PodBuilder, node: &'static str) {
+    assert_eq!(chosen(&filter(e, b, p, &[node]).await), node);
+    e.bind(&pref(p), node).await.expect("bound");
+    let view = crate::port::Backend::pod(b, &p.view.metadata.namespace, &p.view.metadata.name).expect("in the cluster");
+    e.observe_pod(&view);
+    let _ = e.reports().await;
+}
+
+#[actix::test]
+async fn a_group_that_fits_only_by_evicting_evicts_for_all_its_members_or_none() {
+    let cfg = EngineConfig { arbiters: 2, preemption_hold: Some(Duration::from_secs(60)), ..Default::default() };
+    let (e, b) = engine_with(cfg, &[node("n1").gpus(1, 16384), node("n2").gpus(1, 16384)]).await;
+    let low: Vec<PodBuilder> =
+        ["low-1", "low-2"].iter().map(|n| pod().name(n).gpu(1).mem_mib(16384).priority(1)).collect();
+    bound(&e, &b, &low[0], "n1").await;
+    bound(&e, &b, &low[1], "n2").await;
+    e.observe_pod_group(&group(GroupKind::Coscheduling, "urgent", 2));
+    let m: Vec<PodBuilder> =
+        (0..2).map(|k| member("urgent", &format!("u-{k}"), 1).mem_mib(16384).priority(100)).collect();
+    create(&e, &b, &m).await;
+    let gone =
+        |p: &PodBuilder| crate::port::Backend::pod(&b, &p.view.metadata.namespace, &p.view.metadata.name).is_none();
+    let text = group_text_on(&e.filter(&m[0].view(), &names(&["n1", "n2"])).await, 2);
+    assert!(text.starts_with("urgent: evicting 2 pods of lower priority"), "{text}");
+    assert!(gone(&low[0]) && gone(&low[1]), "both victims go, for both members");
+    let _ = e.reports().await;
+    let a = chosen(&e.filter(&m[0].view(), &names(&["n1", "n2"])).await).to_owned();
+    let c = chosen(&e.filter(&m[1].view(), &names(&["n1", "n2"])).await).to_owned();
+    assert_ne!(a, c);
+
+    // A group whose second member could only evict a pod it may not (equal priority) evicts no one.
+    let (e, b) = engine_with(
+        EngineConfig { arbiters: 2, preemption_hold: Some(Duration::from_secs(60)), ..Default::default() },
+        &[node("n1").gpus(1, 16384), node("n2").gpus(1, 16384)],
+    )
+    .await;
+    let low = pod().name("low").gpu(1).mem_mib(16384).priority(1);
+    let peer = pod().name("peer").gpu(1).mem_mib(16384).priority(100);
+    bound(&e, &b, &low, "n1").await;
+    bound(&e, &b, &peer, "n2").await;
+    e.observe_pod_group(&group(GroupKind::Coscheduling, "urgent", 2));
+    create(&e, &b, &m).await;
+    let text = group_text_on(&e.filter(&m[0].view(), &names(&["n1", "n2"])).await, 2);
+    assert!(text.starts_with("urgent: 0 of 2 members fit"), "{text}");
+    assert!(crate::port::Backend::pod(&b, "default", "low").is_some(), "nobody is evicted for half a group");
+}
+
+#[actix::test]
+async fn a_member_of_a_group_is_never_a_victim_on_its_own() {
+    let cfg = EngineConfig { arbiters: 2, preemption_hold: Some(Duration::from_secs(60)), ..Default::default() };
+    let (e, b) = engine_with(cfg, &[node("n1").gpus(1, 16384)]).await;
+    e.observe_pod_group(&group(GroupKind::Coscheduling, "job", 1));
+    let worker = member("job", "w-0", 1).mem_mib(16384).priority(1);
+    create(&e, &b, std::slice::from_ref(&worker)).await;
+    bound(&e, &b, &worker, "n1").await;
+    let urgent = pod().name("urgent").gpu(1).mem_mib(16384).priority(100);
+    assert!(matches!(filter(&e, &b, &urgent, &["n1"]).await, FilterOutcome::NoFit { .. }));
+    assert!(crate::port::Backend::pod(&b, "ml", "w-0").is_some(), "the group's member stays");
 }

@@ -326,7 +326,9 @@ fn add_object(
         "PodGroup" => match PodGroupObject::from_value(&v) {
             Ok(g) => groups.push(g),
             // Another scheduler's PodGroup kind (KAI's, say) is none of hami-rs's business.
-            Err(GroupError::Kind(api)) => tracing::debug!(index, api_version = %api, "PodGroup of another kind skipped"),
+            Err(GroupError::Kind(api)) => {
+                tracing::debug!(index, api_version = %api, "PodGroup of another kind skipped")
+            }
             Err(e) => tracing::warn!(index, error = %e, "PodGroup skipped"),
         },
         "ResourceQuota" => {

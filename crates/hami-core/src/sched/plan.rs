@@ -127,7 +127,11 @@ pub fn place(view: &View<'_>, asks: &[Ask<'_>], w: &mut With<'_>) -> Result<Vec<
 /// Places the asks in order as [`place`] does, but goes on past an ask that fits nowhere (it takes
 /// nothing, and the asks after it are placed on the view as the placed ones left it): each ask's
 /// placement or every allowed node's rejection of it.
-pub fn place_each(view: &View<'_>, asks: &[Ask<'_>], w: &mut With<'_>) -> Vec<Result<Placement, Vec<(usize, Rejection)>>> {
+pub fn place_each(
+    view: &View<'_>,
+    asks: &[Ask<'_>],
+    w: &mut With<'_>,
+) -> Vec<Result<Placement, Vec<(usize, Rejection)>>> {
     place_in(view, asks, w, false)
 }
 

@@ -62,7 +62,9 @@ impl NamespaceQuota<'_> {
 
     /// Whether `namespace` may take all of `usage` more at once (a pod group's members together).
     pub fn admits(&self, namespace: &str, usage: &Usage) -> bool {
-        usage.iter().all(|(v, mem, cores)| self.book.ask(*v, *mem, *cores).is_none_or(|a| self.ledger.fits(namespace, &a)))
+        usage
+            .iter()
+            .all(|(v, mem, cores)| self.book.ask(*v, *mem, *cores).is_none_or(|a| self.ledger.fits(namespace, &a)))
     }
 }
 

@@ -42,7 +42,12 @@ fn object(o: &DynamicObject) -> Option<PodGroupObject> {
 
 /// Watches one kind's PodGroups; `known` turns true once the kind is known served or not, so
 /// readiness can wait for every kind to be settled before a member is filtered.
-pub(super) async fn watch_pod_groups<O: Observer>(engine: O, backend: KubeBackend, kind: GroupKind, known: Arc<AtomicBool>) {
+pub(super) async fn watch_pod_groups<O: Observer>(
+    engine: O,
+    backend: KubeBackend,
+    kind: GroupKind,
+    known: Arc<AtomicBool>,
+) {
     let Some(res) = resource(kind) else { return };
     let api: Api<DynamicObject> = Api::all_with(backend.client(), &res);
     let mut told_absent = false;

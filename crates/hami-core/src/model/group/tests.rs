@@ -17,9 +17,8 @@ fn kind_and_name(p: &PodView) -> Option<(GroupKind, String)> {
 
 #[test]
 fn the_first_way_a_pod_is_linked_names_its_group() {
-    let native = |p: &mut PodView| {
-        p.spec.scheduling_group = Some(SchedulingGroupView { pod_group_name: Some("nat".into()) })
-    };
+    let native =
+        |p: &mut PodView| p.spec.scheduling_group = Some(SchedulingGroupView { pod_group_name: Some("nat".into()) });
     let label = |p: &mut PodView| {
         p.metadata.labels.insert(COSCHEDULING_LABEL.into(), "cos".into());
     };
@@ -30,7 +29,8 @@ fn the_first_way_a_pod_is_linked_names_its_group() {
         p.metadata.annotations.insert(KOORDINATOR_NAME.into(), "koo".into());
         p.metadata.annotations.insert(KOORDINATOR_MIN.into(), "3".into());
     };
-    let cases: Vec<(&str, PodView, Option<(GroupKind, &str)>)> = vec![
+    type Case = (&'static str, PodView, Option<(GroupKind, &'static str)>);
+    let cases: Vec<Case> = vec![
         ("no group", pod(|_| {}), None),
         ("native", pod(native), Some((GroupKind::Native, "nat"))),
         ("coscheduling", pod(label), Some((GroupKind::Coscheduling, "cos"))),

@@ -9,7 +9,11 @@ use crate::devices::Vendors;
 use crate::model::reason::Rejection;
 use crate::model::{PodRequest, VendorId};
 
-use super::{Ask, Placement, View, With, place_each};
+use super::{Ask, Placement, View, With, charges_of, place_each};
+use crate::sched::accounting::{self, Charge};
+use crate::sched::fit;
+use crate::sched::victims::{self, Cost, Holder};
+use crate::sched::{NodeSnapshot, score};
 
 /// One member to place, and the nodes it may go to (places in the view; `None`: any).
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +68,91 @@ pub fn place_group(view: &View<'_>, members: &[Member<'_>], w: &mut With<'_>) ->
     if short.missing.is_empty() { Ok(out.into_iter().flatten().collect()) } else { Err(short) }
 }
 
+/// A group placed by evicting lower-priority pods: every member's placement in the order given,
+/// and the holders evicted for them (node's place in the view, holder's place in its list).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupPreemption {
+    pub placements: Vec<Placement>,
+    pub victims: Vec<(usize, usize)>,
+}
+
+/// Places every member, largest first, as [`place_group`] does, and where one fits nowhere,
+/// evicts for it the fewest evictable holders of one node (`victims::fewest`, the cheapest set
+/// over the allowed nodes, ties to the earlier node) on the usage the members and evictions
+/// before it left. All members placed, with every victim, or `None`: a group never evicts for
+/// part of its members.
+pub fn preempt_group(view: &View<'_>, members: &[Member<'_>], w: &mut With<'_>) -> Option<GroupPreemption> {
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(size(members[k].req)));
+    let n = view.nodes.len();
+    // Per node: its holders evicted so far, and what the members placed there charge.
+    let mut gone: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut landed: Vec<Vec<Charge>> = vec![Vec::new(); n];
+    let mut out: Vec<Option<Placement>> = vec![None; members.len()];
+    let usage = |k: usize, gone: &[usize], landed: &[Charge]| {
+        let node = &view.nodes[k];
+        let mut devs = victims::usage_without(&node.snapshot.devices, &node.holders, gone);
+        accounting::apply(&mut devs, landed);
+        NodeSnapshot::new(node.snapshot.name.clone(), devs, node.snapshot.extras.clone())
+    };
+    for k in order {
+        let m = members[k];
+        let all: Vec<usize>;
+        let within = match m.within {
+            Some(w) => w,
+            None => {
+                all = (0..n).collect();
+                &all
+            }
+        };
+        let mut best: Option<(usize, f32)> = None;
+        for &i in within.iter().filter(|&&i| i < n) {
+            let on = usage(i, &gone[i], &landed[i]);
+            if let Ok(s) = fit::fit_pod(&on, m.req, w.vendors, w.quota, w.scratch) {
+                let better =
+                    best.is_none_or(|(b, bs)| score::node_order(m.req.node_policy, s, bs).then(i.cmp(&b)).is_lt());
+                if better {
+                    best = Some((i, s));
+                }
+            }
+        }
+        if best.is_none() {
+            // The cheapest eviction on one node that lets this member fit there.
+            let mut cheapest: Option<(Cost, usize, Vec<usize>)> = None;
+            for &i in within.iter().filter(|&&i| i < n) {
+                let node = &view.nodes[i];
+                // The holders still there (earlier victims left out), then the members placed
+                // there, which nothing evicts.
+                let kept: Vec<usize> = (0..node.holders.len()).filter(|h| !gone[i].contains(h)).collect();
+                let mut hs: Vec<Holder<'_>> = kept.iter().map(|&h| node.holders[h].clone()).collect();
+                hs.push(Holder { priority: i32::MAX, started: i64::MAX, evictable: false, charges: &landed[i] });
+                let mut fits = |devs: &[crate::model::DeviceUsage]| {
+                    let on = NodeSnapshot::new(node.snapshot.name.clone(), devs.to_vec(), node.snapshot.extras.clone());
+                    fit::fit_pod(&on, m.req, w.vendors, w.quota, w.scratch).is_ok()
+                };
+                let Some(set) = victims::fewest(&node.snapshot.devices, &hs, &mut fits) else { continue };
+                let cost = victims::cost(&hs, &set);
+                if cheapest.as_ref().is_none_or(|(c, b, _)| (cost, i) < (*c, *b)) {
+                    cheapest = Some((cost, i, set.into_iter().map(|x| kept[x]).collect()));
+                }
+            }
+            let (_, i, set) = cheapest?;
+            gone[i].extend(set);
+            let on = usage(i, &gone[i], &landed[i]);
+            best = Some((i, fit::fit_pod(&on, m.req, w.vendors, w.quota, w.scratch).ok()?));
+        }
+        let (i, s) = best?;
+        let on = usage(i, &gone[i], &landed[i]);
+        let score = fit::fit_pod(&on, m.req, w.vendors, w.quota, w.scratch).ok().unwrap_or(s);
+        let devices = w.scratch.result.clone();
+        let charges = charges_of(&on.devices, m.req, &devices, w.vendors);
+        landed[i].extend(charges.iter().cloned());
+        out[k] = Some(Placement { node: i, devices, charges, score });
+    }
+    let victims = gone.into_iter().enumerate().flat_map(|(i, g)| g.into_iter().map(move |h| (i, h))).collect();
+    Some(GroupPreemption { placements: out.into_iter().collect::<Option<Vec<_>>>()?, victims })
+}
+
 /// What a member asks for, in a few words: `4 × NVIDIA 16 GiB` (count, vendor, memory per
 /// device; a share of memory as a percentage; cores when it asks for them), one part per
 /// container that asks for devices.
@@ -97,7 +186,7 @@ fn vendor_name(vendors: &Vendors, v: VendorId) -> &str {
 
 /// MiB as a person writes them: whole GiB as GiB, else MiB.
 fn memory(mib: u64) -> String {
-    if mib >= 1024 && mib % 1024 == 0 { format!("{} GiB", mib / 1024) } else { format!("{mib} MiB") }
+    if mib >= 1024 && mib.is_multiple_of(1024) { format!("{} GiB", mib / 1024) } else { format!("{mib} MiB") }
 }
 
 #[cfg(test)]
@@ -139,8 +228,40 @@ mod tests {
         assert!(placed.iter().enumerate().all(|(k, p)| k == 2 || p.node != on_whole), "{placed:?}");
         // A member kept within nodes it cannot use is the one missing.
         let none: [usize; 0] = [];
-        let short = place_group(&view, &[m(&half), Member { req: &half, within: Some(&none) }], &mut w).expect_err("short");
+        let short =
+            place_group(&view, &[m(&half), Member { req: &half, within: Some(&none) }], &mut w).expect_err("short");
         assert_eq!((short.fit, short.missing), (1, vec![1]));
+    }
+
+    #[test]
+    fn a_group_evicts_for_all_its_members_or_none() {
+        let v = vendors();
+        let charge = |uuid: &str| vec![crate::testing::charge(uuid, 1, 16384, 100)];
+        let snaps: Vec<_> = ["n1", "n2"]
+            .iter()
+            .map(|n| node(n).gpu(gpu(&format!("{n}-a"), 16384).used(1, 16384, 100)).snapshot(&v))
+            .collect();
+        let (c1, c2) = (charge("n1-a"), charge("n2-a"));
+        let holder = |charges, evictable| Holder { priority: 1, started: 0, evictable, charges };
+        let whole = pod().name("w").gpu(1).mem_mib(16384).request_with(&v);
+        let m = |r| Member { req: r, within: None };
+        let mut s = Scratch::default();
+        let mut w = With { vendors: &v, quota: &NoQuota, scratch: &mut s };
+        let view = |e1, e2| View {
+            nodes: vec![
+                super::super::Node { snapshot: &snaps[0], holders: vec![holder(&c1, e1)] },
+                super::super::Node { snapshot: &snaps[1], holders: vec![holder(&c2, e2)] },
+            ],
+        };
+        let both = view(true, true);
+        let p = preempt_group(&both, &[m(&whole), m(&whole)], &mut w).expect("evicts both");
+        assert_eq!(p.victims, [(0, 0), (1, 0)]);
+        assert_eq!(p.placements.iter().map(|p| p.node).collect::<Vec<_>>(), [0, 1]);
+        // One member needs no eviction beyond one node's.
+        let one = preempt_group(&both, &[m(&whole)], &mut w).expect("evicts one");
+        assert_eq!(one.victims, [(0, 0)]);
+        // A holder that may not go leaves the second member nowhere: nobody is evicted.
+        assert_eq!(preempt_group(&view(true, false), &[m(&whole), m(&whole)], &mut w), None);
     }
 
     #[test]
