@@ -117,6 +117,7 @@ VALUE_RULES = {
     ("scheduler", "nodeLockExpire"): DURATION,
     ("scheduler", "kubeScheduler", "extender", "httpTimeout"): DURATION,
     ("scheduler", "extender", "reservationTTL"): DURATION,
+    ("scheduler", "extender", "gangClaimTTL"): DURATION,
     ("scheduler", "extender", "preemption", "hold"): DURATION,
     ("scheduler", "extender", "bindLockWait"): DURATION,
     ("scheduler", "extender", "nodeLockRetryTimeout"): DURATION,
