@@ -236,3 +236,113 @@ async fn concurrent_filter_and_bind_through_node_actor_messages_keep_the_same_in
         run_seed(seed, FilterMode::Messages).await;
     }
 }
+
+/// Pod groups racing over HTTP: `GROUPS` coscheduling groups of `MEMBERS` members, each member a
+/// whole node's GPUs, over `NODES` nodes (room for two groups at a time), with the server's four
+/// workers answering `CLIENTS` members' filters and binds at once (each member filtered until it
+/// binds or its rounds run out) beside clients placing fractional pods. Once it settles: every
+/// group is bound whole or not at all, no device is over-committed, and once the groups are
+/// deleted no claim is left anywhere.
+#[actix_web::test]
+async fn racing_pod_groups_are_bound_whole_or_not_at_all_and_leave_no_claim() {
+    use hami_rs::model::group::{COSCHEDULING_LABEL, GroupId, GroupKind, GroupSpec, PodGroupObject};
+    const GROUPS: usize = 6;
+    const MEMBERS: usize = 4;
+    let backend = MemoryBackend::new(Duration::from_secs(300));
+    let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend.clone(), None);
+    let nodes = cluster();
+    for n in &nodes {
+        let v = n.view();
+        backend.insert_node(v.clone());
+        engine.register_node(Arc::new(v)).await;
+    }
+    let names: Arc<Vec<String>> = Arc::new(nodes.iter().map(|n| n.name.clone()).collect());
+    let mut members = Vec::new();
+    for g in 0..GROUPS {
+        let name = format!("job-{g}");
+        let id = GroupId { kind: GroupKind::Coscheduling, namespace: "ml".into(), name: name.as_str().into() };
+        let spec = GroupSpec { min: MEMBERS as u32, timeout: None, failed: false };
+        engine.observe_pod_group(&PodGroupObject { id, spec: Some(spec) });
+        for k in 0..MEMBERS {
+            let p = pod()
+                .name(&format!("{name}-{k}"))
+                .namespace("ml")
+                .uid(&format!("uid-{name}-{k}"))
+                .label(COSCHEDULING_LABEL, &name)
+                .gpu(GPUS_PER_NODE as u32)
+                .mem_mib(MEM_MIB);
+            backend.insert_pod(p.view());
+            engine.observe_pod(&p.view());
+            members.push((g, p));
+        }
+    }
+    let state = web::Data::new(AppState::new(engine.clone(), 1 << 20, Readiness::ready()));
+    let st = state.clone();
+    let server = HttpServer::new(move || App::new().app_data(st.clone()).configure(routes::<MemoryBackend>))
+        .workers(4)
+        .disable_signals()
+        .bind(("127.0.0.1", 0))
+        .unwrap();
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    let running = actix_web::rt::spawn(server);
+    let base = format!("http://{addr}");
+    let http = reqwest::Client::new();
+    let member_task = |g: usize, p: PodBuilder| {
+        let (base, http, names) = (base.clone(), http.clone(), names.clone());
+        actix_web::rt::spawn(async move {
+            let view = p.view();
+            for _ in 0..6 {
+                let args = json!({ "Pod": view, "Nodes": null, "NodeNames": names.as_slice() });
+                let res: Value =
+                    http.post(format!("{base}/filter")).json(&args).send().await.unwrap().json().await.unwrap();
+                if let Some(node) = res["NodeNames"].as_array().and_then(|a| a.first()).and_then(Value::as_str) {
+                    let bind = json!({
+                        "PodName": view.metadata.name, "PodNamespace": "ml", "PodUID": view.metadata.uid, "Node": node,
+                    });
+                    let b: Value =
+                        http.post(format!("{base}/bind")).json(&bind).send().await.unwrap().json().await.unwrap();
+                    if b == json!({ "Error": "" }) {
+                        return Some((g, node.to_owned()));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            None
+        })
+    };
+    let tasks: Vec<_> = members.into_iter().map(|(g, p)| member_task(g, p)).collect();
+    let others = futures::future::join_all(
+        (0..8).map(|id| actix_web::rt::spawn(client(base.clone(), http.clone(), 99, id, names.clone()))),
+    );
+    let (bound, _) = futures::join!(futures::future::join_all(tasks), others);
+    let mut per_group: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (g, node) in bound.into_iter().map(Result::unwrap).flatten() {
+        per_group.entry(g).or_default().push(node);
+    }
+    for (g, nodes) in &per_group {
+        assert_eq!(nodes.len(), MEMBERS, "job-{g} is bound whole or not at all: {nodes:?}");
+    }
+    // The fractional pods take some GPUs; room for at least one whole group remains at first.
+    assert!(!per_group.is_empty(), "some group is bound");
+    let usage: Value = http.get(format!("{base}/usage")).send().await.unwrap().json().await.unwrap();
+    for n in usage["nodes"].as_array().unwrap() {
+        for d in n["devices"].as_array().unwrap() {
+            let f = |k: &str| d[k].as_u64().unwrap();
+            assert!(
+                f("used") <= f("count") && f("memUsed") <= f("memTotal") && f("coresUsed") <= f("coresTotal"),
+                "{d}"
+            );
+        }
+    }
+    for g in 0..GROUPS {
+        let id =
+            GroupId { kind: GroupKind::Coscheduling, namespace: "ml".into(), name: format!("job-{g}").as_str().into() };
+        engine.delete_pod_group(&id);
+    }
+    let claims: usize = engine.reports().await.iter().map(|r| r.claims.len()).sum();
+    assert_eq!(claims, 0, "no claim outlives its group");
+    handle.stop(true).await;
+    running.await.unwrap().unwrap();
+}
