@@ -318,7 +318,7 @@ async fn racing_pod_groups_are_bound_whole_or_not_at_all_and_leave_no_claim() {
     );
     let (bound, _) = futures::join!(futures::future::join_all(tasks), others);
     let mut per_group: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    for (g, node) in bound.into_iter().map(Result::unwrap).flatten() {
+    for (g, node) in bound.into_iter().filter_map(Result::unwrap) {
         per_group.entry(g).or_default().push(node);
     }
     for (g, nodes) in &per_group {
