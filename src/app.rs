@@ -59,6 +59,16 @@ pub fn engine_config(f: &SchedulerFlags) -> EngineConfig {
         slice_min: crate::actor::SLICE_MIN,
         preemption_hold: (f.preemption == crate::config::Preemption::On).then_some(f.preemption_hold),
         gang_claim_ttl: f.gang_claim_ttl,
+        defragment: f.defragment,
+        defrag: crate::actor::DefragLimits {
+            per_plan: f.defrag_max_moves,
+            per_node: f.defrag_max_per_node,
+            per_controller: 1,
+            per_minute: f.defrag_max_per_minute,
+            cooldown: f.defrag_cooldown,
+            claim_ttl: f.defrag_claim_ttl,
+            own_namespace: std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()),
+        },
     }
 }
 
@@ -80,6 +90,9 @@ pub async fn load_cluster(engine: &Engine<MemoryBackend>, objects: ClusterObject
     register_nodes(engine, objects.nodes).await;
     for g in &objects.groups {
         engine.observe_pod_group(g);
+    }
+    for b in objects.budgets {
+        backend.add_budget(b);
     }
     // One copy of each pod, shared by the backend and the observation.
     for (i, p) in objects.pods.into_iter().enumerate() {
@@ -103,6 +116,9 @@ pub async fn load_packed_cluster(engine: &Engine<MemoryBackend>, objects: Packed
     register_nodes(engine, objects.nodes).await;
     for g in &objects.groups {
         engine.observe_pod_group(g);
+    }
+    for b in objects.budgets {
+        backend.add_budget(b);
     }
     for (i, p) in objects.pods.into_iter().enumerate() {
         if let Some(view) = p.unpack() {

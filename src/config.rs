@@ -112,6 +112,24 @@ impl ValueEnum for FilterMode {
     }
 }
 
+impl ValueEnum for crate::actor::Defragment {
+    fn value_variants<'a>() -> &'a [Self] {
+        use crate::actor::Defragment as D;
+        &[D::Off, D::DryRun, D::On]
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        use crate::actor::Defragment as D;
+        Some(match self {
+            D::Off => PossibleValue::new("off").help("Never move running pods (the default)"),
+            D::DryRun => PossibleValue::new("dry-run")
+                .help("Find the plan that would place a pending pod by moving running pods, and show it; move nothing"),
+            D::On => PossibleValue::new("on").help(
+                "Carry such a plan out: claim the pending pod's devices and each moved pod's new place, then evict the moved pods one at a time through the Eviction API",
+            ),
+        })
+    }
+}
+
 impl ValueEnum for DecisionWrite {
     fn value_variants<'a>() -> &'a [Self] {
         &[DecisionWrite::Filter, DecisionWrite::Bind]
@@ -196,6 +214,30 @@ pub struct SchedulerFlags {
     /// How long the devices a preemption frees are held for the preemptor while its victims terminate; then they are free for any pod again.
     #[arg(long = "preemption-hold", env = "HAMI_PREEMPTION_HOLD", default_value = "2m", value_parser = parse_duration)]
     pub preemption_hold: Duration,
+
+    /// Defragmentation: a pod that fits no node as the cluster is, but would if shared GPUs were packed tighter, gets its devices by moving the fewest running pods (only pods whose ReplicaSet or StatefulSet makes a replacement, or pods annotated `hami.io/movable: "true"`; PodDisruptionBudgets honoured) to devices claimed for their replacements first. `dry-run` shows the plan (console, `kubectl hami why`, logs) and moves nothing.
+    #[arg(long = "defragment", env = "HAMI_DEFRAGMENT", value_enum, default_value = "off")]
+    pub defragment: crate::actor::Defragment,
+
+    /// Pods one defragmentation plan may move.
+    #[arg(long = "defrag-max-moves", env = "HAMI_DEFRAG_MAX_MOVES", default_value = "2")]
+    pub defrag_max_moves: usize,
+
+    /// Pods moved from one node, and pods of one controller, within `--defrag-cooldown`: a node at most this many, a controller at most one.
+    #[arg(long = "defrag-max-per-node", env = "HAMI_DEFRAG_MAX_PER_NODE", default_value = "2")]
+    pub defrag_max_per_node: usize,
+
+    /// Pods moved cluster-wide per minute by defragmentation.
+    #[arg(long = "defrag-max-per-minute", env = "HAMI_DEFRAG_MAX_PER_MINUTE", default_value = "10")]
+    pub defrag_max_per_minute: usize,
+
+    /// How long a moved pod's replacement (and its node's and controller's budget) is not moved again.
+    #[arg(long = "defrag-cooldown", env = "HAMI_DEFRAG_COOLDOWN", default_value = "1h", value_parser = parse_duration)]
+    pub defrag_cooldown: Duration,
+
+    /// How long the devices claimed for a pending pod and for each moved pod's replacement wait for them.
+    #[arg(long = "defrag-claim-ttl", env = "HAMI_DEFRAG_CLAIM_TTL", default_value = "5m", value_parser = parse_duration)]
+    pub defrag_claim_ttl: Duration,
 
     /// How long the room claimed for a pod group's members (all of them at once, when the group fits whole) waits for them to take it, when the group's PodGroup names no timeout (`scheduleTimeoutSeconds`, Koordinator's `waiting-time`); then it is free for any pod again.
     #[arg(long = "gang-claim-ttl", env = "HAMI_GANG_CLAIM_TTL", default_value = "5m", value_parser = parse_duration)]
@@ -418,6 +460,9 @@ impl SchedulerFlags {
         }
         if self.gang_claim_ttl.is_zero() {
             problems.push("--gang-claim-ttl must be positive".into());
+        }
+        if self.defrag_claim_ttl.is_zero() {
+            problems.push("--defrag-claim-ttl must be positive".into());
         }
         if self.node_lock_timeout.is_zero() {
             problems.push("--node-lock-timeout must be positive".into());

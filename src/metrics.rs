@@ -44,6 +44,8 @@ pub const POD_GROUPS: &str = "hami_scheduler_pod_groups";
 pub const POD_GROUP_PLACED_SECONDS: &str = "hami_scheduler_pod_group_placed_seconds";
 pub const POD_GROUP_CLAIMS_RELEASED: &str = "hami_scheduler_pod_group_claims_released_total";
 pub const POD_GROUP_DECISIONS: &str = "hami_scheduler_pod_group_decisions_total";
+pub const DEFRAG_PLANS: &str = "hami_scheduler_defrag_plans_total";
+pub const DEFRAG_PODS_MOVED: &str = "hami_scheduler_defrag_pods_moved_total";
 pub const DRA_EXTENDED_RESOURCE_CLASSES: &str = "hami_scheduler_dra_extended_resource_classes";
 
 /// Latency buckets in seconds, from 50 µs to 30 s (filters are sub-millisecond; binds wait on the API).
@@ -131,6 +133,14 @@ pub fn describe() {
         POD_GROUP_DECISIONS,
         "Group plans at a member's filter, by outcome: claimed (every member needed claimed at once), waiting (too few members exist), short (the members do not fit together), quota (they exceed the namespace's quota together), raced (another plan took the room first)"
     );
+    describe_counter!(
+        DEFRAG_PLANS,
+        "Defragmentation plans by outcome: placed (claims taken, pods moved), blocked (a disruption budget or a refused eviction stopped it), dry_run (shown, nothing moved), lapsed (a claim ran out before its pod came)"
+    );
+    describe_counter!(
+        DEFRAG_PODS_MOVED,
+        "Running pods moved (evicted, their replacement's place claimed) by defragmentation"
+    );
     zero_counters();
     describe_gauge!(
         DRA_EXTENDED_RESOURCE_CLASSES,
@@ -199,6 +209,10 @@ fn zero_counters() {
     for reason in ["lapsed", "member_deleted", "below_minimum", "group_deleted", "group_failed"] {
         counter!(POD_GROUP_CLAIMS_RELEASED, "reason" => reason).absolute(0);
     }
+    for outcome in ["placed", "blocked", "dry_run", "lapsed"] {
+        counter!(DEFRAG_PLANS, "outcome" => outcome).absolute(0);
+    }
+    counter!(DEFRAG_PODS_MOVED).absolute(0);
     for outcome in ["claimed", "waiting", "short", "quota", "raced"] {
         counter!(POD_GROUP_DECISIONS, "outcome" => outcome).absolute(0);
     }
@@ -453,6 +467,16 @@ impl Preemption {
             Preemption::Unverified => "unverified",
         }
     }
+}
+
+/// A defragmentation plan's outcome.
+pub fn defrag_plan(outcome: crate::actor::defrag::Outcome) {
+    counter!(DEFRAG_PLANS, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// Pods one defragmentation moved.
+pub fn defrag_moved(n: usize) {
+    counter!(DEFRAG_PODS_MOVED).increment(n as u64);
 }
 
 /// A group plan's outcome (see `POD_GROUP_DECISIONS`).

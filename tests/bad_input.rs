@@ -290,7 +290,13 @@ impl TestApp {
     async fn start(self) -> Running {
         let backend = MemoryBackend::new(Duration::from_secs(300));
         let engine = Engine::start(EngineConfig::default(), Arc::new(vendors()), backend, None);
-        let objects = ClusterObjects { nodes: self.nodes, pods: self.pods, quotas: Vec::new(), groups: Vec::new() };
+        let objects = ClusterObjects {
+            nodes: self.nodes,
+            pods: self.pods,
+            quotas: Vec::new(),
+            groups: Vec::new(),
+            budgets: Vec::new(),
+        };
         hami_rs::app::load_cluster(&engine, objects).await;
         let state = AppState::new(engine, self.max_body, Readiness::ready()).with_webhook(self.webhook);
         Running { state: web::Data::new(state), probes: AtomicUsize::new(0) }

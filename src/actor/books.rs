@@ -5,6 +5,7 @@
 //! node actors publish (`read_side.rs`) and the recent decisions (`recent.rs`).
 
 pub(crate) mod groups;
+pub(crate) mod moves;
 pub(crate) mod nodes;
 pub(crate) mod pending;
 pub(crate) mod pods;

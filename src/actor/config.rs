@@ -59,6 +59,51 @@ pub struct EngineConfig {
     pub preemption_hold: Option<Duration>,
     /// How long a pod group's claims wait for its members when its PodGroup names no timeout.
     pub gang_claim_ttl: Duration,
+    /// Moving running pods to place a pod that fits only if shared GPUs were packed tighter.
+    pub defragment: Defragment,
+    pub defrag: DefragLimits,
+}
+
+/// `--defragment`: off, plans shown but nothing moved, or plans carried out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Defragment {
+    #[default]
+    Off,
+    DryRun,
+    On,
+}
+
+/// What a defragmentation may move, and how often.
+#[derive(Clone, Debug)]
+pub struct DefragLimits {
+    /// Pods moved by one plan.
+    pub per_plan: usize,
+    /// Pods moved from one node within `window`.
+    pub per_node: usize,
+    /// Pods of one controller moved within `window`.
+    pub per_controller: usize,
+    /// Pods moved cluster-wide per minute.
+    pub per_minute: usize,
+    /// How long a moved pod's replacement is not moved again.
+    pub cooldown: Duration,
+    /// How long the room claimed for a moved pod's replacement and for the pending pod waits.
+    pub claim_ttl: Duration,
+    /// The scheduler's own namespace, whose pods never move.
+    pub own_namespace: Option<String>,
+}
+
+impl Default for DefragLimits {
+    fn default() -> Self {
+        DefragLimits {
+            per_plan: 2,
+            per_node: 2,
+            per_controller: 1,
+            per_minute: 10,
+            cooldown: Duration::from_secs(3600),
+            claim_ttl: Duration::from_secs(300),
+            own_namespace: None,
+        }
+    }
 }
 
 /// How long a group's claims wait for its members by default: long enough for kube-scheduler to
@@ -82,6 +127,8 @@ impl Default for EngineConfig {
             slice_min: SLICE_MIN,
             preemption_hold: None,
             gang_claim_ttl: GANG_CLAIM_TTL,
+            defragment: Defragment::Off,
+            defrag: DefragLimits::default(),
         }
     }
 }

@@ -30,6 +30,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(super) pods: PodBook,
     pub(super) quota: Option<SharedQuota>,
     pub(super) recent: Arc<Recent>,
+    /// Defragmentation's moves and the claims for moved pods' replacements.
+    pub(super) moves: crate::actor::books::moves::MoveBook,
 }
 
 pub(crate) use crate::clock::unix_now;
@@ -40,7 +42,7 @@ impl<B: Backend> Inner<B> {
         let recent = Arc::new(Recent::default());
         let parts = ActorParts { vendors: vendors.clone(), quota: quota.clone(), recent: recent.clone() };
         let nodes = NodeBook::start(cfg.arbiters, cfg.filter_deadline, cfg.reservation_ttl, parts);
-        Inner { cfg, vendors, backend, nodes, pods: PodBook::default(), quota, recent }
+        Inner { cfg, vendors, backend, nodes, pods: PodBook::default(), quota, recent, moves: Default::default() }
     }
 
     /// The decision patch for `devices` on `node`, now, against the node's latest devices.

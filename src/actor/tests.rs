@@ -452,6 +452,7 @@ fn the_failures_summary_counts_nodes_per_reason_most_first() {
 mod bind;
 mod bound_elsewhere;
 mod concurrent;
+mod defrag;
 mod fast_path;
 mod filter_all;
 mod gang;

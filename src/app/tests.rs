@@ -59,6 +59,7 @@ async fn every_pod_of_a_cluster_larger_than_a_load_batch_is_counted() {
         pods,
         quotas: Vec::new(),
         groups: Vec::new(),
+        budgets: Vec::new(),
         device_classes: Vec::new(),
     };
     load_packed_cluster(&engine, loaded).await;

@@ -141,6 +141,41 @@ struct Inner {
     refuse_evictions: std::sync::atomic::AtomicBool,
     /// DeviceClasses of the cluster file that map a served resource name.
     dra: crate::port::dra::DraBook,
+    /// The cluster file's PodDisruptionBudgets.
+    budgets: Mutex<Vec<BudgetObject>>,
+}
+
+/// A PodDisruptionBudget as the in-memory cluster needs it: its namespace, its `matchLabels`,
+/// and `maxUnavailable` or `minAvailable` as written (a number or a percentage).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetObject {
+    pub namespace: String,
+    pub name: String,
+    pub match_labels: Vec<(String, String)>,
+    pub max_unavailable: Option<String>,
+    pub min_available: Option<String>,
+}
+
+impl BudgetObject {
+    fn selects(&self, labels: &crate::model::vec_map::VecMap<String>) -> bool {
+        self.match_labels.iter().all(|(k, v)| labels.get(k).is_some_and(|x| x == v))
+    }
+
+    /// Disruptions allowed with `matching` pods healthy.
+    fn allowed(&self, matching: usize) -> usize {
+        let count = |t: &str, up: bool| match t.strip_suffix('%') {
+            Some(p) => {
+                let p: usize = p.trim().parse().unwrap_or(0);
+                if up { (matching * p).div_ceil(100) } else { matching * p / 100 }
+            }
+            None => t.trim().parse().unwrap_or(0),
+        };
+        match (&self.max_unavailable, &self.min_available) {
+            (Some(m), _) => count(m, false),
+            (None, Some(m)) => matching.saturating_sub(count(m, true)),
+            (None, None) => matching,
+        }
+    }
 }
 
 /// The in-memory cluster. Clones share the same cluster.
@@ -170,6 +205,7 @@ impl MemoryBackend {
                 protected: DashMap::new(),
                 refuse_evictions: false.into(),
                 dra: Default::default(),
+                budgets: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -260,6 +296,38 @@ impl MemoryBackend {
     /// Lets no eviction take the pod, as a PodDisruptionBudget that allows no disruption would.
     pub fn protect(&self, namespace: &str, name: &str) {
         self.inner.protected.insert(pod_key(namespace, name), ());
+    }
+
+    /// A PodDisruptionBudget of the cluster.
+    pub fn add_budget(&self, b: BudgetObject) {
+        if let Ok(mut v) = self.inner.budgets.lock() {
+            v.push(b);
+        }
+    }
+
+    /// Of `pods`, those a budget keeps from eviction now (evicting them all at once): a budget
+    /// allows as many disruptions as `maxUnavailable`, or as its pods above `minAvailable`.
+    pub fn budget_blocked(&self, pods: &[crate::port::PodRef]) -> Vec<crate::port::PodRef> {
+        let Ok(budgets) = self.inner.budgets.lock() else { return pods.to_vec() };
+        if budgets.is_empty() {
+            return Vec::new();
+        }
+        let all = self.pods();
+        let mut out = Vec::new();
+        for b in budgets.iter() {
+            let covers = |p: &PodView| p.metadata.namespace == b.namespace && b.selects(&p.metadata.labels);
+            let matching = all.iter().filter(|p| covers(p) && !p.is_terminating() && !p.is_finished()).count();
+            let asked: Vec<&crate::port::PodRef> = pods
+                .iter()
+                .filter(|r| {
+                    all.iter().any(|p| p.metadata.namespace == r.namespace && p.metadata.name == r.name && covers(p))
+                })
+                .collect();
+            if asked.len() > b.allowed(matching) {
+                out.extend(asked.into_iter().cloned());
+            }
+        }
+        out
     }
 
     /// Refuses every eviction, as a budget tightened after it was read would.

@@ -82,7 +82,13 @@ impl TestApp {
     async fn start(self) -> Running {
         let backend = MemoryBackend::new(Duration::from_secs(300));
         let engine = Engine::start(self.cfg, Arc::new(vendors()), backend, None);
-        let objects = ClusterObjects { nodes: self.nodes, pods: self.pods, quotas: Vec::new(), groups: Vec::new() };
+        let objects = ClusterObjects {
+            nodes: self.nodes,
+            pods: self.pods,
+            quotas: Vec::new(),
+            groups: Vec::new(),
+            budgets: Vec::new(),
+        };
         crate::app::load_cluster(&engine, objects).await;
         Running { state: web::Data::new(AppState::new(engine, self.max_body, self.readiness)) }
     }

@@ -40,6 +40,9 @@ pub struct PendingPod {
     pub attempts: u64,
 }
 
+/// What starts a note in a pending pod's detail.
+const NOTE_MARK: &str = "; ";
+
 /// The book's size at which it first looks for pods the cluster no longer holds.
 const FIRST_SWEEP: usize = 1024;
 
@@ -81,6 +84,20 @@ impl PendingBook {
         });
         self.held.store(m.len(), std::sync::atomic::Ordering::Relaxed);
         self.sweep_at.store((2 * m.len()).max(FIRST_SWEEP), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Adds what else was found about a pending pod (a defragmentation's plan, or what blocked
+    /// it) to its detail, replacing an earlier note.
+    pub fn note(&self, uid: &str, note: &str) {
+        if let Ok(mut m) = self.pods.lock()
+            && let Some(p) = m.get_mut(uid)
+        {
+            if let Some(at) = p.detail.find(NOTE_MARK) {
+                p.detail.truncate(at);
+            }
+            p.detail.push_str(NOTE_MARK);
+            p.detail.push_str(note);
+        }
     }
 
     /// The pod was placed, bound or deleted: it is pending no more.

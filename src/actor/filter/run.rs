@@ -128,6 +128,9 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         if let Some(placed) = self.reserve_held().await {
             return placed;
         }
+        if let Some(placed) = self.reserve_replacement().await {
+            return placed;
+        }
         let Some(mut eval) = self.evaluate().await else {
             return (FilterOutcome::Error(FilterError::Stopping), Told::NOTHING);
         };
@@ -146,7 +149,9 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 let counts = failed.counts();
                 crate::metrics::rejections(&counts);
                 self.tell_no_fit(&failed, &counts);
-                self.preempt(&failed).await;
+                if self.preempt(&failed).await.is_none() {
+                    self.defragment(&failed).await;
+                }
                 return (FilterOutcome::NoFit { failed }, Told::NOTHING);
             }
             Decision::Reserved { node, reserved, refused } => {

@@ -290,7 +290,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
 
     /// The places in a view of nodes named `names` of this filter's candidates, in view order. One
     /// pass over each list: a candidate list is not searched once per node.
-    pub(super) fn candidate_places<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<usize> {
+    pub(in crate::actor) fn candidate_places<'n>(&self, names: impl Iterator<Item = &'n str>) -> Vec<usize> {
         let at: std::collections::HashMap<&str, usize> = names.enumerate().map(|(k, n)| (n, k)).collect();
         let mut within: Vec<usize> = self.names.iter().filter_map(|n| at.get(n).copied()).collect();
         within.sort_unstable();

@@ -67,6 +67,7 @@ async fn a_restarted_engine_rebuilds_the_same_usage_from_the_pods() {
         pods: b.pods().iter().map(|p| (**p).clone()).collect(),
         quotas: Vec::new(),
         groups: Vec::new(),
+        budgets: Vec::new(),
     };
     let restarted = Engine::start(
         EngineConfig { arbiters: 3, ..Default::default() },

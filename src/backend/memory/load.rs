@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use crate::model::PodView;
 use crate::model::group::{GroupError, PodGroupObject};
+
+pub use super::BudgetObject;
 use crate::model::packed::PackedPod;
 use crate::model::pod::NodeView;
 use crate::port::dra::DeviceClassView;
@@ -190,6 +192,7 @@ pub struct ClusterObjects {
     pub quotas: Vec<QuotaObject>,
     /// PodGroups of the three kinds with objects (native, coscheduling, Volcano).
     pub groups: Vec<PodGroupObject>,
+    pub budgets: Vec<BudgetObject>,
 }
 
 /// A cluster file's objects with each pod packed as soon as it is read, so a large cluster's
@@ -200,6 +203,7 @@ pub struct PackedCluster {
     pub pods: Vec<PackedPod>,
     pub quotas: Vec<QuotaObject>,
     pub groups: Vec<PodGroupObject>,
+    pub budgets: Vec<BudgetObject>,
     /// `resource.k8s.io` DeviceClasses, so the simulated cluster reports the ones DRA may serve
     /// a resource name of hami-rs's by.
     pub device_classes: Vec<DeviceClassView>,
@@ -218,9 +222,16 @@ impl ClusterObjects {
         let (mut nodes, mut pods, mut quotas, mut groups) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         // DeviceClasses are kept by `serve`'s reading only (see `PackedCluster`).
         let mut ignored = Vec::new();
-        let mut sorted = Sorted { nodes: &mut nodes, quotas: &mut quotas, classes: &mut ignored, groups: &mut groups };
+        let mut budgets = Vec::new();
+        let mut sorted = Sorted {
+            nodes: &mut nodes,
+            quotas: &mut quotas,
+            classes: &mut ignored,
+            groups: &mut groups,
+            budgets: &mut budgets,
+        };
         sort_objects(source, &mut sorted, &mut |p| pods.push(p))?;
-        Ok(ClusterObjects { nodes, pods, quotas, groups })
+        Ok(ClusterObjects { nodes, pods, quotas, groups, budgets })
     }
 }
 
@@ -235,12 +246,17 @@ impl PackedCluster {
 
     fn read(source: Source<'_>) -> std::result::Result<PackedCluster, LoadError> {
         let (mut nodes, mut pods, mut quotas, mut device_classes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut groups = Vec::new();
-        let mut sorted =
-            Sorted { nodes: &mut nodes, quotas: &mut quotas, classes: &mut device_classes, groups: &mut groups };
+        let (mut groups, mut budgets) = (Vec::new(), Vec::new());
+        let mut sorted = Sorted {
+            nodes: &mut nodes,
+            quotas: &mut quotas,
+            classes: &mut device_classes,
+            groups: &mut groups,
+            budgets: &mut budgets,
+        };
         sort_objects(source, &mut sorted, &mut |p| pods.push(PackedPod::pack(&p)))?;
         pods.shrink_to_fit();
-        Ok(PackedCluster { nodes, pods, quotas, groups, device_classes })
+        Ok(PackedCluster { nodes, pods, quotas, groups, budgets, device_classes })
     }
 }
 
@@ -257,6 +273,7 @@ struct Sorted<'a> {
     quotas: &'a mut Vec<QuotaObject>,
     classes: &'a mut Vec<DeviceClassView>,
     groups: &'a mut Vec<PodGroupObject>,
+    budgets: &'a mut Vec<BudgetObject>,
 }
 
 /// Sorts the objects of `source` by kind: nodes, quotas, classes and groups into their lists,
@@ -316,13 +333,33 @@ fn add_object(
     sorted: &mut Sorted<'_>,
     pod: &mut dyn FnMut(PodView),
 ) -> std::result::Result<(), LoadError> {
-    let Sorted { nodes, quotas, classes, groups } = sorted;
+    let Sorted { nodes, quotas, classes, groups, budgets } = sorted;
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
     let err = |source| LoadError::Object { index, kind: kind.clone(), source };
     match kind.as_str() {
         "Node" => nodes.push(serde_json::from_value(v).map_err(err)?),
         "Pod" => pod(serde_json::from_value(v).map_err(err)?),
         "DeviceClass" => classes.push(serde_json::from_value(v).map_err(err)?),
+        "PodDisruptionBudget" => {
+            let text = |p: &str| match v.pointer(p) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            };
+            let match_labels = v
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| m.iter().filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned()))).collect())
+                .unwrap_or_default();
+            let meta = |k: &str| v.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or("").to_owned();
+            budgets.push(BudgetObject {
+                namespace: meta("namespace"),
+                name: meta("name"),
+                match_labels,
+                max_unavailable: text("/spec/maxUnavailable"),
+                min_available: text("/spec/minAvailable"),
+            });
+        }
         "PodGroup" => match PodGroupObject::from_value(&v) {
             Ok(g) => groups.push(g),
             // Another scheduler's PodGroup kind (KAI's, say) is none of hami-rs's business.

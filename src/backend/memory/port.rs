@@ -24,11 +24,17 @@ impl Backend for MemoryBackend {
     }
 
     async fn disruption_blocked(&self, pods: &[PodRef]) -> Result<Vec<PodRef>> {
-        Ok(pods
+        let mut blocked: Vec<PodRef> = pods
             .iter()
             .filter(|p| self.inner.protected.contains_key(&pod_key(&p.namespace, &p.name)))
             .cloned()
-            .collect())
+            .collect();
+        for p in self.budget_blocked(pods) {
+            if !blocked.contains(&p) {
+                blocked.push(p);
+            }
+        }
+        Ok(blocked)
     }
 
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<PodView>> {

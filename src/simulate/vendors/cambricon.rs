@@ -9,7 +9,8 @@ use crate::testing::*;
 
 #[actix::test]
 async fn mlu_pods_are_placed_through_the_engine_and_their_lock_released_after_allocation() {
-    let cluster = ClusterObjects { nodes: vec![mlus(2).view()], pods: vec![], quotas: vec![], groups: vec![] };
+    let cluster =
+        ClusterObjects { nodes: vec![mlus(2).view()], pods: vec![], quotas: vec![], groups: vec![], budgets: vec![] };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
         mlu_pod(1, 16, 50).name("mlu-a").view(),
@@ -45,7 +46,8 @@ async fn a_held_mlu_lock_blocks_mlu_pods_and_survives_another_pods_failed_bind()
         .annotation(common::BIND_PHASE, "allocating")
         .view();
     holder.spec.node_name = Some("n1".into());
-    let cluster = ClusterObjects { nodes: vec![n1.view()], pods: vec![holder], quotas: vec![], groups: vec![] };
+    let cluster =
+        ClusterObjects { nodes: vec![n1.view()], pods: vec![holder], quotas: vec![], groups: vec![], budgets: vec![] };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
         // As in HAMi, a Cambricon lock younger than 2 minutes fails the bind.

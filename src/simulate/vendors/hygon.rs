@@ -8,7 +8,13 @@ use crate::testing::*;
 #[actix::test]
 async fn dcu_pods_are_placed_through_the_engine() {
     let devs = [dcu_dev(0, "DCU-Z100", 16384), dcu_dev(1, "DCU-K100", 65536)];
-    let cluster = ClusterObjects { nodes: vec![dcus(&devs).view()], pods: vec![], quotas: vec![], groups: vec![] };
+    let cluster = ClusterObjects {
+        nodes: vec![dcus(&devs).view()],
+        pods: vec![],
+        quotas: vec![],
+        groups: vec![],
+        budgets: vec![],
+    };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
         dcu_pod(1, 8192, 50).name("z").annotation(keys::USE_TYPE, "Z100").view(),
@@ -35,8 +41,13 @@ async fn hcu_and_dcu_nodes_are_each_read_in_their_family_and_placed_side_by_side
     let hcu_register = "HCU-R0001,4,65536,100,BW200,0,true,0,hami-core:HCU-R0002,4,65536,100,BW200,0,true,1,hami-core:";
     let hcu_node = node("hcu-node").annotation(hcu::REGISTER, hcu_register).capacity("hygon.com/hcunum", "2");
     let dcu_node = dcus(&[dcu_dev(0, "DCU-Z100", 16384)]);
-    let cluster =
-        ClusterObjects { nodes: vec![hcu_node.view(), dcu_node.view()], pods: vec![], quotas: vec![], groups: vec![] };
+    let cluster = ClusterObjects {
+        nodes: vec![hcu_node.view(), dcu_node.view()],
+        pods: vec![],
+        quotas: vec![],
+        groups: vec![],
+        budgets: vec![],
+    };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let v = engine.vendors();
     let ids = |node: &NodeBuilder| -> Vec<String> {

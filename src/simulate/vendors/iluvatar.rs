@@ -14,7 +14,8 @@ async fn iluvatar_chips_are_scheduled_separately_through_the_engine() {
     let n1 = chips(&[dev("ix-0", 0, 32768)])
         .annotation(&keys::register("MR-V100"), &encode_node_devices_colon(&[mr]))
         .capacity(MR_VGPU, "1");
-    let cluster = ClusterObjects { nodes: vec![n1.view()], pods: vec![], quotas: vec![], groups: vec![] };
+    let cluster =
+        ClusterObjects { nodes: vec![n1.view()], pods: vec![], quotas: vec![], groups: vec![], budgets: vec![] };
     let engine = crate::app::memory_engine(&scheduler_flags(&["--enable-iluvatar"]), cluster).await.unwrap();
     let pods = vec![
         ix_pod(1, 64, 50).name("bi").view(),

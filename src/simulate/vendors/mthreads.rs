@@ -7,7 +7,8 @@ use crate::testing::*;
 
 #[actix::test]
 async fn a_pod_lands_on_one_gpu_through_the_engine() {
-    let cluster = ClusterObjects { nodes: vec![gpus(2).view()], pods: vec![], quotas: vec![], groups: vec![] };
+    let cluster =
+        ClusterObjects { nodes: vec![gpus(2).view()], pods: vec![], quotas: vec![], groups: vec![], budgets: vec![] };
     let engine = crate::app::memory_engine(&scheduler_flags(&[]), cluster).await.unwrap();
     let pods = vec![
         and_container(mt_pod(1, 16, 4), "second", 32, 8).name("pair").view(),

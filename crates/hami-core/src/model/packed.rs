@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use super::bytes::{Reader, Writer};
 use super::pod::{
-    ContainerStateView, ContainerStatusView, ContainerView, EnvVarView, ObjectMetaView, PodSpecView, PodStatusView,
-    PodView, QuantityText, ResourcesView, SchedulingGroupView, SecurityContextView, TerminatedView,
+    ContainerStateView, ContainerStatusView, ContainerView, EnvVarView, ObjectMetaView, OwnerRefView, PodSpecView,
+    PodStatusView, PodView, QuantityText, ResourcesView, SchedulingGroupView, SecurityContextView, TerminatedView,
 };
 use super::vec_map::{self, VecMap};
 
@@ -32,7 +32,17 @@ impl PackedPod {
         // Every field by name, with no `..`: a field added to the view fails to compile here
         // until it is packed too.
         let PodView {
-            metadata: ObjectMetaView { name, namespace, uid, annotations, labels, deletion_timestamp, resource_version },
+            metadata:
+                ObjectMetaView {
+                    name,
+                    namespace,
+                    uid,
+                    annotations,
+                    labels,
+                    deletion_timestamp,
+                    resource_version,
+                    owner_references,
+                },
             spec:
                 PodSpecView {
                     containers,
@@ -87,6 +97,17 @@ impl PackedPod {
         }
         w.opt_str(preemption_policy.as_deref());
         w.opt_str(start_time.as_deref());
+        w.list(owner_references, |w, o| {
+            let OwnerRefView { kind, name, uid, controller } = o;
+            w.str(kind);
+            w.str(name);
+            w.str(uid);
+            w.byte(match controller {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            });
+        });
         PackedPod(w.0.into_boxed_slice())
     }
 
@@ -132,6 +153,16 @@ impl PackedPod {
         };
         let preemption_policy = r.opt_str()?.map(str::to_owned);
         let start_time = r.opt_str()?.map(str::to_owned);
+        let owner_references = r.list(|r| {
+            let (kind, name, uid) = (r.str()?.to_owned(), r.str()?.to_owned(), r.str()?.to_owned());
+            let controller = match r.byte()? {
+                0 => None,
+                1 => Some(false),
+                2 => Some(true),
+                _ => return None,
+            };
+            Some(OwnerRefView { kind, name, uid, controller })
+        })?;
         if !r.0.is_empty() {
             return None;
         }
@@ -144,6 +175,7 @@ impl PackedPod {
                 labels,
                 deletion_timestamp,
                 resource_version,
+                owner_references,
             },
             spec: PodSpecView {
                 containers,

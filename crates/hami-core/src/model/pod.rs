@@ -45,6 +45,23 @@ pub struct ObjectMetaView {
     pub deletion_timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
+    /// Who made the pod: a pod whose controller makes a replacement may be moved elsewhere.
+    #[serde(default, deserialize_with = "shrunk_vec", skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerRefView>,
+}
+
+/// One owner of a pod, as `metadata.ownerReferences` names it.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerRefView {
+    #[serde(default, deserialize_with = "null_default")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub name: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<bool>,
 }
 
 /// A quantity as it appears in JSON: a string (`"16Gi"`) or a bare number.
@@ -234,6 +251,10 @@ impl PodView {
             return st.iter().all(|s| s.state.terminated.as_ref().is_some_and(|t| t.exit_code == 0));
         }
         plain.iter().all(|c| done(&c.name))
+    }
+    /// The owner that controls the pod (`controller: true`), if any.
+    pub fn controller(&self) -> Option<&OwnerRefView> {
+        self.metadata.owner_references.iter().find(|o| o.controller == Some(true))
     }
     /// A PodGroup member (label or `spec.schedulingGroup`): Bind retries lock contention.
     pub fn is_pod_group_member(&self) -> bool {

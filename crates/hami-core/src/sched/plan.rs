@@ -250,6 +250,7 @@ pub fn preempt(view: &View<'_>, ask: &Ask<'_>, w: &mut With<'_>) -> Option<Preem
     Some(Preemption { node: n, victims: set, placement: Placement { node: n, devices, charges, score }, cost })
 }
 
+pub mod defrag;
 pub mod group;
 
 #[cfg(test)]

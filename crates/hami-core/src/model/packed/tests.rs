@@ -3,8 +3,8 @@ use proptest::prelude::*;
 use super::PackedPod;
 use crate::model::PodView;
 use crate::model::pod::{
-    ContainerStateView, ContainerStatusView, ContainerView, EnvVarView, ObjectMetaView, PodSpecView, PodStatusView,
-    QuantityText, ResourcesView, SchedulingGroupView, SecurityContextView, TerminatedView,
+    ContainerStateView, ContainerStatusView, ContainerView, EnvVarView, ObjectMetaView, OwnerRefView, PodSpecView,
+    PodStatusView, QuantityText, ResourcesView, SchedulingGroupView, SecurityContextView, TerminatedView,
 };
 use crate::model::vec_map::VecMap;
 
@@ -114,17 +114,32 @@ fn container() -> impl Strategy<Value = ContainerView> {
 }
 
 fn pod() -> impl Strategy<Value = PodView> {
-    let meta = (text(), text(), text(), map(text()), map(text()), opt_text(), opt_text()).prop_map(
-        |(name, namespace, uid, annotations, labels, deletion_timestamp, resource_version)| ObjectMetaView {
-            name,
-            namespace,
-            uid,
-            annotations,
-            labels,
-            deletion_timestamp,
-            resource_version,
-        },
-    );
+    let owner = (text(), text(), text(), proptest::option::of(any::<bool>()))
+        .prop_map(|(kind, name, uid, controller)| OwnerRefView { kind, name, uid, controller });
+    let meta = (
+        text(),
+        text(),
+        text(),
+        map(text()),
+        map(text()),
+        opt_text(),
+        opt_text(),
+        proptest::collection::vec(owner, 0..3),
+    )
+        .prop_map(
+            |(name, namespace, uid, annotations, labels, deletion_timestamp, resource_version, owner_references)| {
+                ObjectMetaView {
+                    name,
+                    namespace,
+                    uid,
+                    annotations,
+                    labels,
+                    deletion_timestamp,
+                    resource_version,
+                    owner_references,
+                }
+            },
+        );
     let spec = (
         proptest::collection::vec(container(), 0..3),
         proptest::collection::vec(container(), 0..2),
