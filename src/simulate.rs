@@ -29,6 +29,13 @@ pub struct PodResult {
     /// With `--preemption=on`: the pods evicted to place this one, and where.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preempted: Option<Plan>,
+    /// With `--defragment=on`: the pods moved to place this one (their controllers' next pods
+    /// have their new places claimed; a simulation has no controller to make them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<String>,
+    /// With `--defragment=dry-run`: the moves that would place this pod, or what blocks them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defragmentation: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -105,6 +112,8 @@ pub async fn simulate_pods_with(
                     failed_nodes: BTreeMap::new(),
                     annotations: BTreeMap::new(),
                     preempted: None,
+                    moved: Vec::new(),
+                    defragmentation: None,
                 }));
                 continue;
             }
@@ -114,7 +123,12 @@ pub async fn simulate_pods_with(
         admitted.push((results.len(), pref, pod));
         results.push(None);
     }
+    let defragmenting = engine.config().defragment == crate::actor::Defragment::On;
+    let names_of = |b: &MemoryBackend| -> std::collections::BTreeSet<String> {
+        b.pods().iter().map(|p| format!("{}/{}", p.metadata.namespace, p.metadata.name)).collect()
+    };
     for (at, pref, pod) in admitted {
+        let before = if defragmenting { names_of(&backend) } else { Default::default() };
         let mut outcome = engine.filter(&pod, &names).await;
         let mut preempted = None;
         let mut first_failed = None;
@@ -135,6 +149,21 @@ pub async fn simulate_pods_with(
             preempted = Some(plan);
             outcome = engine.filter(&pod, &names).await;
         }
+        let mut moved = Vec::new();
+        if matches!(outcome, FilterOutcome::NoFit { .. }) && defragmenting {
+            // The first filter moved what it planned to (evicted at once here); the next one
+            // takes the devices claimed for the pod.
+            moved = before.difference(&names_of(&backend)).cloned().collect();
+            if !moved.is_empty() {
+                let _ = engine.reports().await;
+                let again = engine.filter(&pod, &names).await;
+                first_failed.get_or_insert_with(|| match &outcome {
+                    FilterOutcome::NoFit { failed } => failed.render(),
+                    _ => BTreeMap::new(),
+                });
+                outcome = again;
+            }
+        }
         let (node, error, failed) = match outcome {
             FilterOutcome::PassThrough => (None, Some("pod requests no devices".to_owned()), BTreeMap::new()),
             FilterOutcome::NoFit { failed } => (None, Some("no node fits".to_owned()), failed.render()),
@@ -150,8 +179,14 @@ pub async fn simulate_pods_with(
             },
         };
         let failed = first_failed.unwrap_or(failed);
+        let defragmentation = (node.is_none() && engine.config().defragment != crate::actor::Defragment::Off)
+            .then(|| engine.pending_pods().into_iter().find(|p| p.pod == pref.to_string()))
+            .flatten()
+            .and_then(|p| p.detail.split_once("; ").map(|(_, note)| note.to_owned()));
         results[at] = Some(PodResult {
             preempted,
+            moved,
+            defragmentation,
             annotations: backend.written(&pref.namespace, &pref.name),
             namespace: pref.namespace,
             name: pref.name,
@@ -213,6 +248,12 @@ pub fn render_table(sim: &Simulation) -> String {
                     let _ = writeln!(s, "  {:w$}       {node}: {why}", "");
                 }
             }
+        }
+        if let Some(d) = &p.defragmentation {
+            let _ = writeln!(s, "  {:w$}       {d}", "");
+        }
+        if !p.moved.is_empty() {
+            let _ = writeln!(s, "  {:w$}       moved to make room: {}", "", p.moved.join(", "));
         }
         if let Some(plan) = &p.preempted {
             let victims: Vec<String> = plan.victims.iter().map(ToString::to_string).collect();

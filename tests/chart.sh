@@ -261,6 +261,7 @@ expect_flags = {
     "force-overwrite-default-scheduler": "true", "device-config-file": "/device-config.yaml",
     "leader-elect": "true" if E["leaderElect"] else "false", "filter-result": E["filterResult"],
     "preemption": "on" if E.get("preemption") else "off", "preemption-hold": "2m",
+    "gang-claim-ttl": "5m", "defragment": "off",
     "console-access": E["consoleAccess"], "device-plugin-namespace": E["devicePluginNamespace"],
     "device-plugin-service-account": "hami-device-plugin", "v": E["verbosity"],
 }

@@ -118,6 +118,7 @@ VALUE_RULES = {
     ("scheduler", "kubeScheduler", "extender", "httpTimeout"): DURATION,
     ("scheduler", "extender", "reservationTTL"): DURATION,
     ("scheduler", "extender", "gangClaimTTL"): DURATION,
+    ("scheduler", "extender", "defragment"): {"enum": ["off", "dry-run", "on"]},
     ("scheduler", "extender", "preemption", "hold"): DURATION,
     ("scheduler", "extender", "bindLockWait"): DURATION,
     ("scheduler", "extender", "nodeLockRetryTimeout"): DURATION,

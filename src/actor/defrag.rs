@@ -116,8 +116,17 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         if e.pods.has_claim(&ClaimKey::Pod(self.req.uid.clone())) {
             return;
         }
-        let Some(pod) = e.preemptor_of_record(&self.pref).await else { return };
-        let below = priority(&pod);
+        // The priority that bounds who may move is the cluster's copy's; a pod the cluster does not
+        // have (yet) is taken at no more than priority 0, so a request cannot claim a priority
+        // to move pods with.
+        let below = match e.backend.pod_of_record(&self.pref.namespace, &self.pref.name).await {
+            Ok(Some(p)) if p.metadata.uid == self.pref.uid || p.metadata.uid.is_empty() => priority(&p),
+            Ok(_) => priority(self.pod).min(0),
+            Err(err) => {
+                tracing::warn!(pod = %self.pref, error = %err, "could not read the pod; no defragmentation this time");
+                return;
+            }
+        };
         let limits = &e.cfg.defrag;
         let budget = limits.per_plan.min(limits.per_minute.saturating_sub(e.moves.last_minute()));
         if budget == 0 {

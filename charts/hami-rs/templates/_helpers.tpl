@@ -285,6 +285,7 @@ sets its own --config. Repeats are dropped. */}}
 {{- $a = append $a (printf "--bind-lock-wait=%v" $ex.bindLockWait) -}}
 {{- $a = append $a (printf "--reservation-ttl=%v" $ex.reservationTTL) -}}
 {{- $a = append $a (printf "--gang-claim-ttl=%v" $ex.gangClaimTTL) -}}
+{{- $a = append $a (printf "--defragment=%v" $ex.defragment) -}}
 {{- $a = append $a (printf "--preemption=%s" (ternary "on" "off" $ex.preemption.enabled)) -}}
 {{- $a = append $a (printf "--preemption-hold=%v" $ex.preemption.hold) -}}
 {{- $a = append $a (printf "--console-access=%s" $ex.consoleAccess) -}}
