@@ -445,6 +445,44 @@ fn bench_plan(c: &mut Criterion) {
         let half = pod().gpu(8).mem_mib(40_000).request_with(&v);
         let gang: Vec<plan::group::Member<'_>> =
             (0..members).map(|_| plan::group::Member { req: &half, within: None }).collect();
+        // Defragmentation for one pod asking a whole GPU, every GPU holding three movable pods.
+        let charge_sets: Vec<Vec<Vec<hami_rs::sched::accounting::Charge>>> = busy
+            .iter()
+            .map(|s| {
+                s.devices
+                    .iter()
+                    .flat_map(|d| (0..3).map(move |_| vec![hami_rs::testing::charge(d.info.id.as_str(), 1, 8000, 10)]))
+                    .collect()
+            })
+            .collect();
+        let small = pod().gpu(1).mem_mib(8000).cores(10).request_with(&v);
+        let holders_view = View {
+            nodes: busy
+                .iter()
+                .zip(&charge_sets)
+                .map(|(s, cs)| Node {
+                    snapshot: s,
+                    holders: cs
+                        .iter()
+                        .map(|c| hami_rs::sched::victims::Holder {
+                            priority: 0,
+                            started: 0,
+                            evictable: false,
+                            charges: c,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        let movable: Vec<Vec<Option<&hami_rs::model::PodRequest>>> =
+            charge_sets.iter().map(|cs| cs.iter().map(|_| Some(&small)).collect()).collect();
+        let want = pod().gpu(1).mem_mib(81920).request_with(&v);
+        g.bench_with_input(BenchmarkId::new("defrag_one_whole_gpu", n), &n, |b, _| {
+            b.iter(|| {
+                let mut w = With { vendors: &v, quota: &NoQuota, scratch: &mut s };
+                plan::defrag::defrag(&holders_view, &Ask { req: &want, within: None }, &movable, 3, &mut w).is_some()
+            })
+        });
         g.bench_with_input(BenchmarkId::new(format!("gang_{members}x8_gpus_busy"), n), &n, |b, _| {
             b.iter(|| {
                 let mut w = With { vendors: &v, quota: &NoQuota, scratch: &mut s };

@@ -33,6 +33,9 @@ pub struct PodResult {
     /// have their new places claimed; a simulation has no controller to make them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub moved: Vec<String>,
+    /// Their replacements, as their controllers would make them, and where each was placed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<String>,
     /// With `--defragment=dry-run`: the moves that would place this pod, or what blocks them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub defragmentation: Option<String>,
@@ -113,6 +116,7 @@ pub async fn simulate_pods_with(
                     annotations: BTreeMap::new(),
                     preempted: None,
                     moved: Vec::new(),
+                    replaced: Vec::new(),
                     defragmentation: None,
                 }));
                 continue;
@@ -129,6 +133,8 @@ pub async fn simulate_pods_with(
     };
     for (at, pref, pod) in admitted {
         let before = if defragmenting { names_of(&backend) } else { Default::default() };
+        let cached: Vec<std::sync::Arc<crate::model::PodView>> =
+            if defragmenting { backend.pods() } else { Vec::new() };
         let mut outcome = engine.filter(&pod, &names).await;
         let mut preempted = None;
         let mut first_failed = None;
@@ -150,10 +156,40 @@ pub async fn simulate_pods_with(
             outcome = engine.filter(&pod, &names).await;
         }
         let mut moved = Vec::new();
+        let mut replaced = Vec::new();
         if matches!(outcome, FilterOutcome::NoFit { .. }) && defragmenting {
             // The first filter moved what it planned to (evicted at once here); the next one
             // takes the devices claimed for the pod.
             moved = before.difference(&names_of(&backend)).cloned().collect();
+            // Each moved pod's controller makes its next pod: the simulation makes it too, and
+            // it is placed where its room was claimed.
+            for gone in &moved {
+                let Some(old) =
+                    cached.iter().find(|p| format!("{}/{}", p.metadata.namespace, p.metadata.name) == *gone)
+                else {
+                    continue;
+                };
+                let mut next = (**old).clone();
+                next.metadata.name = format!("{}-next", old.metadata.name);
+                next.metadata.uid = format!("{}-next", old.metadata.uid);
+                next.metadata.resource_version = None;
+                next.spec.node_name = None;
+                next.status = Default::default();
+                for k in engine.vendors().scheduler_keys() {
+                    next.metadata.annotations.remove(k.as_str());
+                    next.metadata.labels.remove(k.as_str());
+                }
+                backend.insert_pod(next.clone());
+                let r = PodRef::of(&next);
+                if let FilterOutcome::Chosen { node, .. } = engine.filter(&next, &names).await
+                    && engine.bind(&r, node.as_str()).await.is_ok()
+                {
+                    if let Some(v) = crate::backend::Backend::pod(&backend, &r.namespace, &r.name) {
+                        engine.observe_pod(&v);
+                    }
+                    replaced.push(format!("{r} -> {node}"));
+                }
+            }
             if !moved.is_empty() {
                 let _ = engine.reports().await;
                 let again = engine.filter(&pod, &names).await;
@@ -186,6 +222,7 @@ pub async fn simulate_pods_with(
         results[at] = Some(PodResult {
             preempted,
             moved,
+            replaced,
             defragmentation,
             annotations: backend.written(&pref.namespace, &pref.name),
             namespace: pref.namespace,
@@ -254,6 +291,9 @@ pub fn render_table(sim: &Simulation) -> String {
         }
         if !p.moved.is_empty() {
             let _ = writeln!(s, "  {:w$}       moved to make room: {}", "", p.moved.join(", "));
+            if !p.replaced.is_empty() {
+                let _ = writeln!(s, "  {:w$}       replaced by: {}", "", p.replaced.join(", "));
+            }
         }
         if let Some(plan) = &p.preempted {
             let victims: Vec<String> = plan.victims.iter().map(ToString::to_string).collect();

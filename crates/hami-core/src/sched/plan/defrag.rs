@@ -4,7 +4,9 @@
 //! what they free, then every moved pod placed on the view as that leaves it, the pod's own
 //! devices taken first, so a moved pod never lands where the pod goes. The cheapest plan wins:
 //! the fewest moves, then the least device memory moved, then the tightest packing, then the
-//! earlier node.
+//! earlier node, among the `MAX_CANDIDATES` nodes with the most free device memory (a plan of one
+//! move ends the search); moved pods go to their own node or one of the `MAX_DESTINATIONS` nodes
+//! with the most free memory, so a plan's cost does not grow with the cluster.
 
 use crate::model::{DeviceUsage, PodRequest};
 use crate::sched::victims::{self, Holder};
@@ -31,6 +33,10 @@ pub struct Defrag {
 
 /// At most this many moves in one plan.
 pub const MAX_MOVES: usize = 4;
+/// Nodes a plan is looked for on (those with the most free device memory first).
+pub const MAX_CANDIDATES: usize = 32;
+/// Nodes a moved pod may go to besides its own (those with the most free device memory).
+pub const MAX_DESTINATIONS: usize = 64;
 
 /// The cheapest plan that places `ask` by moving pods, or `None`. `movable[n][h]`: the request
 /// of holder `h` of node `n` when it may move (its controller makes a replacement, and every
@@ -50,8 +56,26 @@ pub fn defrag(
             &all
         }
     };
+    // Nodes with the most free device memory first; at most `MAX_CANDIDATES` are planned on, so
+    // a plan costs a bounded number of fits however large the cluster.
+    let free = |n: usize| -> u64 {
+        view.nodes[n].snapshot.devices.iter().map(|d| d.info.devmem.get().saturating_sub(d.used_mem.get())).sum()
+    };
+    let mut order: Vec<usize> = within.iter().copied().filter(|&n| n < view.nodes.len()).collect();
+    order.sort_by_key(|&n| (std::cmp::Reverse(free(n)), n));
+    // Where moved pods may go: their own node and the nodes with the most free memory.
+    let roomy: Vec<usize> = {
+        let mut all: Vec<usize> = (0..view.nodes.len()).collect();
+        all.sort_by_key(|&n| (std::cmp::Reverse(free(n)), n));
+        all.truncate(MAX_DESTINATIONS);
+        all
+    };
+    let mut planned = 0;
     let mut best: Option<Defrag> = None;
-    for &n in within.iter().filter(|&&n| n < view.nodes.len()) {
+    for n in order {
+        if planned >= MAX_CANDIDATES || best.as_ref().is_some_and(|b| b.moves.len() <= 1) {
+            break;
+        }
         let node = &view.nodes[n];
         let reqs = movable.get(n).map_or(&[][..], Vec::as_slice);
         let hs: Vec<Holder<'_>> = node
@@ -65,6 +89,10 @@ pub fn defrag(
             let on = NodeSnapshot::new(snap.name.clone(), devs.to_vec(), snap.extras.clone());
             fit::fit_pod(&on, ask.req, w.vendors, w.quota, w.scratch).is_ok()
         };
+        if !hs.iter().any(|h| h.evictable) {
+            continue;
+        }
+        planned += 1;
         let Some(set) = victims::fewest(&snap.devices, &hs, &mut fits) else { continue };
         if set.is_empty() || set.len() > max_moves {
             continue;
@@ -81,19 +109,21 @@ pub fn defrag(
         crate::sched::accounting::apply(&mut on.devices, &charges);
         let placement = Placement { node: n, devices, charges, score };
         // Every moved pod placed on the view as the move leaves it, this node included.
+        let places: Vec<usize> = std::iter::once(n).chain(roomy.iter().copied().filter(|&i| i != n)).collect();
         let after = View {
-            nodes: view
-                .nodes
+            nodes: places
                 .iter()
-                .enumerate()
-                .map(|(i, x)| Node { snapshot: if i == n { &on } else { x.snapshot }, holders: Vec::new() })
+                .map(|&i| Node { snapshot: if i == n { &on } else { view.nodes[i].snapshot }, holders: Vec::new() })
                 .collect(),
         };
         let asks: Vec<Ask<'_>> = set.iter().filter_map(|&h| reqs[h]).map(|req| Ask { req, within: None }).collect();
         if asks.len() != set.len() {
             continue;
         }
-        let Ok(dests) = place(&after, &asks, w) else { continue };
+        let Ok(mut dests) = place(&after, &asks, w) else { continue };
+        for d in &mut dests {
+            d.node = places[d.node];
+        }
         let moved_mem: u64 = set.iter().flat_map(|&h| hs[h].charges).map(|c| c.mem.get()).sum();
         let cost = PlanCost {
             evicted: victims::cost(&[], &[]),
