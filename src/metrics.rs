@@ -470,8 +470,8 @@ impl Preemption {
 }
 
 /// A defragmentation plan's outcome.
-pub fn defrag_plan(outcome: crate::actor::defrag::Outcome) {
-    counter!(DEFRAG_PLANS, "outcome" => outcome.as_str()).increment(1);
+pub fn defrag_plan(outcome: &'static str) {
+    counter!(DEFRAG_PLANS, "outcome" => outcome).increment(1);
 }
 
 /// Pods one defragmentation moved.

@@ -209,7 +209,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             movers.iter().map(|m| format!("{} from {} to {}", m.pod, m.from, m.to)).collect::<Vec<_>>().join(", ");
         let what = format!("a defragmentation would move {told} to free room for it on {node}");
         if e.cfg.defragment == Defragment::DryRun {
-            crate::metrics::defrag_plan(Outcome::DryRun);
+            crate::metrics::defrag_plan(Outcome::DryRun.as_str());
             tracing::info!(pod = %self.pref, %node, moves = %told, "defragmentation plan (dry run: nothing moved)");
             e.pods.pending.note(self.req.uid.as_str(), &format!("{what} (dry run: nothing moved)"));
             return;
@@ -310,7 +310,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             ));
             return;
         }
-        crate::metrics::defrag_plan(Outcome::Placed);
+        crate::metrics::defrag_plan(Outcome::Placed.as_str());
         crate::metrics::defrag_moved(moved.len());
         let message = format!("{what}; moving now, its devices are claimed for {}s", ttl.as_secs());
         e.event(&self.pref, reasons::PREEMPTING, EventType::Normal, message.clone());
@@ -331,7 +331,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 }
             }
             if lapsed > 0 {
-                crate::metrics::defrag_plan(Outcome::Lapsed);
+                crate::metrics::defrag_plan(Outcome::Lapsed.as_str());
             }
         });
     }
@@ -340,7 +340,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     /// metric.
     fn defrag_blocked(&self, why: &str) {
         let e = self.e;
-        crate::metrics::defrag_plan(Outcome::Blocked);
+        crate::metrics::defrag_plan(Outcome::Blocked.as_str());
         tracing::info!(pod = %self.pref, reason = %why, "defragmentation blocked");
         e.event(&self.pref, reasons::PREEMPTION_FAILED, EventType::Warning, why.to_owned());
         e.pods.pending.note(self.req.uid.as_str(), why);
