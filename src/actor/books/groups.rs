@@ -124,7 +124,9 @@ impl GroupBook {
     /// the group when its minimum just came to be bound, with when it was first filtered.
     pub fn observe(&self, pod: &PodView) -> Option<(GroupId, Option<std::time::Instant>)> {
         let uid = PodUid::new(&pod.metadata.uid);
-        let Some((id, spec)) = self.group_of(pod) else {
+        // Members are kept whether or not their kind is served yet: a watch's first list may come
+        // before the kind's API is known, and its pods are not listed again.
+        let Some((id, spec)) = group_of(pod) else {
             // A pod that left its group (labels can change) is a member no more.
             self.forget(&uid);
             return None;
@@ -287,7 +289,10 @@ mod tests {
         assert!(book.group_of(&member("a", "u1")).is_some());
         book.set_served(GroupKind::Coscheduling, false);
         assert!(book.group_of(&member("a", "u1")).is_none());
+        // Its members are still kept, for when the kind turns out to be served.
         assert!(book.observe(&member("a", "u1")).is_none());
-        assert_eq!(book.len(), 0);
+        book.set_served(GroupKind::Coscheduling, true);
+        let id = GroupId { kind: GroupKind::Coscheduling, namespace: "ml".into(), name: "g".into() };
+        assert_eq!(book.read(&id, |g| g.alive()), Some(1));
     }
 }
