@@ -19,8 +19,7 @@ use crate::actor::filter::cycle::FilterCycle;
 use crate::actor::filter::run::Told;
 use crate::actor::messages::{Reserve, TakeClaim};
 use crate::actor::preemption::plan::priority;
-use crate::actor::{Defragment, Failures, FilterOutcome, Inner, with_scratch};
-use crate::devices::{NoQuota, QuotaCheck};
+use crate::actor::{Defragment, Failures, FilterOutcome, Inner};
 use crate::model::request::FitKey;
 use crate::model::{NodeName, PodRequest, PodUid, PodView};
 use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
@@ -166,16 +165,8 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let holders: Vec<_> = reports.iter().map(|r| e.holders(r, i32::MIN)).collect();
         let view = View { nodes: snaps.iter().zip(holders).map(|(s, h)| Node { snapshot: s, holders: h }).collect() };
         let within = self.candidate_places(reports.iter().map(|r| r.name.as_str()));
-        let quota_view = e.quota.as_deref().and_then(|q| q.view(&self.req.namespace));
-        let quota: &dyn QuotaCheck = match &quota_view {
-            Some(v) => v,
-            None => &NoQuota,
-        };
         let ask = Ask { req: &self.req, within: Some(&within) };
-        let Some(plan) = with_scratch(|s| {
-            let mut w = crate::sched::plan::With { vendors: &e.vendors, quota, scratch: s };
-            defrag(&view, &ask, &movable, budget, &mut w)
-        }) else {
+        let Some(plan) = e.with_planner(&self.req, |w| defrag(&view, &ask, &movable, budget, w)) else {
             return;
         };
         let node = reports[plan.node].name.clone();

@@ -123,6 +123,10 @@ impl GroupBook {
     /// A pod as the watch shows it: a member's state, or nothing for a pod of no group. Returns
     /// the group when its minimum just came to be bound, with when it was first filtered.
     pub fn observe(&self, pod: &PodView) -> Option<(GroupId, Option<std::time::Instant>)> {
+        if self.member_of.is_empty() && group_of(pod).is_none() {
+            // The common pod of no group, while no group has members: nothing to do.
+            return None;
+        }
         let uid = PodUid::new(&pod.metadata.uid);
         // Members are kept whether or not their kind is served yet: a watch's first list may come
         // before the kind's API is known, and its pods are not listed again.

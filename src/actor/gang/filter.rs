@@ -9,8 +9,7 @@ use crate::actor::coordinator::{Part, Take, TakeAll};
 use crate::actor::filter::cycle::FilterCycle;
 use crate::actor::filter::run::Told;
 use crate::actor::messages::{Reserve, TakeClaim};
-use crate::actor::{Failures, FilterOutcome, with_scratch};
-use crate::devices::{NoQuota, QuotaCheck};
+use crate::actor::{Failures, FilterOutcome};
 use crate::model::group::{GroupId, GroupSpec};
 use crate::model::{NodeName, PodRequest};
 use crate::port::Backend;
@@ -31,6 +30,18 @@ const VICTIMS_RELEASE_POLL: std::time::Duration = std::time::Duration::from_mill
 pub(super) struct Planned {
     pub names: Vec<Arc<str>>,
     pub reqs: Vec<Arc<PodRequest>>,
+}
+
+impl Planned {
+    /// The members as the planner takes them: the filtered member (`own`) within its
+    /// candidates' places, the others anywhere.
+    pub(super) fn members<'a>(&'a self, own: &str, within: &'a [usize]) -> Vec<Member<'a>> {
+        self.names
+            .iter()
+            .zip(&self.reqs)
+            .map(|(n, r)| Member { req: r, within: (**n == *own).then_some(within) })
+            .collect()
+    }
 }
 
 /// Why a plan did not place the group: the reason, and whether evictions could help (not when
@@ -245,22 +256,9 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         let (kept_names, snaps): (Vec<NodeName>, Vec<_>) = e.nodes.snapshots().into_iter().unzip();
         let within = self.candidate_places(kept_names.iter().map(NodeName::as_str));
         let view = View { nodes: snaps.iter().map(|s| Node { snapshot: s, holders: Vec::new() }).collect() };
-        let own = planned.names.iter().position(|n| **n == *self.pod.metadata.name);
-        let members: Vec<Member<'_>> = planned
-            .reqs
-            .iter()
-            .enumerate()
-            .map(|(k, r)| Member { req: r, within: (Some(k) == own).then_some(&within[..]) })
-            .collect();
+        let members = planned.members(&self.pod.metadata.name, &within);
+        let placed = e.with_planner(&self.req, |w| place_group(&view, &members, w));
         let quota_view = e.quota.as_deref().and_then(|q| q.view(&id.namespace));
-        let quota: &dyn QuotaCheck = match &quota_view {
-            Some(v) => v,
-            None => &NoQuota,
-        };
-        let placed = with_scratch(|s| {
-            let mut w = crate::sched::plan::With { vendors: &e.vendors, quota, scratch: s };
-            place_group(&view, &members, &mut w)
-        });
         match placed {
             Ok(placements) => {
                 let usage = usage_of(&placements.iter().flat_map(|p| p.charges.iter().cloned()).collect::<Vec<_>>());

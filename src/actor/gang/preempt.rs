@@ -12,13 +12,11 @@ use crate::actor::coordinator::{Part, Take, TakeAll};
 use crate::actor::filter::cycle::FilterCycle;
 use crate::actor::messages::TakeClaim;
 use crate::actor::preemption::plan::priority;
-use crate::actor::with_scratch;
-use crate::devices::{NoQuota, QuotaCheck};
 use crate::metrics::Preemption;
 use crate::model::group::{GroupId, GroupSpec};
 use crate::model::{NodeName, PodUid};
 use crate::port::{Backend, EventType, Evicted, PodRef, reasons};
-use crate::sched::plan::group::{Member, preempt_group};
+use crate::sched::plan::group::preempt_group;
 use crate::sched::plan::{Node, View};
 
 use super::filter::Planned;
@@ -40,22 +38,8 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             nodes: reports.iter().zip(holders).map(|(r, h)| Node { snapshot: &r.snapshot, holders: h }).collect(),
         };
         let within = self.candidate_places(reports.iter().map(|r| r.name.as_str()));
-        let own = planned.names.iter().position(|n| **n == *self.pod.metadata.name);
-        let members: Vec<Member<'_>> = planned
-            .reqs
-            .iter()
-            .enumerate()
-            .map(|(k, r)| Member { req: r, within: (Some(k) == own).then_some(&within[..]) })
-            .collect();
-        let quota_view = e.quota.as_deref().and_then(|q| q.view(&id.namespace));
-        let quota: &dyn QuotaCheck = match &quota_view {
-            Some(v) => v,
-            None => &NoQuota,
-        };
-        let plan = with_scratch(|s| {
-            let mut w = crate::sched::plan::With { vendors: &e.vendors, quota, scratch: s };
-            preempt_group(&view, &members, &mut w)
-        })?;
+        let members = planned.members(&self.pod.metadata.name, &within);
+        let plan = e.with_planner(&self.req, |w| preempt_group(&view, &members, w))?;
         if plan.victims.is_empty() {
             return None;
         }

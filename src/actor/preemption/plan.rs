@@ -212,7 +212,11 @@ impl<B: Backend> Inner<B> {
 
     /// Runs `f` with the planner's fit of `req` (its namespace quota applied), on this thread's
     /// fit buffers.
-    fn with_planner<R>(self: &Arc<Self>, req: &PodRequest, f: impl FnOnce(&mut plan::With<'_>) -> R) -> R {
+    pub(in crate::actor) fn with_planner<R>(
+        self: &Arc<Self>,
+        req: &PodRequest,
+        f: impl FnOnce(&mut plan::With<'_>) -> R,
+    ) -> R {
         let view = self.quota.as_deref().and_then(|q| q.view(&req.namespace));
         let quota: &dyn QuotaCheck = match &view {
             Some(v) => v,
