@@ -174,7 +174,7 @@ pub async fn scheduler_config(client: &kube::Client, namespace: Option<&str>) ->
     };
     let ns = d.metadata.namespace.clone().unwrap_or_default();
     let name = format!("{ns}/{}", d.metadata.name.clone().unwrap_or_default());
-    let spec = d.spec.and_then(|s| s.template.spec);
+    let spec = d.spec.template.spec;
     let Some(c) = spec.as_ref().and_then(|s| s.containers.iter().find(|c| c.name == "hami-rs")) else {
         return SchedulerConfig::defaults(&format!("Deployment {name} has no hami-rs container"));
     };

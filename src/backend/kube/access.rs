@@ -21,7 +21,7 @@ const POD_UID: &str = "authentication.kubernetes.io/pod-uid";
 impl KubeBackend {
     pub(super) async fn token_review(&self, token: &str) -> Result<Option<TokenIdentity>> {
         let review = TokenReview {
-            spec: TokenReviewSpec { token: Some(token.to_owned()), audiences: None },
+            spec: TokenReviewSpec { token: token.to_owned(), audiences: None },
             ..TokenReview::default()
         };
         let api: Api<TokenReview> = Api::all(self.client());

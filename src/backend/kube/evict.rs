@@ -53,7 +53,7 @@ impl KubeBackend {
             }
             for b in &budgets.items {
                 let Some(sel) = b.spec.as_ref().and_then(|s| s.selector.as_ref()) else { continue };
-                let allowed = b.status.as_ref().map_or(0, |s| s.disruptions_allowed);
+                let allowed = b.status.as_ref().map_or(0, |s| s.disruptions_allowed.unwrap_or(0));
                 let hit: Vec<&PodRef> = labelled.iter().filter(|(_, l)| selects(sel, l)).map(|(p, _)| *p).collect();
                 if hit.len() as i64 > i64::from(allowed) {
                     blocked.extend(hit.into_iter().cloned());

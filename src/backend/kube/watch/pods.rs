@@ -114,4 +114,19 @@ mod tests {
         assert!(!older(None, Some("1000")));
         assert!(!older(Some("5"), None));
     }
+
+    /// The watch reads pods through the typed API: a field the types do not know is dropped on
+    /// the way to the view, and a native group member would never be linked to its group.
+    #[test]
+    fn a_watched_pod_keeps_its_scheduling_group() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": { "name": "m-0", "namespace": "ml", "uid": "u0" },
+            "spec": { "containers": [{ "name": "c" }], "schedulingGroup": { "podGroupName": "train" } },
+        }))
+        .unwrap();
+        let view: PodView = to_view(&pod);
+        assert_eq!(view.spec.scheduling_group.and_then(|g| g.pod_group_name).as_deref(), Some("train"));
+    }
 }
