@@ -3,12 +3,15 @@
 # (RBAC, token auth), with a PKI and one kubeconfig per identity. kube-scheduler is started by the
 # tests themselves, since its config names the extender's port.
 #
-#   control-plane.sh start DIR            # writes DIR/env (BIN, ports, kubeconfigs), starts etcd + apiserver
+#   control-plane.sh start DIR            # writes DIR/env (BIN, ports, flags, kubeconfigs), starts etcd + apiserver
 #   control-plane.sh stop DIR             # stops everything started under DIR
 #   control-plane.sh stop-apiserver DIR   # stops kube-apiserver only (SIGTERM, SIGKILL after 15 s); etcd runs on
 #   control-plane.sh start-apiserver DIR  # starts kube-apiserver again with the same flags, waits for /readyz
 #
-# Ports come from HAMI_E2E_ETCD_PORT / HAMI_E2E_APISERVER_PORT (defaults 23790 / 26443).
+# Ports come from HAMI_E2E_ETCD_PORT / HAMI_E2E_APISERVER_PORT (defaults 23790 / 26443). The binaries are
+# build-bins.sh's for HAMI_E2E_K8S_VERSION (default 1.34.2); HAMI_E2E_APISERVER_FLAGS adds flags to
+# kube-apiserver (space-separated, none by default; kept in DIR/env for start-apiserver), e.g. the
+# feature gates and API groups of a newer version's native gang.
 set -euo pipefail
 
 cmd=${1:?usage: control-plane.sh start|stop DIR}
@@ -35,7 +38,8 @@ start_bg() { # start_bg NAME CMD...
   echo $! > "$dir/pids/$name"
 }
 
-start_apiserver() { # needs BIN, ETCD_PORT, API_PORT
+start_apiserver() { # needs BIN, ETCD_PORT, API_PORT, APISERVER_FLAGS
+  # shellcheck disable=SC2086 # APISERVER_FLAGS is a list of flags
   start_bg apiserver "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -46,7 +50,7 @@ start_apiserver() { # needs BIN, ETCD_PORT, API_PORT
     --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=RBAC \
     --disable-admission-plugins=ServiceAccount \
-    --allow-privileged=true --profiling=false
+    --allow-privileged=true --profiling=false ${APISERVER_FLAGS:-}
 
   for _ in $(seq 1 300); do
     curl -fsS --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer e2e-admin-token" "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && break
@@ -102,6 +106,7 @@ done
 ETCD_PORT=${HAMI_E2E_ETCD_PORT:-23790}
 ETCD_PEER_PORT=$((ETCD_PORT + 1))
 API_PORT=${HAMI_E2E_APISERVER_PORT:-26443}
+APISERVER_FLAGS=${HAMI_E2E_APISERVER_FLAGS:-}
 mkdir -p "$dir/pki" "$dir/pids" "$dir/logs"
 
 # --- PKI: a CA, serving certs for the apiserver and for hami-rs (SAN 127.0.0.1), SA keys, tokens
@@ -161,6 +166,7 @@ cat > "$dir/env" <<EOF
 BIN=$BIN
 API_PORT=$API_PORT
 ETCD_PORT=$ETCD_PORT
+APISERVER_FLAGS="$APISERVER_FLAGS"
 CA=$dir/pki/ca.crt
 EOF
 echo "$dir"

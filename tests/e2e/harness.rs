@@ -233,14 +233,61 @@ pub struct ControlPlane {
     pub dir: PathBuf,
     pub bin: PathBuf,
     pub client: kube::Client,
+    /// The Kubernetes version of kube-apiserver and kube-scheduler.
+    pub k8s_version: String,
+    /// `--feature-gates` of the kube-schedulers the test starts, when its flavor has any.
+    feature_gates: Option<&'static str>,
     guard: CpGuard,
 }
 
-/// Where `build-bins.sh` caches the control-plane binaries (same defaults as the script).
-fn control_plane_bin_dir() -> PathBuf {
-    let var = |k: &str, d: &str| std::env::var(k).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| d.to_owned());
-    let k8s = var("HAMI_E2E_K8S_VERSION", "1.34.2");
-    let etcd = var("HAMI_E2E_ETCD_VERSION", "3.6.16");
+/// Which Kubernetes a test's control plane runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Flavor {
+    /// `HAMI_E2E_K8S_VERSION` (default 1.34.2), as it comes: every scenario but the native gang's.
+    #[default]
+    Default,
+    /// `HAMI_E2E_GANG_K8S_VERSION` (default 1.37.2) with Kubernetes' native gang on: the feature
+    /// gate `GenericWorkload` on kube-apiserver and on every kube-scheduler the test starts, and
+    /// `scheduling.k8s.io/v1beta1` served (PodGroups, Workloads). That kube-apiserver refuses
+    /// `--advertise-address=127.0.0.1` unless nothing reconciles the `kubernetes` Service's
+    /// endpoints (`--endpoint-reconciler-type=none`).
+    NativeGang,
+}
+
+impl Flavor {
+    fn k8s_version(self) -> String {
+        match self {
+            Flavor::Default => env_or("HAMI_E2E_K8S_VERSION", "1.34.2"),
+            Flavor::NativeGang => env_or("HAMI_E2E_GANG_K8S_VERSION", "1.37.2"),
+        }
+    }
+
+    fn feature_gates(self) -> Option<&'static str> {
+        match self {
+            Flavor::Default => None,
+            Flavor::NativeGang => Some("GenericWorkload=true"),
+        }
+    }
+
+    /// kube-apiserver's flags beyond `control-plane.sh`'s own.
+    fn apiserver_flags(self) -> String {
+        match self.feature_gates() {
+            None => String::new(),
+            Some(gates) => format!(
+                "--feature-gates={gates} --runtime-config=scheduling.k8s.io/v1beta1=true --endpoint-reconciler-type=none"
+            ),
+        }
+    }
+}
+
+fn env_or(k: &str, d: &str) -> String {
+    std::env::var(k).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| d.to_owned())
+}
+
+/// Where `build-bins.sh` caches the control-plane binaries of Kubernetes `k8s` (same defaults as
+/// the script).
+fn control_plane_bin_dir(k8s: &str) -> PathBuf {
+    let etcd = env_or("HAMI_E2E_ETCD_VERSION", "3.6.16");
     let cache = match std::env::var("HAMI_E2E_CACHE").ok().filter(|v| !v.is_empty()) {
         Some(c) => PathBuf::from(c),
         None => match std::env::var("XDG_CACHE_HOME").ok().filter(|v| !v.is_empty()) {
@@ -251,14 +298,18 @@ fn control_plane_bin_dir() -> PathBuf {
     cache.join(format!("bin-k8s-v{k8s}-etcd-v{etcd}"))
 }
 
-fn check_binaries() -> PathBuf {
+fn check_binaries(k8s: &str) -> PathBuf {
     for (name, p) in [("hami-rs", hami_bin()), ("hami-loadtest", loadtest_bin())] {
         assert!(p.is_file(), "e2e: {name} binary {} is missing; build it with `cargo build --bins`", p.display());
     }
-    let bin = control_plane_bin_dir();
+    let bin = control_plane_bin_dir(k8s);
     for b in ["etcd", "kube-apiserver", "kube-scheduler"] {
         let p = bin.join(b);
-        assert!(p.is_file(), "e2e: {} is missing; {HOW_TO_BUILD}", p.display());
+        assert!(
+            p.is_file(),
+            "e2e: {} is missing; {HOW_TO_BUILD} (with HAMI_E2E_K8S_VERSION={k8s} for this version)",
+            p.display()
+        );
     }
     for tool in ["openssl", "curl", "bash"] {
         let ok = Command::new("sh")
@@ -318,14 +369,23 @@ impl ControlPlane {
     /// Starts etcd and kube-apiserver for the test `test`, applies `rbac.yaml` (hami-rs) and
     /// `scheduler-rbac.yaml` (kube-scheduler's Lease).
     pub async fn start(test: &str) -> ControlPlane {
+        ControlPlane::start_flavor(test, Flavor::Default).await
+    }
+
+    /// [`ControlPlane::start`] with the Kubernetes of `flavor`.
+    pub async fn start_flavor(test: &str, flavor: Flavor) -> ControlPlane {
         init();
-        let bin = check_binaries();
+        let k8s_version = flavor.k8s_version();
+        let bin = check_binaries(&k8s_version);
         let tmp = tempfile::Builder::new().prefix(&format!("hami-e2e-{test}-")).tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         std::fs::create_dir_all(dir.join("logs")).unwrap();
         let mut guard = CpGuard { dir: dir.clone(), tmp: Some(tmp), pgid: None, more_pgids: Mutex::new(Vec::new()) };
         let (etcd_port, api_port) = (free_port_pair(), free_port());
-        println!("e2e[{test}]: control plane in {} (etcd :{etcd_port}, apiserver :{api_port})", dir.display());
+        println!(
+            "e2e[{test}]: control plane in {} (Kubernetes {k8s_version}, etcd :{etcd_port}, apiserver :{api_port})",
+            dir.display()
+        );
 
         let log = dir.join("logs/control-plane.log");
         let mut cmd = Command::new("bash");
@@ -333,7 +393,9 @@ impl ControlPlane {
             .arg("start")
             .arg(&dir)
             .env("HAMI_E2E_ETCD_PORT", etcd_port.to_string())
-            .env("HAMI_E2E_APISERVER_PORT", api_port.to_string());
+            .env("HAMI_E2E_APISERVER_PORT", api_port.to_string())
+            .env("HAMI_E2E_K8S_VERSION", &k8s_version)
+            .env("HAMI_E2E_APISERVER_FLAGS", flavor.apiserver_flags());
         let mut script = Proc::spawn("control-plane.sh", cmd, log.clone());
         guard.pgid = script.pid().map(|p| p as libc::pid_t);
         let started = Instant::now();
@@ -372,7 +434,7 @@ impl ControlPlane {
         }
         apply_rbac_manifest(&client, &e2e_dir().join("rbac.yaml")).await;
         apply_rbac_manifest(&client, &e2e_dir().join("scheduler-rbac.yaml")).await;
-        ControlPlane { dir, bin, client, guard }
+        ControlPlane { dir, bin, client, k8s_version, feature_gates: flavor.feature_gates(), guard }
     }
 
     /// Runs `control-plane.sh <cmd> DIR` to its end (at most `timeout`), its output appended to
@@ -920,12 +982,15 @@ impl KubeScheduler {
         let cfg_path = cp.dir.join(format!("{name}.yaml"));
         std::fs::write(&cfg_path, config).unwrap();
         let ks = cp.bin.join("kube-scheduler");
-        let ks_args = [
+        let mut ks_args = vec![
             format!("--config={}", cfg_path.display()),
             "--bind-address=127.0.0.1".to_owned(),
             format!("--secure-port={port}"),
             "-v=2".to_owned(),
         ];
+        if let Some(gates) = cp.feature_gates {
+            ks_args.push(format!("--feature-gates={gates}"));
+        }
         let cmd = match hostname {
             Some(host) => {
                 check_unshare();

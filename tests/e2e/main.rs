@@ -14,10 +14,14 @@
 //! unbound pods against the API server alone. Scenario v (`security.rs`) has a tenant try every
 //! door from a network namespace of its own (root and iproute2 needed). Scenario w (`families.rs`)
 //! places Hygon HCU and DCU pods side by side and MIG instances in a shape HAMi books past 100 cores.
+//! Scenarios x and x2 (`gangs.rs`) place Kubernetes 1.37's native PodGroups all or none (that
+//! version's control plane, with its native gang on), y and y2 coscheduling's PodGroups on 1.34
+//! with kube-scheduler placing members one by one (y2 across a SIGKILL of hami-rs).
 
 mod cluster;
 mod families;
 mod faults;
+mod gangs;
 mod harness;
 mod plugin;
 mod preemption;

@@ -8,10 +8,14 @@
 # Steps:
 #   1. tests/e2e/build-bins.sh builds etcd, kube-apiserver and kube-scheduler from their Go modules
 #      once (Go 1.24+ and the Go module proxy needed; cached under ~/.cache/hami-rs, so later runs
-#      skip this);
+#      skip this), twice: Kubernetes 1.34.2 (HAMI_E2E_K8S_VERSION), which every scenario runs but
+#      the native gang's, and 1.37.2 (HAMI_E2E_GANG_K8S_VERSION), whose native PodGroups
+#      (scheduling.k8s.io/v1beta1, feature gate GenericWorkload) scenarios x and x2 run on;
 #   2. cargo test --features e2e --test e2e --no-run and cargo build -p hami-loadtest (the builds,
 #      outside the time box; the fake plugin is the workspace's loadtest crate, which cargo does
-#      not build for hami-rs's tests, and the tests run the one beside their hami-rs binary);
+#      not build for hami-rs's tests, and the tests run the one beside their hami-rs binary; cargo's
+#      CARGO_TARGET_DIR and CARGO_BUILD_JOBS apply, and the tests find both binaries in that target
+#      directory);
 #   3. cargo test --features e2e --test e2e -- --test-threads=1 --nocapture [FILTER], time-boxed
 #      (each test starts its own control plane on free loopback ports; one at a time keeps the
 #      load, and the timings they print, comparable). When the box runs out the run is killed
@@ -35,6 +39,10 @@ report() { echo "e2e: wall time $(( $(date +%s) - start )) s (exit $1)"; }
 
 bin=$("$here/build-bins.sh" | tail -n 1) || { s=$?; echo "e2e: building the control-plane binaries failed" >&2; report "$s"; exit "$s"; }
 echo "e2e: control-plane binaries in $bin"
+gang_version=${HAMI_E2E_GANG_K8S_VERSION:-1.37.2}
+gang_bin=$(HAMI_E2E_K8S_VERSION=$gang_version "$here/build-bins.sh" | tail -n 1) \
+  || { s=$?; echo "e2e: building the Kubernetes $gang_version control-plane binaries failed" >&2; report "$s"; exit "$s"; }
+echo "e2e: control-plane binaries of the native gang scenarios (Kubernetes $gang_version) in $gang_bin"
 
 cd "$repo"
 cargo test --features e2e --test e2e --no-run || { s=$?; echo "e2e: building the tests failed" >&2; report "$s"; exit "$s"; }
