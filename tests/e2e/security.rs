@@ -46,8 +46,8 @@ where
 async fn bound_token(cp: &ControlPlane, ns: &str, sa: &str, pod: &Pod) -> String {
     let api: Api<ServiceAccount> = Api::namespaced(cp.client.clone(), ns);
     let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
+        spec: Some(TokenRequestSpec {
+            audiences: None,
             bound_object_ref: Some(BoundObjectReference {
                 kind: Some("Pod".into()),
                 api_version: Some("v1".into()),
@@ -55,11 +55,12 @@ async fn bound_token(cp: &ControlPlane, ns: &str, sa: &str, pod: &Pod) -> String
                 uid: pod.metadata.uid.clone(),
             }),
             expiration_seconds: Some(3600),
-        },
+            ..TokenRequestSpec::default()
+        }),
         ..TokenRequest::default()
     };
     let t = api.create_token_request(sa, &PostParams::default(), &req).await.expect("e2e: a token request");
-    t.status.map(|s| s.token).expect("e2e: the token request has a token")
+    t.status.and_then(|s| s.token).expect("e2e: the token request has a token")
 }
 
 /// A kubeconfig for a user presenting `token`.
