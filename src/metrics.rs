@@ -46,6 +46,7 @@ pub const POD_GROUP_CLAIMS_RELEASED: &str = "hami_scheduler_pod_group_claims_rel
 pub const POD_GROUP_DECISIONS: &str = "hami_scheduler_pod_group_decisions_total";
 pub const DEFRAG_PLANS: &str = "hami_scheduler_defrag_plans_total";
 pub const DEFRAG_PODS_MOVED: &str = "hami_scheduler_defrag_pods_moved_total";
+pub const DEFRAG_DEVICES_FREED: &str = "hami_scheduler_defrag_devices_freed_total";
 pub const DRA_EXTENDED_RESOURCE_CLASSES: &str = "hami_scheduler_dra_extended_resource_classes";
 
 /// Latency buckets in seconds, from 50 µs to 30 s (filters are sub-millisecond; binds wait on the API).
@@ -141,6 +142,7 @@ pub fn describe() {
         DEFRAG_PODS_MOVED,
         "Running pods moved (evicted, their replacement's place claimed) by defragmentation"
     );
+    describe_counter!(DEFRAG_DEVICES_FREED, "Devices defragmentation freed and claimed for the pod it moved pods for");
     zero_counters();
     describe_gauge!(
         DRA_EXTENDED_RESOURCE_CLASSES,
@@ -213,6 +215,7 @@ fn zero_counters() {
         counter!(DEFRAG_PLANS, "outcome" => outcome).absolute(0);
     }
     counter!(DEFRAG_PODS_MOVED).absolute(0);
+    counter!(DEFRAG_DEVICES_FREED).absolute(0);
     for outcome in ["claimed", "waiting", "short", "quota", "raced"] {
         counter!(POD_GROUP_DECISIONS, "outcome" => outcome).absolute(0);
     }
@@ -474,9 +477,10 @@ pub fn defrag_plan(outcome: &'static str) {
     counter!(DEFRAG_PLANS, "outcome" => outcome).increment(1);
 }
 
-/// Pods one defragmentation moved.
-pub fn defrag_moved(n: usize) {
-    counter!(DEFRAG_PODS_MOVED).increment(n as u64);
+/// Pods one defragmentation moved, and the devices it freed for its pod.
+pub fn defrag_moved(pods: usize, devices: usize) {
+    counter!(DEFRAG_PODS_MOVED).increment(pods as u64);
+    counter!(DEFRAG_DEVICES_FREED).increment(devices as u64);
 }
 
 /// A group plan's outcome (see `POD_GROUP_DECISIONS`).

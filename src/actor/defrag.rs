@@ -69,12 +69,14 @@ struct Mover {
 }
 
 /// The shape a controller's next pod is recognised by: the pod's fit key with the annotations
-/// this scheduler writes left out (a replacement comes without them).
+/// a decision and its bind leave on the pod left out (a replacement comes without them),
+/// the time of the decision among them.
 pub fn shape_of(e: &crate::devices::Vendors, pod: &PodView) -> FitKey {
     let mut clean = pod.clone();
     for k in e.scheduler_keys() {
         clean.metadata.annotations.remove(k.as_str());
     }
+    clean.metadata.annotations.remove(crate::model::annotations::ASSIGNED_TIME);
     FitKey::of(&clean, clean.is_pod_group_member())
 }
 
@@ -100,6 +102,67 @@ impl<B: Backend> Inner<B> {
         let owner = pod.controller()?;
         let replaced = matches!(owner.kind.as_str(), "ReplicaSet" | "StatefulSet") || word(MOVABLE) == Some("true");
         (replaced && !owner.uid.is_empty()).then(|| owner.uid.clone())
+    }
+}
+
+/// What a defragmentation plans on: every node's report (sorted by name) and published snapshot,
+/// and each holder's request and controller when it may move.
+struct Movables {
+    reports: Vec<crate::actor::NodeReport>,
+    snaps: Vec<Arc<crate::sched::NodeSnapshot>>,
+    reqs: Vec<Vec<Option<MayMove>>>,
+}
+
+impl<B: Backend> Inner<B> {
+    /// The nodes as a defragmentation for a pod of priority `below` sees them.
+    async fn movables(self: &Arc<Self>, below: i32) -> Movables {
+        let e = self;
+        let limits = &e.cfg.defrag;
+        let mut reports = e.nodes.reports(None).await;
+        reports.sort_by(|a, b| a.name.cmp(&b.name));
+        let published = e.nodes.snapshots();
+        let snaps: Vec<_> = reports
+            .iter()
+            .map(|r| {
+                published
+                    .binary_search_by(|(n, _)| n.cmp(&r.name))
+                    .map_or_else(|_| r.snapshot.clone(), |k| published[k].1.clone())
+            })
+            .collect();
+        // Each holder's request when it may move, and its controller.
+        let mut reqs: Vec<Vec<Option<MayMove>>> = Vec::with_capacity(reports.len());
+        for r in &reports {
+            let mut per = Vec::with_capacity(r.allocs.len());
+            for a in &r.allocs {
+                let entry = e.backend.pod(&a.namespace, &a.name).and_then(|v| {
+                    let controller = e.movable(&v, below)?;
+                    let (on_node, of_controller) = e.moves.counts(limits.cooldown, r.name.as_str(), &controller);
+                    if on_node >= limits.per_node || of_controller >= limits.per_controller {
+                        return None;
+                    }
+                    let req = e.request_of(&v).ok()?;
+                    Some((req, controller, v))
+                });
+                per.push(entry);
+            }
+            reqs.push(per);
+        }
+        Movables { reports, snaps, reqs }
+    }
+
+    /// Whole devices a defragmentation could free now, by vendor and device type (the console's
+    /// figure): pods that may move for a pod of any priority, packed onto the other shared
+    /// devices of their type.
+    pub(in crate::actor) async fn defrag_freeable(self: &Arc<Self>) -> Vec<((String, String), usize)> {
+        let Movables { reports, snaps, reqs } = self.movables(i32::MAX).await;
+        let movable: Vec<Vec<Option<&PodRequest>>> =
+            reqs.iter().map(|per| per.iter().map(|x| x.as_ref().map(|(r, ..)| &**r)).collect()).collect();
+        let holders: Vec<_> = reports.iter().map(|r| self.holders(r, i32::MIN)).collect();
+        let view = View { nodes: snaps.iter().zip(holders).map(|(s, h)| Node { snapshot: s, holders: h }).collect() };
+        crate::sched::plan::defrag::freeable(&view, &movable)
+            .into_iter()
+            .map(|((v, ty), n)| ((self.vendors.get(v).name().to_owned(), ty.to_string()), n))
+            .collect()
     }
 }
 
@@ -131,35 +194,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
         if budget == 0 {
             return;
         }
-        let mut reports = e.nodes.reports(None).await;
-        reports.sort_by(|a, b| a.name.cmp(&b.name));
-        let published = e.nodes.snapshots();
-        let snaps: Vec<_> = reports
-            .iter()
-            .map(|r| {
-                published
-                    .binary_search_by(|(n, _)| n.cmp(&r.name))
-                    .map_or_else(|_| r.snapshot.clone(), |k| published[k].1.clone())
-            })
-            .collect();
-        // Each holder's request when it may move, and its controller.
-        let mut reqs: Vec<Vec<Option<MayMove>>> = Vec::with_capacity(reports.len());
-        for r in &reports {
-            let mut per = Vec::with_capacity(r.allocs.len());
-            for a in &r.allocs {
-                let entry = e.backend.pod(&a.namespace, &a.name).and_then(|v| {
-                    let controller = e.movable(&v, below)?;
-                    let (on_node, of_controller) = e.moves.counts(limits.cooldown, r.name.as_str(), &controller);
-                    if on_node >= limits.per_node || of_controller >= limits.per_controller {
-                        return None;
-                    }
-                    let req = e.request_of(&v).ok()?;
-                    Some((req, controller, v))
-                });
-                per.push(entry);
-            }
-            reqs.push(per);
-        }
+        let Movables { reports, snaps, reqs } = e.movables(below).await;
         let movable: Vec<Vec<Option<&PodRequest>>> =
             reqs.iter().map(|per| per.iter().map(|x| x.as_ref().map(|(r, ..)| &**r)).collect()).collect();
         let holders: Vec<_> = reports.iter().map(|r| e.holders(r, i32::MIN)).collect();
@@ -231,6 +266,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
     async fn carry_out(&self, node: NodeName, devices: crate::model::PodDevices, movers: Vec<Mover>, what: &str) {
         let e = self.e;
         let ttl = e.cfg.defrag.claim_ttl;
+        let freed = devices.0.iter().flat_map(|(_, cs)| cs.iter()).map(Vec::len).sum();
         let gone: Vec<PodUid> = movers.iter().map(|m| m.uid.clone()).collect();
         let own = ClaimKey::Pod(self.req.uid.clone());
         let own_id = e.pods.next_claim_id();
@@ -302,7 +338,7 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
             return;
         }
         crate::metrics::defrag_plan(Outcome::Placed.as_str());
-        crate::metrics::defrag_moved(moved.len());
+        crate::metrics::defrag_moved(moved.len(), freed);
         let message = format!("{what}; moving now, its devices are claimed for {}s", ttl.as_secs());
         e.event(&self.pref, reasons::PREEMPTING, EventType::Normal, message.clone());
         e.remember(&self.pref, Some(node.to_string()), "defragmenting", message.clone());

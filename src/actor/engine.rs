@@ -209,6 +209,11 @@ impl<B: Backend> Engine<B> {
         self.inner.pods.groups.set_served(kind, served)
     }
 
+    /// Whole devices a defragmentation could free now, by (vendor, device type).
+    pub async fn defrag_freeable(&self) -> Vec<((String, String), usize)> {
+        self.inner.defrag_freeable().await
+    }
+
     /// Every pod group: members existing, minimum, claimed, bound, state and why it waits.
     pub fn group_reports(&self) -> Vec<GroupReport> {
         self.inner.group_reports()

@@ -173,6 +173,8 @@ pub struct View<'a> {
     pub dra: &'a [DraClass],
     /// Pod groups (gangs), placed all or none.
     pub groups: &'a [crate::actor::GroupReport],
+    /// Whole devices a defragmentation could free now, by (vendor, device type).
+    pub freeable: &'a [((String, String), usize)],
     pub leader: bool,
     pub now_s: i64,
 }
@@ -257,7 +259,7 @@ pub fn render(v: &View<'_>, q: &Query) -> String {
         gib(total.shared_free_mib),
         gib(total.fragmented_mib),
     );
-    by_type(&mut s, &frag);
+    by_type(&mut s, &frag, v.freeable);
     dra(&mut s, v.dra);
 
     let needle = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
@@ -303,19 +305,21 @@ fn dra(s: &mut String, classes: &[DraClass]) {
 }
 
 /// Fragmentation per device type, beside the whole devices free.
-fn by_type(s: &mut String, frag: &Fragmentation) {
+fn by_type(s: &mut String, frag: &Fragmentation, freeable: &[((String, String), usize)]) {
     if frag.by_type.is_empty() {
         return;
     }
     s.push_str(concat!(
         "<h2>By device type</h2><table><tr><th>vendor</th><th>type</th><th>devices</th>",
         "<th>idle (whole devices free)</th><th>free on shared devices</th>",
-        r#"<th title="free memory on shared devices that no pending pod's container could use">fragmented</th></tr>"#
+        r#"<th title="free memory on shared devices that no pending pod's container could use">fragmented</th>"#,
+        r#"<th title="shared devices whose pods all may move and fit on other shared devices of their type">a defragmentation could free</th></tr>"#
     ));
     for ((vendor, ty), r) in &frag.by_type {
+        let could = freeable.iter().find(|((v, t), _)| v == vendor && t == ty).map_or(0, |(_, n)| *n);
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{} on {} devices</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{} on {} devices</td><td>{could} whole devices</td></tr>",
             esc(vendor),
             esc(ty),
             r.devices,
@@ -650,6 +654,7 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
     let recent = st.engine.recent_decisions();
     let dra = st.engine.backend().dra_classes();
     let groups = st.engine.group_reports();
+    let freeable = st.engine.defrag_freeable().await;
     let view = View {
         nodes: &nodes,
         pods: &pods,
@@ -658,6 +663,7 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
         vendors,
         dra: &dra,
         groups: &groups,
+        freeable: &freeable,
         leader,
         now_s: now,
     };
@@ -719,7 +725,18 @@ mod tests {
     fn page(nodes: &[NodeJson], pending: &[PendingPod], recent: &[RecentDecision], q: &Query, now_s: i64) -> String {
         let vendors = crate::testing::vendors();
         render(
-            &View { nodes, pods: &[], recent, pending, vendors: &vendors, dra: &[], groups: &[], leader: true, now_s },
+            &View {
+                nodes,
+                pods: &[],
+                recent,
+                pending,
+                vendors: &vendors,
+                dra: &[],
+                groups: &[],
+                freeable: &[],
+                leader: true,
+                now_s,
+            },
             q,
         )
     }
@@ -805,6 +822,7 @@ mod tests {
                 vendors: &vendors,
                 dra: &[],
                 groups: &[],
+                freeable: &[],
                 leader: true,
                 now_s: 0,
             },
@@ -821,6 +839,7 @@ mod tests {
                 vendors: &vendors,
                 dra: &dra,
                 groups: &[],
+                freeable: &[],
                 leader: true,
                 now_s: 0,
             },
@@ -955,6 +974,7 @@ mod tests {
             vendors: &vendors,
             dra: &[],
             groups,
+            freeable: &[],
             leader: true,
             now_s: 100,
         };
@@ -980,6 +1000,7 @@ mod tests {
             vendors: &vendors,
             dra: &[],
             groups: &[],
+            freeable: &[],
             leader: true,
             now_s: 0,
         };

@@ -16,9 +16,12 @@
 //! places Hygon HCU and DCU pods side by side and MIG instances in a shape HAMi books past 100 cores.
 //! Scenarios x and x2 (`gangs.rs`) place Kubernetes 1.37's native PodGroups all or none (that
 //! version's control plane, with its native gang on), y and y2 coscheduling's PodGroups on 1.34
-//! with kube-scheduler placing members one by one (y2 across a SIGKILL of hami-rs).
+//! with kube-scheduler placing members one by one (y2 across a SIGKILL of hami-rs). Scenarios z and
+//! z2 (`defrag.rs`) defragment two GPUs: one ReplicaSet pod moved for a whole-GPU pod, a budget of no
+//! disruption blocking it, and a dry run that moves nothing.
 
 mod cluster;
+mod defrag;
 mod families;
 mod faults;
 mod gangs;

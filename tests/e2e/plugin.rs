@@ -18,7 +18,7 @@ use crate::cluster::*;
 use crate::harness::*;
 
 /// Runs `kubectl-hami --kubeconfig <admin> args…`: its stdout, or a panic with stderr.
-async fn kubectl_hami(cp: &ControlPlane, args: &[&str]) -> String {
+pub(crate) async fn kubectl_hami(cp: &ControlPlane, args: &[&str]) -> String {
     kubectl_hami_with(&cp.kubeconfig("admin"), args).await
 }
 

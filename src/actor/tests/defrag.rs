@@ -19,6 +19,11 @@ fn running(name: &str, node: &str, gpu: &str, rs: Option<&str>) -> PodBuilder {
         .gpu(1)
         .mem_mib(12000)
         .placed(node, &format!("{gpu},NVIDIA,12000,0:;"))
+        // What a bound pod carries beside its decision: when it was decided and bound, and the
+        // devices the plugin has taken (none left to allocate).
+        .annotation(keys::ASSIGNED_TIME, "1796683415")
+        .annotation(keys::BIND_TIME, "1796683415")
+        .annotation(keys::NVIDIA_TO_ALLOCATE, ";;")
         .bound_to(node)
         .phase("Running");
     if let Some(rs) = rs {
@@ -133,4 +138,21 @@ async fn pods_without_a_replacing_controller_or_of_higher_priority_never_move() 
     observe(&e, &b, &a1.clone().annotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")).await;
     assert!(matches!(filter(&e, &b, &whole, &["fa", "fb"]).await, FilterOutcome::NoFit { .. }));
     assert!(crate::port::Backend::pod(&b, "web", "a1").is_some());
+}
+
+#[actix::test]
+async fn the_console_figure_counts_the_whole_devices_pods_that_may_move_could_free() {
+    // Only a1 may move: one GPU (its own) could be freed, onto fa-0's room.
+    let (e, b, a1) = fragmented(Defragment::Off).await;
+    let ty = "NVIDIA-Tesla V100-PCIE-32GB".to_owned();
+    assert_eq!(e.defrag_freeable().await, [(("NVIDIA".to_owned(), ty.clone()), 1)]);
+    // Annotated not to move: none.
+    observe(&e, &b, &a1.clone().annotation("hami.io/movable", "false")).await;
+    assert_eq!(e.defrag_freeable().await, []);
+    // Every pod owned by a ReplicaSet: each node's two halves pack onto one GPU.
+    let (e, b, _) = fragmented(Defragment::Off).await;
+    for (name, node, gpu) in [("a0", "fa", "GPU-fa-0"), ("b0", "fb", "GPU-fb-0"), ("b1", "fb", "GPU-fb-1")] {
+        observe(&e, &b, &running(name, node, gpu, Some(&format!("rs-{name}")))).await;
+    }
+    assert_eq!(e.defrag_freeable().await, [(("NVIDIA".to_owned(), ty), 2)]);
 }
