@@ -53,6 +53,7 @@ const EXPORTED: &[(&str, Kind)] = &[
     ("hami_scheduler_pod_groups", Kind::Gauge),
     ("hami_scheduler_defrag_plans_total", Kind::Counter),
     ("hami_scheduler_defrag_pods_moved_total", Kind::Counter),
+    ("hami_scheduler_defrag_devices_freed_total", Kind::Counter),
     ("hami_scheduler_pod_group_placed_seconds", Kind::Histogram),
     ("hami_scheduler_pod_group_claims_released_total", Kind::Counter),
     ("hami_scheduler_pod_group_decisions_total", Kind::Counter),

@@ -894,7 +894,7 @@ mod tests {
         );
         assert_eq!((row["shared"].as_str(), row["fragmented"].as_str()), ("1", "1"));
         assert!(
-            html.contains("<tr><td>NVIDIA</td><td>NVIDIA-T4</td><td>4</td><td>1 (16.0 GiB)</td><td>14.3 GiB</td><td>2.3 GiB on 1 devices</td></tr>"),
+            html.contains("<tr><td>NVIDIA</td><td>NVIDIA-T4</td><td>4</td><td>1 (16.0 GiB)</td><td>14.3 GiB</td><td>2.3 GiB on 1 devices</td><td>0 whole devices</td></tr>"),
             "{html}"
         );
         let row = summary(&page(&nodes, &needing(2000), &[], &Query::default(), 0));

@@ -69,7 +69,7 @@ fn member(name: &str, gpus: u32, link: Link<'_>, gated: bool) -> Value {
 }
 
 /// Creates the pods, all at once.
-async fn create_pods(client: &kube::Client, pods: Vec<Value>) {
+pub(crate) async fn create_pods(client: &kube::Client, pods: Vec<Value>) {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ApiResource::erase::<Pod>(&()));
     futures::stream::iter(pods)
         .map(|p| {
@@ -107,7 +107,7 @@ async fn create_pod_group(client: &kube::Client, api_version: &str, name: &str, 
 }
 
 /// A native PodGroup (`scheduling.k8s.io/v1beta1`) of the gang policy with `min` members.
-async fn native_group(client: &kube::Client, name: &str, min: u32) {
+pub(crate) async fn native_group(client: &kube::Client, name: &str, min: u32) {
     create_pod_group(
         client,
         "scheduling.k8s.io/v1beta1",

@@ -18,12 +18,14 @@
 //! version's control plane, with its native gang on), y and y2 coscheduling's PodGroups on 1.34
 //! with kube-scheduler placing members one by one (y2 across a SIGKILL of hami-rs). Scenarios z and
 //! z2 (`defrag.rs`) defragment two GPUs: one ReplicaSet pod moved for a whole-GPU pod, a budget of no
-//! disruption blocking it, and a dry run that moves nothing.
+//! disruption blocking it, and a dry run that moves nothing. Scenario x3 (`gang_throughput.rs`, only
+//! with `HAMI_E2E_THROUGHPUT`) times native gangs through hami-rs against the native gang alone.
 
 mod cluster;
 mod defrag;
 mod families;
 mod faults;
+mod gang_throughput;
 mod gangs;
 mod harness;
 mod plugin;

@@ -257,11 +257,11 @@ impl Run {
 }
 
 /// Pod name → the instant it was first seen bound.
-type Seen = Arc<Mutex<HashMap<String, Instant>>>;
+pub(crate) type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 
 /// Watches the test's pods from before the first create, recording when each is first seen with
 /// a nodeName; ends once `expected` pods have been.
-fn watch_binds(client: &kube::Client, expected: usize, seen: Seen) -> tokio::task::JoinHandle<()> {
+pub(crate) fn watch_binds(client: &kube::Client, expected: usize, seen: Seen) -> tokio::task::JoinHandle<()> {
     let api = pods_api(client);
     tokio::spawn(async move {
         let cfg = watcher::Config::default().labels("e2e=gpu");

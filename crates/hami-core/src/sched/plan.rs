@@ -152,33 +152,39 @@ fn place_in(
     for ask in asks {
         let within = allowed(view, ask);
         let mut best: Option<(usize, f32)> = None;
-        let mut rejections = Vec::new();
         for &n in within.iter() {
             let Some(node) = view.nodes.get(n) else { continue };
             let fitted = match &seen[n] {
-                Some((key, r)) if *key == ask.req.fit_key => r.as_ref().map(|(s, _)| *s).map_err(Clone::clone),
+                Some((key, r)) if *key == ask.req.fit_key => r.as_ref().ok().map(|(s, _)| *s),
                 _ => {
                     let snap = work[n].as_ref().unwrap_or(node.snapshot);
                     let r = fit::fit_pod(snap, ask.req, w.vendors, w.quota, w.scratch)
                         .map(|score| (score, w.scratch.result.clone()));
-                    let score = r.as_ref().map(|(s, _)| *s).map_err(Clone::clone);
+                    let score = r.as_ref().ok().map(|(s, _)| *s);
                     seen[n] = Some((ask.req.fit_key, r));
                     score
                 }
             };
-            match fitted {
-                Ok(score) => {
-                    let better = best.as_ref().is_none_or(|(b, bs)| {
-                        score::node_order(ask.req.node_policy, score, *bs).then(n.cmp(b)).is_lt()
-                    });
-                    if better {
-                        best = Some((n, score));
-                    }
+            if let Some(score) = fitted {
+                let better = best
+                    .as_ref()
+                    .is_none_or(|(b, bs)| score::node_order(ask.req.node_policy, score, *bs).then(n.cmp(b)).is_lt());
+                if better {
+                    best = Some((n, score));
                 }
-                Err(r) => rejections.push((n, r)),
             }
         }
         let Some((n, score)) = best else {
+            // Only an ask no node takes reports the rejections: every allowed node's is remembered
+            // for this shape now, and copying them for an ask that fits would cost one copy per
+            // refusing node per ask.
+            let rejections = within
+                .iter()
+                .filter_map(|&n| match seen.get(n)? {
+                    Some((key, Err(r))) if *key == ask.req.fit_key => Some((n, *r)),
+                    _ => None,
+                })
+                .collect();
             out.push(Err(rejections));
             if stop {
                 break;
