@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use crate::actor::books::moves::Freeable;
 use crate::actor::books::pods::Claimed;
 use crate::actor::coordinator::{Part, Take, TakeAll};
 use crate::actor::filter::cycle::FilterCycle;
@@ -105,6 +106,13 @@ impl<B: Backend> Inner<B> {
     }
 }
 
+/// Every allocation's and claim's charges on the node, as holders of no priority (the console's
+/// figure reads only what each holds).
+fn charge_holders(r: &crate::actor::NodeReport) -> Vec<crate::sched::victims::Holder<'_>> {
+    let charges = r.allocs.iter().map(|a| &a.charges).chain(r.claims.iter().map(|c| &c.charges));
+    charges.map(|c| crate::sched::victims::Holder { priority: 0, started: 0, evictable: false, charges: c }).collect()
+}
+
 /// What a defragmentation plans on: every node's report (sorted by name) and published snapshot,
 /// and each holder's request and controller when it may move.
 struct Movables {
@@ -151,18 +159,32 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Whole devices a defragmentation could free now, by vendor and device type (the console's
-    /// figure): pods that may move for a pod of any priority, packed onto the other shared
-    /// devices of their type.
-    pub(in crate::actor) async fn defrag_freeable(self: &Arc<Self>) -> Vec<((String, String), usize)> {
-        let Movables { reports, snaps, reqs } = self.movables(i32::MAX).await;
-        let movable: Vec<Vec<Option<&PodRequest>>> =
-            reqs.iter().map(|per| per.iter().map(|x| x.as_ref().map(|(r, ..)| &**r)).collect()).collect();
-        let holders: Vec<_> = reports.iter().map(|r| self.holders(r, i32::MIN)).collect();
-        let view = View { nodes: snaps.iter().zip(holders).map(|(s, h)| Node { snapshot: s, holders: h }).collect() };
-        crate::sched::plan::defrag::freeable(&view, &movable)
-            .into_iter()
-            .map(|((v, ty), n)| ((self.vendors.get(v).name().to_owned(), ty.to_string()), n))
-            .collect()
+    /// figure), on `reports` (the console's): pods that may move for a pod of any priority, the
+    /// budgets aside, packed onto the other shared devices of their type. Kept for
+    /// `FREEABLE_KEPT`: it reads every running pod.
+    pub(in crate::actor) fn defrag_freeable(self: &Arc<Self>, reports: &[crate::actor::NodeReport]) -> Freeable {
+        self.moves.freeable(|| {
+            let may_move: Vec<Vec<bool>> = reports
+                .iter()
+                .map(|r| {
+                    r.allocs
+                        .iter()
+                        .map(|a| {
+                            self.backend
+                                .pod(&a.namespace, &a.name)
+                                .is_some_and(|v| self.movable(&v, i32::MAX).is_some())
+                        })
+                        .collect()
+                })
+                .collect();
+            let view = View {
+                nodes: reports.iter().map(|r| Node { snapshot: &r.snapshot, holders: charge_holders(r) }).collect(),
+            };
+            crate::sched::plan::defrag::freeable(&view, &may_move)
+                .into_iter()
+                .map(|((v, ty), n)| ((self.vendors.get(v).name().to_owned(), ty.to_string()), n))
+                .collect()
+        })
     }
 }
 

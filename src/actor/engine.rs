@@ -209,9 +209,10 @@ impl<B: Backend> Engine<B> {
         self.inner.pods.groups.set_served(kind, served)
     }
 
-    /// Whole devices a defragmentation could free now, by (vendor, device type).
-    pub async fn defrag_freeable(&self) -> Vec<((String, String), usize)> {
-        self.inner.defrag_freeable().await
+    /// Whole devices a defragmentation could free now, by (vendor, device type), on `reports`
+    /// (computed again at most every 30 s).
+    pub fn defrag_freeable(&self, reports: &[NodeReport]) -> Vec<((String, String), usize)> {
+        self.inner.defrag_freeable(reports)
     }
 
     /// Every pod group: members existing, minimum, claimed, bound, state and why it waits.

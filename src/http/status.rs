@@ -654,7 +654,7 @@ pub async fn page<B: Backend>(st: web::Data<AppState<B>>, q: web::Query<Query>) 
     let recent = st.engine.recent_decisions();
     let dra = st.engine.backend().dra_classes();
     let groups = st.engine.group_reports();
-    let freeable = st.engine.defrag_freeable().await;
+    let freeable = st.engine.defrag_freeable(&reports);
     let view = View {
         nodes: &nodes,
         pods: &pods,

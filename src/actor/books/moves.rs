@@ -1,7 +1,9 @@
 //! The defragmentation book: the moves made lately (when, from which node, of which controller's
 //! pod), for the budgets per node, per controller and per minute; the replacements placed on a
 //! claimed destination, which are not moved again within the cooldown; and how many claims for
-//! a controller's next pod are outstanding, so filters compute a pod's shape only while one is.
+//! a controller's next pod are outstanding, so filters compute a pod's shape only while one is;
+//! and the console's last figure of whole devices a defragmentation could free, kept a while
+//! (at thousands of nodes it reads every running pod).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -17,9 +19,29 @@ pub struct MoveBook {
     moves: Mutex<VecDeque<(Instant, NodeName, String)>>,
     replacements: DashMap<PodUid, Instant>,
     next_claims: AtomicUsize,
+    freeable: Mutex<Option<(Instant, Freeable)>>,
 }
 
+/// Whole devices a defragmentation could free, by (vendor, device type).
+pub type Freeable = Vec<((String, String), usize)>;
+
+/// How long the console's figure is kept before it is computed again.
+pub const FREEABLE_KEPT: Duration = Duration::from_secs(30);
+
 impl MoveBook {
+    /// The figure computed within [`FREEABLE_KEPT`], else `compute`'s, kept from now.
+    pub fn freeable(&self, compute: impl FnOnce() -> Freeable) -> Freeable {
+        let Ok(mut kept) = self.freeable.lock() else { return compute() };
+        match &*kept {
+            Some((at, f)) if at.elapsed() < FREEABLE_KEPT => f.clone(),
+            _ => {
+                let f = compute();
+                *kept = Some((Instant::now(), f.clone()));
+                f
+            }
+        }
+    }
+
     /// A pod of `controller` moved off `node` now.
     pub fn moved(&self, node: NodeName, controller: String) {
         if let Ok(mut m) = self.moves.lock() {

@@ -171,8 +171,8 @@ impl NodeBook {
 
     /// Every node's published snapshot, in name order: one pass over the book.
     pub fn snapshots(&self) -> Vec<(NodeName, Arc<NodeSnapshot>)> {
-        let mut v: Vec<(NodeName, Arc<NodeSnapshot>)> =
-            self.book.iter().map(|e| (e.key().clone(), e.snap.load())).collect();
+        let mut v: Vec<(NodeName, Arc<NodeSnapshot>)> = Vec::with_capacity(self.book.len());
+        v.extend(self.book.iter().map(|e| (e.key().clone(), e.snap.load())));
         v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         v
     }

@@ -135,8 +135,10 @@ pub fn place_each(
     place_in(view, asks, w, false)
 }
 
-/// A node's last fit of one pod shape while its usage in the plan stayed the same.
-type Remembered = (FitKey, Result<(f32, PodDevices), Rejection>);
+/// A node's last fit of one pod shape while its usage in the plan stayed the same: its score or
+/// rejection. The devices are not kept: only the chosen node's are used, and it is fitted again
+/// for them (copying every fitting node's devices cost more than the plan's fits).
+type Remembered = (FitKey, Result<f32, Rejection>);
 
 fn place_in(
     view: &View<'_>,
@@ -155,14 +157,12 @@ fn place_in(
         for &n in within.iter() {
             let Some(node) = view.nodes.get(n) else { continue };
             let fitted = match &seen[n] {
-                Some((key, r)) if *key == ask.req.fit_key => r.as_ref().ok().map(|(s, _)| *s),
+                Some((key, r)) if *key == ask.req.fit_key => r.as_ref().ok().copied(),
                 _ => {
                     let snap = work[n].as_ref().unwrap_or(node.snapshot);
-                    let r = fit::fit_pod(snap, ask.req, w.vendors, w.quota, w.scratch)
-                        .map(|score| (score, w.scratch.result.clone()));
-                    let score = r.as_ref().ok().map(|(s, _)| *s);
+                    let r = fit::fit_pod(snap, ask.req, w.vendors, w.quota, w.scratch);
                     seen[n] = Some((ask.req.fit_key, r));
-                    score
+                    r.ok()
                 }
             };
             if let Some(score) = fitted {
@@ -191,11 +191,12 @@ fn place_in(
             }
             continue;
         };
-        let devices = match seen[n].take() {
-            Some((_, Ok((_, d)))) => d,
-            _ => unreachable_devices(),
-        };
+        seen[n] = None;
         let snap = work[n].get_or_insert_with(|| view.nodes[n].snapshot.clone());
+        let devices = match fit::fit_pod(snap, ask.req, w.vendors, w.quota, w.scratch) {
+            Ok(_) => w.scratch.result.clone(),
+            Err(_) => unreachable_devices(),
+        };
         let charges = charges_of(&snap.devices, ask.req, &devices, w.vendors);
         accounting::apply(&mut snap.devices, &charges);
         out.push(Ok(Placement { node: n, devices, charges, score }));
@@ -203,8 +204,8 @@ fn place_in(
     out
 }
 
-/// The best node's devices are always remembered beside its score; should that ever not hold, an
-/// empty set places nothing rather than panicking.
+/// The best node fits again as it fitted (the fit reads nothing else); should that ever not hold,
+/// an empty set places nothing rather than panicking.
 fn unreachable_devices() -> PodDevices {
     debug_assert!(false, "the best node's fit was not remembered");
     PodDevices::default()
