@@ -63,7 +63,7 @@ pub fn engine_config(f: &SchedulerFlags) -> EngineConfig {
         defrag: crate::actor::DefragLimits {
             per_plan: f.defrag_max_moves,
             per_node: f.defrag_max_per_node,
-            per_controller: 1,
+            per_controller: f.defrag_max_per_controller,
             per_minute: f.defrag_max_per_minute,
             cooldown: f.defrag_cooldown,
             claim_ttl: f.defrag_claim_ttl,

@@ -223,9 +223,13 @@ pub struct SchedulerFlags {
     #[arg(long = "defrag-max-moves", env = "HAMI_DEFRAG_MAX_MOVES", default_value = "2")]
     pub defrag_max_moves: usize,
 
-    /// Pods moved from one node, and pods of one controller, within `--defrag-cooldown`: a node at most this many, a controller at most one.
+    /// Pods moved from one node within `--defrag-cooldown`.
     #[arg(long = "defrag-max-per-node", env = "HAMI_DEFRAG_MAX_PER_NODE", default_value = "2")]
     pub defrag_max_per_node: usize,
+
+    /// Pods of one controller (ReplicaSet, StatefulSet) moved within `--defrag-cooldown`.
+    #[arg(long = "defrag-max-per-controller", env = "HAMI_DEFRAG_MAX_PER_CONTROLLER", default_value = "1")]
+    pub defrag_max_per_controller: usize,
 
     /// Pods moved cluster-wide per minute by defragmentation.
     #[arg(long = "defrag-max-per-minute", env = "HAMI_DEFRAG_MAX_PER_MINUTE", default_value = "10")]

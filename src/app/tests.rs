@@ -93,3 +93,24 @@ async fn a_cluster_file_s_device_classes_naming_a_served_resource_are_reported()
     assert_eq!(on_class[0].reason, crate::port::reasons::EXTENDED_RESOURCE_SERVED_BY_DRA);
     assert_eq!(on_class[0].kind, crate::port::EventType::Warning);
 }
+
+#[test]
+fn the_defragmentation_budgets_come_from_their_flags() {
+    use clap::Parser;
+    let parse = |extra: &[&str]| {
+        let args = ["hami-rs", "serve", "--cluster-file", "x.json"].iter().chain(extra).copied();
+        match crate::config::Cli::try_parse_from(args).unwrap().command {
+            crate::config::Command::Serve(a) => engine_config(&a.sched).defrag,
+            crate::config::Command::Simulate(_) => unreachable!("serve parses as serve"),
+        }
+    };
+    let d = parse(&[]);
+    assert_eq!((d.per_plan, d.per_node, d.per_controller, d.per_minute), (2, 2, 1, 10));
+    let d = parse(&[
+        "--defrag-max-moves=3",
+        "--defrag-max-per-node=4",
+        "--defrag-max-per-controller=5",
+        "--defrag-max-per-minute=6",
+    ]);
+    assert_eq!((d.per_plan, d.per_node, d.per_controller, d.per_minute), (3, 4, 5, 6));
+}
