@@ -44,6 +44,11 @@ impl Planned {
     }
 }
 
+/// How long a member's filter that finds its group short of members reads the count again, and
+/// how often.
+const MEMBERS_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+const MEMBERS_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Why a plan did not place the group: the reason, and whether evictions could help (not when
 /// the namespace's quota is what refuses it).
 struct Refused {
@@ -104,22 +109,32 @@ impl<B: Backend> FilterCycle<'_, '_, B> {
                 return Some(self.plan_and_claim(&id, spec, planned, Some(held)).await);
             }
         }
-        let (alive, bound, held, others) = groups
-            .read(&id, |g| {
-                let mut held = 0;
-                let mut others = Vec::new();
-                for (name, m) in g.members.iter().filter(|(_, m)| !m.terminating && m.bound.is_none()) {
-                    let claimed = e.pods.has_claim(&member_key(&id, name)) || e.nodes.placement(&m.uid).is_some();
-                    if claimed {
-                        held += 1;
-                    } else if **name != *member {
-                        others.push(name.clone());
-                    }
-                }
-                (g.alive(), g.bound(), held, others)
-            })
-            .unwrap_or_default();
         let min = spec.min as usize;
+        // kube-scheduler may see members this scheduler's watch has not shown yet; refused now, a
+        // member would wait for an event that already came (its unschedulable queue's flush,
+        // minutes later). Short of members, the count is read again for a moment.
+        let until = std::time::Instant::now() + MEMBERS_WAIT;
+        let (alive, bound, held, others) = loop {
+            let counted = groups
+                .read(&id, |g| {
+                    let mut held = 0;
+                    let mut others = Vec::new();
+                    for (name, m) in g.members.iter().filter(|(_, m)| !m.terminating && m.bound.is_none()) {
+                        let claimed = e.pods.has_claim(&member_key(&id, name)) || e.nodes.placement(&m.uid).is_some();
+                        if claimed {
+                            held += 1;
+                        } else if **name != *member {
+                            others.push(name.clone());
+                        }
+                    }
+                    (g.alive(), g.bound(), held, others)
+                })
+                .unwrap_or_default();
+            if counted.0 >= min || std::time::Instant::now() >= until {
+                break counted;
+            }
+            tokio::time::sleep(MEMBERS_POLL).await;
+        };
         if alive < min {
             let why = format!("{}: waiting for {alive} of {min} members", id.name);
             return Some(self.group_waits(&id, why));

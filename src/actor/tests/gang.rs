@@ -306,3 +306,27 @@ async fn a_member_of_a_group_is_never_a_victim_on_its_own() {
     assert!(matches!(filter(&e, &b, &urgent, &["n1"]).await, FilterOutcome::NoFit { .. }));
     assert!(crate::port::Backend::pod(&b, "ml", "w-0").is_some(), "the group's member stays");
 }
+
+#[actix::test]
+async fn a_member_filtered_before_the_others_are_observed_waits_a_moment_for_them() {
+    // kube-scheduler's informer may show the members before this scheduler's watch does.
+    let (e, b) = engine(&cluster()).await;
+    e.observe_pod_group(&group(GroupKind::Coscheduling, "late", 3));
+    let pods: Vec<PodBuilder> = (0..3).map(|k| member("late", &format!("late-{k}"), 4)).collect();
+    create(&e, &b, &pods[..1]).await;
+    let rest = pods[1..].to_vec();
+    let (e2, b2) = (e.clone(), b.clone());
+    let shown = actix::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+        create(&e2, &b2, &rest).await;
+    });
+    let first = filter_all_nodes(&e, &pods[0]).await;
+    assert!(matches!(first, FilterOutcome::Chosen { .. }), "placed once the others were shown: {first:?}");
+    shown.await.unwrap();
+    assert_eq!(claims(&e).await, 2, "the other two members' room is claimed");
+    // A group that stays short is still refused, after that moment.
+    e.observe_pod_group(&group(GroupKind::Coscheduling, "short", 2));
+    let alone = member("short", "short-0", 1);
+    create(&e, &b, std::slice::from_ref(&alone)).await;
+    assert_eq!(group_text(&filter_all_nodes(&e, &alone).await), "short: waiting for 1 of 2 members");
+}
