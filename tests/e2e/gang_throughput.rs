@@ -24,11 +24,7 @@ use serde_json::{Value, json};
 use crate::cluster::*;
 use crate::gangs::{create_pods, native_group};
 use crate::harness::*;
-use crate::throughput::{Seen, watch_binds};
-
-fn env_num(k: &str, default: usize) -> usize {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use crate::throughput::{Seen, env_num, quantile, watch_binds};
 
 /// A one-GPU member of the native group `group` for the scheduler `scheduler`.
 fn member(name: &str, group: &str, scheduler: &str) -> Value {
@@ -53,10 +49,7 @@ impl GangRun {
         self.bound as f64 / self.bound_s
     }
     fn q(&self, q: f64) -> f64 {
-        if self.groups.is_empty() {
-            return f64::NAN;
-        }
-        self.groups[((self.groups.len() - 1) as f64 * q).round() as usize]
+        quantile(&self.groups, q)
     }
     fn line(&self) -> String {
         format!(
@@ -133,11 +126,11 @@ async fn x3_throughput_of_native_gangs_with_hami_rs_against_the_native_gang_alon
         println!("e2e[x3]: skipped (set HAMI_E2E_THROUGHPUT=1 to measure gang throughput)");
         return;
     }
-    let groups = env_num("HAMI_E2E_GANG_TPUT_GROUPS", 20);
-    let members = env_num("HAMI_E2E_GANG_TPUT_MEMBERS", 8);
-    let nodes = FakeNodes::new("gpu-x3-", env_num("HAMI_E2E_GANG_TPUT_NODES", 20), 8);
-    let creators = env_num("HAMI_E2E_GANG_TPUT_CREATORS", 4);
-    let timeout = Duration::from_secs(env_num("HAMI_E2E_GANG_TPUT_TIMEOUT", 300) as u64);
+    let groups: usize = env_num("HAMI_E2E_GANG_TPUT_GROUPS", 20);
+    let members: usize = env_num("HAMI_E2E_GANG_TPUT_MEMBERS", 8);
+    let nodes = FakeNodes::new("gpu-x3-", env_num::<usize>("HAMI_E2E_GANG_TPUT_NODES", 20), 8);
+    let creators: usize = env_num("HAMI_E2E_GANG_TPUT_CREATORS", 4);
+    let timeout = Duration::from_secs(env_num::<u64>("HAMI_E2E_GANG_TPUT_TIMEOUT", 300));
 
     let with = {
         let cp = ControlPlane::start_flavor("x3-hami", Flavor::NativeGang).await;

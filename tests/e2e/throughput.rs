@@ -81,7 +81,7 @@ const UPSTREAM_DEVICE_CONFIG: &str = "nvidia:
   deviceCoreScaling: 1
 ";
 
-fn env_num<T: std::str::FromStr>(k: &str, default: T) -> T {
+pub(crate) fn env_num<T: std::str::FromStr>(k: &str, default: T) -> T {
     std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
@@ -249,11 +249,16 @@ impl Run {
         self.bound == self.pods
     }
     fn quantile(&self, q: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        self.latencies[((self.latencies.len() - 1) as f64 * q).round() as usize]
+        quantile(&self.latencies, q)
     }
+}
+
+/// The `q` quantile of sorted figures (NaN for none).
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
 /// Pod name → the instant it was first seen bound.
